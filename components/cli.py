@@ -1,0 +1,99 @@
+"""Commands beside Pulumi for the people who run it: validate, render, status.
+
+    python -m components validate --stack NAME | --config FILE
+    python -m components render   --stack NAME | --config FILE  --out DIR
+    python -m components status   --stack NAME | --config FILE  [--json]
+
+Exit codes: 0 success, 2 invalid config (one `field.path: reason` line per problem on
+stderr, nothing written), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from .config import ConfigError, StackConfig, load_stack_config, read_stack_file, stack_file
+
+EXIT_INVALID = 2
+
+
+def _load(args: argparse.Namespace) -> StackConfig:
+    path = Path(args.config) if args.config else stack_file(args.stack)
+    return load_stack_config(read_stack_file(path))
+
+
+def manifest_filename(index: int, manifest: dict) -> str:
+    meta = manifest["metadata"]
+    namespace = meta.get("namespace", "_cluster")
+    return f"{index:03d}-{manifest['kind'].lower()}-{namespace}-{meta['name']}.yaml"
+
+
+def render(stack: StackConfig, out: Path) -> list[Path]:
+    from .compile import compile_stack
+
+    manifests = compile_stack(stack)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, manifest in enumerate(manifests):
+        path = out / manifest_filename(index, manifest)
+        path.write_text(yaml.safe_dump(manifest, sort_keys=True))
+        written.append(path)
+    return written
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    stack = _load(args)
+    print(f"valid: {len(stack.models)} model(s) in namespace {stack.platform.namespace}")
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    stack = _load(args)  # validated before a single file is written
+    written = render(stack, Path(args.out))
+    print(f"wrote {len(written)} manifest(s) to {args.out}")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from providers.status_cli import print_status
+
+    return print_status(_load(args), as_json=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m components", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def source(p: argparse.ArgumentParser) -> None:
+        group = p.add_mutually_exclusive_group(required=True)
+        group.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
+        group.add_argument("--config", help="a file in Pulumi stack config format")
+
+    p = sub.add_parser("validate", help="check a stack's config; exit 2 with one line per problem")
+    source(p)
+    p.set_defaults(run=_cmd_validate)
+    p = sub.add_parser("render", help="write every manifest the stack declares, no cluster needed")
+    source(p)
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(run=_cmd_render)
+    p = sub.add_parser("status", help="live status of every model of the stack")
+    source(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=_cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_INVALID

@@ -1,0 +1,60 @@
+"""What differs per engine: image, command line, environment and health path.
+
+Shared compilers call these; nothing engine-specific lives in ``server.py``.
+"""
+
+from __future__ import annotations
+
+from ..config.model import ModelConfig, PlatformConfig
+from . import common
+
+LORA_CACHE_MOUNT = "/lora-cache"
+
+
+def server_image(model: ModelConfig, platform: PlatformConfig) -> str:
+    if model.image:
+        return model.image
+    if model.engine == "vllm":
+        return platform.vllm_image
+    # The config model requires an image on NIM models (NIM images are per model).
+    raise ValueError(f"model '{model.name}': NIM models need an explicit image")
+
+
+def server_command(model: ModelConfig) -> dict:
+    if model.engine == "nim":
+        # NIM images start their own server from the image entrypoint.
+        return {"args": list(model.args)} if model.args else {}
+    args = [
+        common.WEIGHTS_MOUNT,
+        "--served-model-name", model.name,
+        "--host", "0.0.0.0",
+        "--port", str(common.SERVER_PORT),
+        "--tensor-parallel-size", str(model.tensor_parallel_size),
+    ]
+    if model.lora.enabled:
+        args += [
+            "--enable-lora",
+            "--max-loras", str(model.lora.max_loras),
+            "--max-lora-rank", str(model.lora.max_lora_rank),
+        ]
+    return {"command": ["vllm", "serve"], "args": args + list(model.args)}
+
+
+def server_env(model: ModelConfig) -> list[dict]:
+    if model.engine == "nim":
+        env = [
+            {"name": "NIM_CACHE_PATH", "value": common.WEIGHTS_MOUNT},
+            {"name": "NIM_SERVER_PORT", "value": str(common.SERVER_PORT)},
+            {"name": "NIM_HTTP_API_PORT", "value": str(common.SERVER_PORT)},
+            {"name": "NIM_MODEL_NAME", "value": common.WEIGHTS_MOUNT},
+            {"name": "NIM_SERVED_MODEL_NAME", "value": model.name},
+        ]
+    else:
+        env = [
+            # The weights are on the volume already: never reach for the hub while serving.
+            {"name": "HF_HUB_OFFLINE", "value": "1"},
+            {"name": "HOME", "value": "/tmp"},
+        ]
+        if model.lora.enabled:
+            env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
+    return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]

@@ -1,0 +1,147 @@
+"""P3 serve: the engine server Deployment and its Service."""
+
+from __future__ import annotations
+
+from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from . import common, engines
+
+SERVER_COMPONENT = "server"
+PROBE_PERIOD_SECONDS = 10
+
+
+def probes(model: ModelConfig, platform: PlatformConfig) -> dict:
+    """Startup, readiness and liveness on the model's health path.
+
+    Big models take many minutes to load; the startup probe carries that budget, so liveness
+    can stay strict without killing a server that is still loading.
+    """
+    http = {"path": model.health_path, "port": "http"}
+    return {
+        "startupProbe": {
+            "httpGet": dict(http),
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, platform.startup_timeout_seconds // PROBE_PERIOD_SECONDS),
+        },
+        "readinessProbe": {
+            "httpGet": dict(http), "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5, "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": dict(http), "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3,
+        },
+    }
+
+
+def rollout_strategy(model: ModelConfig) -> dict:
+    if model.weights.access_mode == "ReadWriteOnce":
+        # A ReadWriteOnce volume attaches to one node: a surge pod on another node would wait
+        # forever on Multi-Attach while the old pod holds the volume. Stop first, then start.
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[dict]]:
+    names = common.ModelNames.of(model)
+    vols = [
+        {"name": "weights", "persistentVolumeClaim": {"claimName": names.weights, "readOnly": True}},
+        # Tensor parallel workers exchange tensors through /dev/shm; the container runtime's
+        # default 64Mi makes NCCL fail. Memory-backed, with a limit so it cannot eat the node.
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": stack.shm_limit(model)}},
+    ]
+    mounts = [
+        {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    if model.lora.enabled:
+        vols.append({"name": names.lora_cache, "emptyDir": {"sizeLimit": model.lora.cache_size_limit}})
+        mounts.append({"name": names.lora_cache, "mountPath": engines.LORA_CACHE_MOUNT})
+    return vols, mounts
+
+
+def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
+    ident = common.identity(model, stack.platform)
+    return {
+        "name": "lora-cache-init",
+        "image": stack.platform.busybox_image,
+        "command": ["sh", "-c", f"mkdir -p {engines.LORA_CACHE_MOUNT}/adapters"],
+        "volumeMounts": [{"name": common.ModelNames.of(model).lora_cache, "mountPath": engines.LORA_CACHE_MOUNT}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": common.container_security_context(ident),
+    }
+
+
+def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
+    platform = stack.platform
+    names = common.ModelNames.of(model)
+    ident = common.identity(model, platform)
+    vols, mounts = volumes(model, stack)
+    container = {
+        "name": "server",
+        "image": engines.server_image(model, platform),
+        **engines.server_command(model),
+        "env": engines.server_env(model),
+        "ports": [{"name": "http", "containerPort": common.SERVER_PORT, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": model.resources.cpu, "memory": model.resources.memory,
+                         "nvidia.com/gpu": str(model.gpus)},
+            "limits": {"memory": model.resources.memory, "nvidia.com/gpu": str(model.gpus)},
+        },
+        "volumeMounts": mounts,
+        "securityContext": common.container_security_context(ident),
+        **probes(model, platform),
+    }
+    annotations = {
+        common.MODEL_SOURCE_ANNOTATION: model.source.ref,
+        common.HEALTH_PATH_ANNOTATION: model.health_path,
+    }
+    pod_spec: dict = {
+        "serviceAccountName": platform.service_account_name,
+        # Serving pods need no Kubernetes API access at all.
+        "automountServiceAccountToken": False,
+        # No fsGroup: the weights are already owned by this uid/gid, and a recursive chown of
+        # a large volume on every start would delay serving.
+        "securityContext": common.pod_security_context(ident, fs_group=False),
+        "containers": [container],
+        "volumes": vols,
+        **common.scheduling(model, platform),
+    }
+    if model.lora.enabled:
+        pod_spec["initContainers"] = [lora_init_container(model, stack)]
+    pull_secrets = common.image_pull_secrets(platform)
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = pull_secrets
+    meta = common.metadata(names.server, platform.namespace, model, SERVER_COMPONENT, **annotations)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": model.replicas,
+            "selector": {"matchLabels": common.selector_labels(model, SERVER_COMPONENT)},
+            "strategy": rollout_strategy(model),
+            "template": {
+                "metadata": {"labels": common.labels(model, SERVER_COMPONENT), "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def compile_service(model: ModelConfig, platform: PlatformConfig) -> dict:
+    names = common.ModelNames.of(model)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(names.service, platform.namespace, model, SERVER_COMPONENT),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": common.selector_labels(model, SERVER_COMPONENT),
+            "ports": [{"name": "http", "port": common.SERVER_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def endpoint_url(model: ModelConfig, platform: PlatformConfig) -> str:
+    names = common.ModelNames.of(model)
+    return f"http://{names.service}.{platform.namespace}.svc.cluster.local:{common.SERVER_PORT}"
