@@ -21,7 +21,7 @@ def probes(model: ModelConfig, platform: PlatformConfig) -> dict:
             "httpGet": dict(http),
             "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": max(1, platform.startup_timeout_seconds // PROBE_PERIOD_SECONDS),
+            "failureThreshold": -(-platform.startup_timeout_seconds // PROBE_PERIOD_SECONDS),  # ceil
         },
         "readinessProbe": {
             "httpGet": dict(http), "periodSeconds": PROBE_PERIOD_SECONDS,

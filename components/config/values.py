@@ -53,7 +53,7 @@ def parse_quantity(text: str) -> Decimal:
         raise ValueError(f"'{text}' is not a Kubernetes quantity; write e.g. '16Gi'") from exc
     if suffix in _BINARY:
         return value * _BINARY[suffix]
-    if suffix[:1] in "eE" and suffix:
+    if len(suffix) > 1 and suffix[0] in "eE":  # "E" alone is the exa suffix
         return value * (Decimal(10) ** int(suffix[1:]))
     return value * _DECIMAL[suffix]
 

@@ -1,0 +1,112 @@
+"""Kubernetes API access for the dynamic providers and the status command.
+
+Clients are built inside functions, never at import: provider modules are pickled into state
+and imported by the provider host, so they must have no import-time side effects.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, TypeVar
+
+T = TypeVar("T")
+
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+MAX_ATTEMPTS = 6
+MAX_BACKOFF_SECONDS = 8.0
+
+
+class ClusterUnreachable(Exception):
+    """The API could not be read this time (after bounded retries)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which cluster to talk to: a kubeconfig path and context, or the ambient config."""
+
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+
+
+@dataclass
+class Clients:
+    core: Any
+    apps: Any
+    batch: Any
+    discovery: Any
+    custom: Any
+    calls: int = 0
+
+
+def connect(target: Target) -> Clients:
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(
+            config_file=target.kubeconfig, context=target.context, client_configuration=configuration
+        )
+    except config.ConfigException:
+        config.load_incluster_config(client_configuration=configuration)
+    # The client's own urllib3 retries would hide faults from our bounded, logged retries.
+    configuration.retries = False
+    api = client.ApiClient(configuration)
+    return Clients(
+        core=client.CoreV1Api(api), apps=client.AppsV1Api(api), batch=client.BatchV1Api(api),
+        discovery=client.DiscoveryV1Api(api), custom=client.CustomObjectsApi(api),
+    )
+
+
+def status_of(error: BaseException) -> Optional[int]:
+    return getattr(error, "status", None)
+
+
+def _retryable(error: BaseException) -> bool:
+    status = status_of(error)
+    if status is not None:
+        return status in RETRY_STATUSES
+    import urllib3
+
+    return isinstance(error, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+
+
+def _retry_after(error: BaseException) -> Optional[float]:
+    headers = getattr(error, "headers", None) or {}
+    try:
+        return float(headers.get("Retry-After")) if headers.get("Retry-After") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def call(clients: Optional[Clients], fn: Callable[..., T], *args: Any,
+         attempts: int = MAX_ATTEMPTS, sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
+    """Call the API with bounded retries on 429, 5xx and dropped connections.
+
+    Other errors (403, 404, 409, 422) are the caller's to handle: they are answers, not faults.
+    """
+    for attempt in range(1, attempts + 1):
+        if clients is not None:
+            clients.calls += 1
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - classified below
+            if not _retryable(error) or attempt == attempts:
+                if _retryable(error):
+                    raise ClusterUnreachable(f"{getattr(fn, '__name__', 'call')}: {error}") from error
+                raise
+            delay = _retry_after(error) or min(MAX_BACKOFF_SECONDS, 0.25 * 2 ** (attempt - 1))
+            sleep(delay * (0.8 + 0.4 * random.random()))
+    raise AssertionError("unreachable")
+
+
+def to_dict(clients: Clients, obj: Any) -> dict:
+    """Typed client objects to wire-shape dicts (camelCase), as the projection expects."""
+    if obj is None or isinstance(obj, dict):
+        return obj
+    return clients.core.api_client.sanitize_for_serialization(obj)
+
+
+def is_not_found(error: BaseException) -> bool:
+    return status_of(error) == 404

@@ -1,0 +1,37 @@
+"""The dynamic resources the components declare (program side; the providers do the work)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+from pulumi.dynamic import Resource, ResourceProvider
+
+
+class WeightsGate(Resource, module="llm-serving", name="WeightsGate"):
+    """Stands once a model's weights are complete and no puller pod holds their volume."""
+
+    weights_ready: pulumi.Output[bool]
+    completed_at: pulumi.Output[str]
+    model_source: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(provider, name, {**props, "weights_ready": None, "completed_at": None}, opts)
+
+
+class ModelStatus(Resource, module="llm-serving", name="ModelStatus"):
+    """PENDING | READY | ERROR | UNKNOWN, with a message, details and the routable targets."""
+
+    state: pulumi.Output[str]
+    message: pulumi.Output[str]
+    reason: pulumi.Output[str]
+    details: pulumi.Output[dict]
+    ready_replicas: pulumi.Output[int]
+    targets: pulumi.Output[list]
+    observed_at: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        outs = dict.fromkeys(("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at"))
+        super().__init__(provider, name, {**props, **outs}, opts)

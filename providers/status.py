@@ -1,0 +1,121 @@
+"""ModelStatus: waits for a model to serve, fails fast with the reason, and reports its status.
+
+create / update: wait until at least one routable target exists for the current rollout
+(READY), or stop at the first classified ERROR (crash loop, OOMKilled, puller failure, image pull,
+pending too long) with its evidence, instead of a generic ten-minute await timeout.
+read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be read.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from . import kube
+from .projection import ERROR, READY, UNKNOWN, Status
+
+STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
+UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+class ModelNotServing(Exception):
+    """A model did not reach READY; the message says why and what to do."""
+
+
+def _ref(props: dict):
+    from .observe import ModelRef
+
+    return ModelRef(
+        namespace=props["namespace"], model=props["model"], deployment=props["deployment"],
+        service=props["service"], puller_job=props.get("puller_job") or "",
+        pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900),
+    )
+
+
+def rollout_complete(deployment: dict | None) -> bool:
+    """The Deployment controller has acted on the current spec and no old pod is left."""
+    if not deployment:
+        return False
+    meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
+    desired = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
+    return (
+        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+        and int(status.get("updatedReplicas") or 0) >= desired
+        and int(status.get("replicas") or 0) <= desired
+    )
+
+
+def status_outputs(props: dict, status: Status) -> dict:
+    return {
+        **props,
+        **status.as_outputs(),
+        "observed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def describe(model: str, status: Status) -> str:
+    lines = [f"model {model} is {status.state}: {status.message}", f"reason: {status.reason}"]
+    details = status.details or {}
+    if details.get("events"):
+        lines.append("recent events:\n  " + "\n  ".join(details["events"]))
+    if details.get("logTail"):
+        lines.append(f"log tail of {details.get('pod')}:\n{details['logTail']}")
+    return "\n".join(lines)
+
+
+def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, connect=kube.connect) -> Status:
+    from .observe import current_status, observe
+
+    clients = connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
+    ref = _ref(props)
+    deadline = clock() + float(props.get("ready_timeout_seconds") or 1800)
+    poll = float(props.get("poll_seconds") or 1.0)
+    status = Status(UNKNOWN, "not read yet", "not-read")
+    while clock() <= deadline:
+        status = current_status(clients, ref)
+        if status.state == ERROR:
+            raise ModelNotServing(describe(ref.model, status))
+        if status.state == READY:
+            try:
+                if rollout_complete(observe(clients, ref).deployment):
+                    return status
+            except Exception:  # noqa: BLE001 - a failed read is retried until the deadline
+                pass
+            status = Status(status.state, status.message + " (rollout in progress)", "rolling-out",
+                            status.details, status.ready_replicas, status.targets)
+        sleep(poll)
+    raise ModelNotServing(
+        f"model {ref.model} not serving after {props.get('ready_timeout_seconds')}s: "
+        f"{status.state}: {status.message}"
+    )
+
+
+class ModelStatusProvider(ResourceProvider):
+    serialize_as_secret_always = False
+
+    def create(self, props: dict) -> CreateResult:
+        status = wait_until_serving(props)
+        return CreateResult(f"{props['namespace']}/{props['model']}", status_outputs(props, status))
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        return UpdateResult(status_outputs(news, wait_until_serving(news)))
+
+    def read(self, id_: str, props: dict) -> ReadResult:
+        from .observe import current_status
+
+        inputs = {k: v for k, v in props.items() if k not in STATUS_KEYS}
+        try:
+            clients = kube.connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
+            status = current_status(clients, _ref(props))
+        except Exception as error:  # noqa: BLE001 - refresh reports, it does not guess
+            status = Status(UNKNOWN, f"status could not be read this time: {error}", "read-failed")
+        return ReadResult(id_, status_outputs(inputs, status), inputs)
+
+    def delete(self, _id: str, _props: dict) -> None:
+        return None
