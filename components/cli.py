@@ -5,7 +5,7 @@
     python -m components status   --stack NAME | --config FILE  [--json]
 
 Exit codes: 0 success, 2 invalid config (one `field.path: reason` line per problem on
-stderr, nothing written), 1 anything else.
+stderr, nothing written), 3 `status` found a model that is not READY, 1 anything else.
 """
 
 from __future__ import annotations

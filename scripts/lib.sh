@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Shared by scripts/up-local.sh and scripts/test.sh: Python env, toolchain, offline Pulumi env.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO/.venv"
+# A fixed passphrase for the local file backend only: the local and test stacks hold no real
+# secret. Real stacks set PULUMI_CONFIG_PASSPHRASE (or a cloud secrets provider) themselves.
+export PULUMI_CONFIG_PASSPHRASE="${PULUMI_CONFIG_PASSPHRASE-llm-serving-local}"
+export LLM_SERVING_STATE_DIR="${LLM_SERVING_STATE_DIR:-$REPO/.pulumi-state}"
+
+log() { printf '[llm-serving] %s\n' "$*" >&2; }
+
+setup_python() {
+  local stamp="$VENV/.requirements.sha256" want
+  want="$(cat "$REPO/requirements.txt" "$REPO/requirements-dev.txt" "$REPO/policies/requirements.txt" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating virtualenv $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing Python dependencies (pinned)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REPO/requirements-dev.txt"
+    echo "$want" > "$stamp"
+  fi
+}
+
+setup_toolchain() {
+  bash "$REPO/scripts/toolchain/bootstrap.sh"
+  # shellcheck source=toolchain/versions.sh
+  source "$REPO/scripts/toolchain/versions.sh"
+  # shellcheck disable=SC1090
+  source "$TOOLCHAIN_ENV"
+}
+
+pulumi_env() {
+  mkdir -p "$LLM_SERVING_STATE_DIR"
+  export PULUMI_BACKEND_URL="file://$LLM_SERVING_STATE_DIR"
+  export PULUMI_SKIP_UPDATE_CHECK=true
+  export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+  export PULUMI_SKIP_CONFIRMATIONS=true
+  export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=true
+  export PATH="$VENV/bin:$PATH"
+}
+
+start_cluster() {
+  bash "$REPO/scripts/cluster/cluster.sh" start
+  KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
+  export KUBECONFIG
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Command 2: every test — unit, component, providers, policies, integration (real engine on the
+# simulated cluster) and faults. The toolchain is built if missing, never skipped.
+source "$(dirname "$0")/lib.sh"
+
+setup_python
+setup_toolchain
+start_cluster
+pulumi_env
+cd "$REPO"
+"$VENV/bin/python" scripts/gen_config_reference.py --check
+set +e
+"$VENV/bin/python" -m pytest "$@"
+status=$?
+set -e
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+exit "$status"

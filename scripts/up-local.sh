@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Command 1: set everything up and run the main job — `pulumi up` of the `local` stack on the
+# simulated GPU cluster — then print the stack outputs. Idempotent: run it again at will.
+source "$(dirname "$0")/lib.sh"
+
+setup_python
+setup_toolchain
+start_cluster
+pulumi_env
+cd "$REPO"
+log "validating the local stack"
+"$VENV/bin/python" -m components validate --stack local
+pulumi stack select --create local --non-interactive >/dev/null
+log "pulumi up -s local"
+pulumi up --yes --skip-preview --non-interactive -s local
+pulumi stack output -s local --json

@@ -1,0 +1,100 @@
+"""`pulumi up` / preview / destroy of a one-model stack under the real engine (issue 3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from harness import small_model, stack_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployed(make_project):
+    project = make_project(lambda ns: stack_config(ns, [small_model()]))
+    project.up()
+    return project
+
+
+def _time(value) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_up_serves_and_reports_ready(deployed):
+    model = deployed.outputs()["models"]["tiny"]
+    assert model["status"]["state"] == "READY", model
+    assert model["status"]["targets"], "READY must mean at least one routable target"
+    assert model["endpoint_url"] == f"http://tiny.{deployed.namespace}.svc.cluster.local:8000"
+
+
+def test_deployment_created_only_after_the_puller_completed(deployed, kube):
+    objects = deployed.outputs()["models"]["tiny"]["objects"]
+    job = kube.BatchV1Api().read_namespaced_job(objects["puller"], deployed.namespace)
+    deployment = kube.AppsV1Api().read_namespaced_deployment(objects["deployment"], deployed.namespace)
+    assert job.status.completion_time is not None, "the puller Job must have completed"
+    assert _time(deployment.metadata.creation_timestamp) >= _time(job.status.completion_time)
+
+
+def test_hand_off_leaves_no_puller_pod_but_keeps_the_job(deployed, kube):
+    objects = deployed.outputs()["models"]["tiny"]["objects"]
+    pods = kube.CoreV1Api().list_namespaced_pod(
+        deployed.namespace, label_selector=f"batch.kubernetes.io/job-name={objects['puller']}")
+    assert pods.items == []
+    assert kube.BatchV1Api().read_namespaced_job(objects["puller"], deployed.namespace)
+
+
+def test_second_up_changes_nothing(deployed):
+    deployed.run("preview", "--expect-no-changes")
+
+
+def _ops(steps: list[dict]) -> dict[str, set[str]]:
+    by_name: dict[str, set[str]] = {}
+    for step in steps:
+        name = step["urn"].split("::")[-1]
+        by_name.setdefault(name, set()).add(step["op"])
+    return by_name
+
+
+def test_image_change_updates_the_deployment_in_place(deployed):
+    config = stack_config(deployed.namespace, [small_model(image="docker.io/vllm/vllm-openai:v0.11.1")])
+    deployed.write_config(config)
+    try:
+        ops = _ops(deployed.preview_steps())
+    finally:
+        deployed.write_config(stack_config(deployed.namespace, [small_model()]))
+    assert ops["tiny-server"] == {"update"}
+    for name in ("tiny-weights", "tiny-puller", "tiny-weights-gate"):
+        assert ops.get(name, {"same"}) == {"same"}, (name, ops.get(name))
+    changed = {n for n, o in ops.items() if o - {"same"}}
+    # The status record re-checks the new rollout; nothing else moves.
+    assert changed <= {"tiny-server", "tiny-status"}, changed
+
+
+def test_revision_change_replaces_the_weights(deployed):
+    config = stack_config(deployed.namespace, [small_model(revision="v2")])
+    deployed.write_config(config)
+    try:
+        ops = _ops(deployed.preview_steps())
+    finally:
+        deployed.write_config(stack_config(deployed.namespace, [small_model()]))
+    for name in ("tiny-weights", "tiny-puller", "tiny-weights-gate"):
+        assert ops[name] & {"replace", "create-replacement"}, (name, ops[name])
+    # The server rolls onto the new volume in place: no downtime from a replacement.
+    assert ops["tiny-server"] == {"update"}
+
+
+def test_destroy_leaves_nothing(make_project, kube):
+    project = make_project(lambda ns: stack_config(ns, [small_model("gone")]))
+    project.up()
+    project.run("destroy", "--yes", "--skip-preview")
+    core, apps, batch = kube.CoreV1Api(), kube.AppsV1Api(), kube.BatchV1Api()
+    selector = "app.kubernetes.io/part-of=llm-serving"
+    leftovers = (
+        core.list_namespaced_persistent_volume_claim(project.namespace, label_selector=selector).items
+        + core.list_namespaced_service(project.namespace, label_selector=selector).items
+        + apps.list_namespaced_deployment(project.namespace, label_selector=selector).items
+        + batch.list_namespaced_job(project.namespace, label_selector=selector).items
+    )
+    assert [o.metadata.name for o in leftovers] == []
