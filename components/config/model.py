@@ -41,6 +41,12 @@ class Toleration(Strict):
         None, description="Taint effect matched; empty matches all effects."
     )
 
+    @model_validator(mode="after")
+    def _value_needs_equal(self) -> "Toleration":
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("a toleration with operator 'Exists' takes no value; remove value or use operator 'Equal'")
+        return self
+
     def to_k8s(self) -> dict:
         return self.model_dump(by_alias=True, exclude_none=True)
 

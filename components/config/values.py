@@ -147,7 +147,10 @@ def check_cluster_reachable_url(url: str) -> str:
     host = parsed.hostname
     loopback = host == "localhost" or host.endswith(".localhost")
     try:
-        loopback = loopback or ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
+        mapped = getattr(address, "ipv4_mapped", None)
+        # 0.0.0.0 and ::ffff:127.0.0.1 point back at the pod just as 127.0.0.1 does.
+        loopback = loopback or address.is_loopback or address.is_unspecified or bool(mapped and mapped.is_loopback)
     except ValueError:
         pass
     if loopback:
