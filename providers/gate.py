@@ -48,6 +48,13 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
         try:
             job = kube.to_dict(clients, kube.call(
                 clients, clients.batch.read_namespaced_job, props["puller_job"], props["namespace"]))
+        except kube.ClusterUnreachable:
+            # An API outage longer than one call's retries is not a failed pull: keep waiting
+            # until the pull's own deadline.
+            if clock() > deadline:
+                raise
+            sleep(poll)
+            continue
         except Exception as error:  # noqa: BLE001
             if not kube.is_not_found(error):
                 raise
@@ -60,7 +67,9 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
         if job_failed(job):
             from .observe import read_events, read_logs
 
-            pods = [kube.to_dict(clients, p) for p in _puller_pods(clients, props)]
+            # Newest last (the API lists by name): its log is the one the diagnosis quotes.
+            pods = sorted((kube.to_dict(clients, p) for p in _puller_pods(clients, props)),
+                          key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
             names = [(p.get("metadata") or {}).get("name", "") for p in pods]
             logs = {name: read_logs(clients, props["namespace"], name) for name in names[-1:]}
             status = diagnose_puller_failure(job, pods, logs, read_events(clients, props["namespace"], names[-1:]))

@@ -16,6 +16,7 @@ T = TypeVar("T")
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 MAX_ATTEMPTS = 6
 MAX_BACKOFF_SECONDS = 8.0
+MAX_RETRY_AFTER_SECONDS = 30.0
 
 
 class ClusterUnreachable(Exception):
@@ -96,8 +97,9 @@ def call(clients: Optional[Clients], fn: Callable[..., T], *args: Any,
                 if _retryable(error):
                     raise ClusterUnreachable(f"{getattr(fn, '__name__', 'call')}: {error}") from error
                 raise
-            delay = _retry_after(error) or min(MAX_BACKOFF_SECONDS, 0.25 * 2 ** (attempt - 1))
-            sleep(delay * (0.8 + 0.4 * random.random()))
+            backoff = min(MAX_BACKOFF_SECONDS, 0.25 * 2 ** (attempt - 1)) * (0.8 + 0.4 * random.random())
+            # Retry-After is the server's minimum (never jittered below it), bounded so a bogus one can't stall us.
+            sleep(max(backoff, min(_retry_after(error) or 0.0, MAX_RETRY_AFTER_SECONDS)))
     raise AssertionError("unreachable")
 
 

@@ -48,8 +48,11 @@ def read_events(clients: kube.Clients, namespace: str, names: list[str]) -> list
     for name in dict.fromkeys(names):
         if not name:
             continue
-        listing = kube.call(clients, clients.core.list_namespaced_event, namespace,
-                            field_selector=f"involvedObject.name={name}")
+        try:
+            listing = kube.call(clients, clients.core.list_namespaced_event, namespace,
+                                field_selector=f"involvedObject.name={name}")
+        except Exception:  # noqa: BLE001 - events are evidence, not the state: a diagnosis stands without them
+            continue
         events += [kube.to_dict(clients, e) for e in listing.items]
     return events
 

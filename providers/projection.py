@@ -97,15 +97,20 @@ def _event_lines(events: list[dict]) -> list[str]:
 
 # --- puller ---------------------------------------------------------------------------------
 
+_ACCESS_DENIED = "the token lacks access to {repo}; request access on the hub or fix the token secret"
+_REPO_NOT_FOUND = "repo {repo} not found; check source.repo (or the token, for private repos)"
+# Named errors first, bare status codes last: the hub answers a missing repo with
+# "RepositoryNotFoundError: 401 Client Error" (it does not reveal whether a repo exists).
 _PULL_DIAGNOSES = (
-    (re.compile(r"\b(401|403)\b|GatedRepoError|gated repo|Access to model .* is restricted|Unauthorized", re.I),
-     "access-denied", "the token lacks access to {repo}; request access on the hub or fix the token secret"),
+    (re.compile(r"GatedRepoError|Cannot access gated repo|Access to model .* is restricted", re.I),
+     "access-denied", _ACCESS_DENIED),
     (re.compile(r"RevisionNotFoundError|Invalid rev id|revision .* not found", re.I),
      "revision-not-found", "revision not found in {repo}; check source.revision"),
-    (re.compile(r"RepositoryNotFoundError|\b404\b|Repository Not Found", re.I),
-     "repo-not-found", "repo {repo} not found; check source.repo (or the token, for private repos)"),
+    (re.compile(r"RepositoryNotFoundError|Repository Not Found", re.I), "repo-not-found", _REPO_NOT_FOUND),
     (re.compile(r"No space left on device|Disk quota exceeded", re.I),
      "disk-full", "the weights volume is full; raise weights.size"),
+    (re.compile(r"\b(401|403)\b|Unauthorized", re.I), "access-denied", _ACCESS_DENIED),
+    (re.compile(r"\b404\b", re.I), "repo-not-found", _REPO_NOT_FOUND),
 )
 
 
@@ -168,6 +173,8 @@ def _container_statuses(pod: dict) -> list[dict]:
 
 def _crash(pod: dict) -> Optional[tuple[str, dict]]:
     for container in _container_statuses(pod):
+        if container.get("ready"):
+            continue  # serving now: restartCount and lastState are history, not a crash loop
         waiting = (container.get("state") or {}).get("waiting") or {}
         last = (container.get("lastState") or {}).get("terminated") or {}
         current = (container.get("state") or {}).get("terminated") or {}

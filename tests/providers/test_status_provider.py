@@ -1,0 +1,246 @@
+"""ModelStatusProvider: `pulumi up` waits for READY, fails fast with the classified reason, and
+`pulumi refresh` re-reads the status (UNKNOWN when it cannot, never an exception or a guess).
+
+``wait_until_serving`` runs with the in-memory API of ``fakes.py`` and an injected clock/sleep.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime, timezone
+
+import pytest
+
+from fakes import (
+    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, api_error, container_status, deployment,
+    event, job, pod, protocol_error, ready_server_pod, ready_slices,
+)
+from providers import kube, status as status_module
+from providers.projection import ERROR, PENDING, READY, UNKNOWN
+from providers.status import STATUS_KEYS, UNKNOWN_INPUT, ModelNotServing, ModelStatusProvider, wait_until_serving
+
+PROPS = {
+    "namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
+    "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000/v1", "deployment_revision": "abc123",
+    "pending_timeout_seconds": 900, "ready_timeout_seconds": 60, "poll_seconds": 1, "kubeconfig": "", "context": "",
+}
+SERVER = "llama-server-7d9f8c6b5-q2w3e"
+
+
+def real_now() -> datetime:
+    # wait_until_serving projects against the wall clock (pending timeouts): build pods relative to it.
+    return datetime.now(timezone.utc)
+
+
+def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
+    return wait_until_serving({**PROPS, **overrides}, sleep=clock.sleep, clock=clock, connect=lambda _: cluster.clients())
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube.call, "__kwdefaults__", {**kube.call.__kwdefaults__, "sleep": lambda _: None})
+
+
+def serving(cluster: FakeCluster, *, generation: int = 1) -> None:
+    cluster.put(deployment(ready=1, generation=generation), ready_server_pod(SERVER, now=real_now()),
+                *ready_slices([SERVER]))
+
+
+# --- wait_until_serving ---------------------------------------------------------------------------
+
+def test_ready_once_started_and_routable() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(running=True)]))
+    clock.on_sleep.append(lambda n: n == 3 and serving(cluster))
+
+    status = wait(cluster, clock)
+
+    assert (status.state, status.reason) == (READY, "ready") and status.targets == [SERVER]
+    assert len(clock.sleeps) == 3
+
+
+def test_ready_waits_for_the_rollout_to_complete() -> None:
+    """The old pod still serves while the controller has not acted on the new spec: not done yet."""
+    cluster, clock = FakeCluster(), FakeClock()
+    serving(cluster)
+    cluster.put(deployment(ready=1, generation=2, observed=1))
+    clock.on_sleep.append(lambda n: n == 2 and cluster.put(deployment(ready=1, generation=2, updated=1, total=2)))
+    clock.on_sleep.append(lambda n: n == 4 and cluster.put(deployment(ready=1, generation=2)))
+
+    status = wait(cluster, clock)
+
+    assert status.state == READY and "rollout" not in status.message
+    assert len(clock.sleeps) == 4
+
+
+def test_a_crash_loop_fails_fast_with_reason_and_log_tail() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(
+        restarts=3, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})]),
+        event(SERVER, "BackOff", "Back-off restarting failed container server in pod"))
+    cluster.logs[SERVER] = "INFO loading\nKeyError: 'getpwuid(): uid not found: 1001'\n"
+
+    with pytest.raises(ModelNotServing) as raised:
+        wait(cluster, clock)
+
+    message = str(raised.value)
+    assert message.startswith("model llama is ERROR:") and SERVER in message
+    assert "reason: uid-unknown" in message
+    assert f"log tail of {SERVER}:" in message and "getpwuid(): uid not found: 1001" in message
+    assert "recent events:" in message and "BackOff: Back-off restarting failed container" in message
+    assert clock.sleeps == []  # the first read that sees it fails the up
+
+
+def test_a_failed_puller_fails_fast() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(job(state="failed"), pod(f"{PULLER_JOB}-abcde", component="weights-puller", phase="Failed",
+                                         job=PULLER_JOB, now=real_now()))
+    cluster.logs[f"{PULLER_JOB}-abcde"] = "OSError: [Errno 28] No space left on device"
+    with pytest.raises(ModelNotServing, match="reason: disk-full"):
+        wait(cluster, clock)
+    assert clock.sleeps == []
+
+
+def test_unknown_reads_are_retried_until_they_succeed(no_backoff: None) -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    serving(cluster)
+    cluster.fail("list_namespaced_pod", lambda: api_error(403), times=2)
+    cluster.fail("read_namespaced_deployment", protocol_error, times=kube.MAX_ATTEMPTS)  # one whole unreachable read
+
+    status = wait(cluster, clock)
+
+    assert status.state == READY
+    assert len(clock.sleeps) == 3
+
+
+def test_unknown_until_the_deadline_times_out_with_the_last_status(no_backoff: None) -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    serving(cluster)
+    cluster.fail_always("list_namespaced_endpoint_slice", lambda: api_error(503))
+
+    with pytest.raises(ModelNotServing) as raised:
+        wait(cluster, clock, ready_timeout_seconds=30, poll_seconds=5)
+
+    message = str(raised.value)
+    assert "not serving after 30s" in message and "UNKNOWN: status could not be read" in message
+    assert 30 <= sum(clock.sleeps) <= 35
+
+
+def test_pending_until_the_deadline_times_out_with_the_last_status() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(ready=0), pod(SERVER, phase="Pending", now=real_now(), age=5,
+                                         containers=[container_status(waiting={"reason": "ContainerCreating"})]))
+    with pytest.raises(ModelNotServing, match=r"not serving after 60s: PENDING: model server starting: 0/1"):
+        wait(cluster, clock)
+    assert 60 <= sum(clock.sleeps) <= 61
+
+
+def test_a_stuck_rollout_times_out_saying_so() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    serving(cluster)
+    cluster.put(deployment(ready=1, generation=3, observed=3, updated=0, total=2))
+    with pytest.raises(ModelNotServing, match=r"READY: .*\(rollout in progress\)"):
+        wait(cluster, clock)
+
+
+def test_pending_too_long_is_an_error_not_a_timeout() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(ready=0), pod(SERVER, phase="Pending", now=real_now(), age=1000, conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]))
+    with pytest.raises(ModelNotServing, match="reason: insufficient-gpus"):
+        wait(cluster, clock)
+    assert clock.sleeps == []
+
+
+# --- the provider -----------------------------------------------------------------------------
+
+@pytest.fixture
+def faked(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    monkeypatch.setattr(kube, "connect", lambda _target: cluster.clients())
+    monkeypatch.setattr(status_module, "wait_until_serving", functools.partial(
+        wait_until_serving, sleep=clock.sleep, clock=clock, connect=lambda _target: cluster.clients()))
+    return cluster
+
+
+def test_create_returns_id_and_full_outputs(faked: FakeCluster) -> None:
+    serving(faked)
+    result = ModelStatusProvider().create(dict(PROPS))
+    assert result.id == f"{NS}/llama"
+    assert {k: result.outs[k] for k in PROPS} == PROPS
+    assert result.outs["state"] == READY and result.outs["targets"] == [SERVER] and result.outs["ready_replicas"] == 1
+    assert set(STATUS_KEYS) <= set(result.outs)
+
+
+def test_update_returns_full_outputs(faked: FakeCluster) -> None:
+    serving(faked)
+    news = {**PROPS, "deployment_revision": "def456"}
+    olds = {**PROPS, "state": READY, "message": "old", "reason": "ready", "details": {}, "ready_replicas": 1,
+            "targets": ["old-pod"], "observed_at": "2025-01-01T00:00:00+00:00"}
+    result = ModelStatusProvider().update(f"{NS}/llama", olds, news)
+    assert {k: result.outs[k] for k in news} == news
+    assert result.outs["targets"] == [SERVER] and result.outs["observed_at"] != olds["observed_at"]
+    assert set(STATUS_KEYS) <= set(result.outs)
+
+
+def test_update_fails_with_the_reason(faked: FakeCluster) -> None:
+    faked.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(
+        restarts=1, running=True, last_terminated={"exitCode": 137, "reason": "OOMKilled"})]))
+    with pytest.raises(ModelNotServing, match="reason: oom-killed"):
+        ModelStatusProvider().update(f"{NS}/llama", dict(PROPS), dict(PROPS))
+
+
+STATE = {**PROPS, "state": READY, "message": "serving", "reason": "ready", "details": {"revision": "r"},
+         "ready_replicas": 1, "targets": [SERVER], "observed_at": "2025-01-01T00:00:00+00:00", "__provider": "pickled"}
+
+
+def test_read_reprojects_the_live_status(faked: FakeCluster) -> None:
+    faked.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(
+        restarts=5, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})]))
+    result = ModelStatusProvider().read(f"{NS}/llama", dict(STATE))
+    assert result.id == f"{NS}/llama"
+    assert (result.outs["state"], result.outs["reason"]) == (ERROR, "crash-loop")
+    assert result.outs["targets"] == [] and result.outs["observed_at"] != STATE["observed_at"]
+    assert not set(STATUS_KEYS) & set(result.inputs) and result.inputs["deployment"] == DEPLOYMENT
+
+
+def test_read_is_unknown_not_an_exception_when_the_cluster_is_unreachable(faked: FakeCluster, no_backoff: None) -> None:
+    serving(faked)
+    faked.fail_always("*", protocol_error)
+    result = ModelStatusProvider().read(f"{NS}/llama", dict(STATE))
+    assert result.id == f"{NS}/llama"
+    assert (result.outs["state"], result.outs["reason"]) == (UNKNOWN, "read-failed")
+    assert result.outs["targets"] == [] and result.outs["ready_replicas"] == 0  # not the stale READY
+    assert {k: result.outs[k] for k in PROPS} == PROPS
+
+
+def test_read_is_unknown_when_no_client_can_be_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_target):
+        raise RuntimeError("Invalid kube-config file. No configuration found.")
+
+    monkeypatch.setattr(kube, "connect", broken)
+    result = ModelStatusProvider().read(f"{NS}/llama", dict(STATE))
+    assert result.outs["state"] == UNKNOWN and "No configuration found" in result.outs["message"]
+
+
+def test_read_of_a_pending_model(faked: FakeCluster) -> None:
+    faked.put(job(state="running"))
+    result = ModelStatusProvider().read(f"{NS}/llama", dict(STATE))
+    assert (result.outs["state"], result.outs["reason"]) == (PENDING, "pulling")
+
+
+def test_diff_sees_changed_and_unknown_inputs_and_never_replaces() -> None:
+    provider = ModelStatusProvider()
+    assert provider.diff("id", STATE, {**PROPS, "__provider": "other"}).changes is False
+    changed = provider.diff("id", STATE, {**PROPS, "deployment_revision": "def456"})
+    assert changed.changes is True and changed.replaces == []
+    unknown = provider.diff("id", STATE, {**PROPS, "deployment_revision": UNKNOWN_INPUT})
+    assert unknown.changes is True and unknown.replaces == []
+    assert UNKNOWN_INPUT == "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def test_delete_touches_nothing(faked: FakeCluster) -> None:
+    assert ModelStatusProvider().delete(f"{NS}/llama", dict(STATE)) is None
+    assert faked.calls == []
