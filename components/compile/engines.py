@@ -5,10 +5,35 @@ Shared compilers call these; nothing engine-specific lives in ``server.py``.
 
 from __future__ import annotations
 
-from ..config.model import ModelConfig, PlatformConfig
+from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common
 
 LORA_CACHE_MOUNT = "/lora-cache"
+NGC_API_KEY_SECRET_KEY = "NGC_API_KEY"
+
+
+def model_identity(model: ModelConfig, platform: PlatformConfig) -> common.Identity:
+    """The engine's uid/gid, or the model's explicit ``securityContext`` override (the config
+    model only accepts another engine's identity with ``allowNonDefaultIdentity``)."""
+    engine = common.identity(model, platform)
+    context = model.security_context
+    if context is None:
+        return engine
+    return common.Identity(
+        context.run_as_user if context.run_as_user is not None else engine.uid,
+        context.run_as_group if context.run_as_group is not None else engine.gid,
+    )
+
+
+def stack_for(model: ModelConfig, stack: StackConfig) -> StackConfig:
+    """The stack as this model's compilers must see it: with the model's identity override as
+    its engine's platform uid/gid, so every pod of the model (puller, server, init) gets it."""
+    ident = model_identity(model, stack.platform)
+    if ident == common.identity(model, stack.platform):
+        return stack
+    keys = ("nim_uid", "nim_gid") if model.engine == "nim" else ("vllm_uid", "vllm_gid")
+    platform = stack.platform.model_copy(update=dict(zip(keys, (ident.uid, ident.gid))))
+    return stack.model_copy(update={"platform": platform})
 
 
 def server_image(model: ModelConfig, platform: PlatformConfig) -> str:
@@ -49,6 +74,11 @@ def server_env(model: ModelConfig) -> list[dict]:
             {"name": "NIM_MODEL_NAME", "value": common.WEIGHTS_MOUNT},
             {"name": "NIM_SERVED_MODEL_NAME", "value": model.name},
         ]
+        if model.nim_settings.auth_secret:
+            # Same Secret and key the NIM operator reads, so one Secret serves both paths.
+            env.append({"name": "NGC_API_KEY", "valueFrom": {"secretKeyRef": {
+                "name": model.nim_settings.auth_secret, "key": NGC_API_KEY_SECRET_KEY,
+            }}})
     else:
         env = [
             # The weights are on the volume already: never reach for the hub while serving.

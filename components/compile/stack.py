@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, server, weights
+from . import common, engines, nim, server, weights
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class ModelManifests:
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
+    """The raw objects of one model (vLLM, or NIM on the raw path)."""
+    stack = engines.stack_for(model, stack)  # a model's own uid/gid reaches all of its pods
     return ModelManifests(
         model=model,
         names=common.ModelNames.of(model),
@@ -72,5 +74,12 @@ def compile_stack(stack: StackConfig) -> list[dict]:
         manifests.append(compile_namespace(stack.platform))
     manifests.append(compile_model_service_account(stack.platform))
     for model in stack.models:
-        manifests.extend(compile_model(model, stack).in_order())
+        if model.on_operator:
+            manifests.extend(nim.compile_nim_operator(model, stack).in_order())
+        else:
+            manifests.extend(compile_model(model, stack).in_order())
+    if stack.router is not None:
+        from .router import compile_router  # the router fronts the models: rendered after them
+
+        manifests.extend(compile_router(stack).in_order())
     return manifests

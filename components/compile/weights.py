@@ -31,11 +31,17 @@ def hf_endpoint(model: ModelConfig, platform: PlatformConfig) -> str:
 
 
 def puller_args(model: ModelConfig) -> list[str]:
-    return [
+    args = [
         "download", model.source.repo,
         "--revision", model.source.revision,
         "--local-dir", common.WEIGHTS_MOUNT,
     ]
+    # One flag per pattern: what the `hf` of huggingface_hub >= 1.0 accepts (a list option).
+    for pattern in model.source.allow_patterns or ():
+        args += ["--include", pattern]
+    for pattern in model.source.ignore_patterns:
+        args += ["--exclude", pattern]
+    return args
 
 
 def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
@@ -45,6 +51,13 @@ def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
         {"name": "HF_HOME", "value": f"{common.WEIGHTS_MOUNT}/.hf-home"},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
+        # `hf` asks pypi.org for a newer release at start-up otherwise: a stall (and egress) in
+        # an air-gapped cluster.
+        {"name": "HF_HUB_DISABLE_UPDATE_CHECK", "value": "1"},
+        # hf_xet releases before late 2025 (e.g. the one in vLLM v0.11.0's image) keep a 10 GB
+        # chunk cache under HF_HOME, i.e. on the weights volume, eating the headroom preflight
+        # sized; 0 turns it off (later releases keep none and ignore it).
+        {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
     ]
     if model.hf_token_secret:
         env.append({

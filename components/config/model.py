@@ -7,11 +7,12 @@ spelling so that a message points at the line the user has to change.
 from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
+from urllib.parse import urlparse
 
 from pydantic import (
     AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from . import values
 
@@ -23,7 +24,13 @@ HfEndpoint = Annotated[str, AfterValidator(values.check_cluster_reachable_url)]
 NonRootUid = Annotated[int, AfterValidator(values.check_non_root_uid)]
 
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
+# (uid, gid) each engine's image has a passwd entry for: vLLM's `vllm` user, NIM's user.
+ENGINE_IDENTITY = {"vllm": (2000, 0), "nim": (1000, 2000)}
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
+# Checkpoint copies vLLM never loads when safetensors are there. Skip-lists degrade safely: a
+# puller whose CLI keeps only the last `--exclude` (huggingface_hub 0.x) downloads more, never
+# less; `original/*` (Meta's full duplicate) is last so it is the one such a CLI keeps.
+DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "*.onnx", "*.ot", "original/*")
 
 
 class Strict(BaseModel):
@@ -59,6 +66,38 @@ class SecretKeyRef(Strict):
 
 
 GPU_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
+
+
+class Preflight(Strict):
+    """What `pulumi preview` / `up` checks on the Hugging Face endpoint before declaring anything."""
+
+    enabled: bool = Field(
+        True, description="Check every model's repo, revision, token access and download size, and "
+        "pin revisions (see `pin`), before any resource is declared. Skipped when rendering.",
+    )
+    on_unreachable: Literal["fail", "warn"] = Field(
+        "fail", description="When the endpoint cannot be reached: `fail` (with the reason), or "
+        "`warn` and deploy the configured revision unpinned and unchecked.",
+    )
+    endpoint: Optional[str] = Field(
+        None, description="Endpoint preflight asks instead of the models' `hfEndpoint`, when the "
+        "machine running preview reaches the same hub or mirror by another URL (e.g. a port-forward "
+        "to an in-cluster mirror; loopback is fine here). The environment variable "
+        "`LLM_SERVING_HF_PREFLIGHT_ENDPOINT` overrides it.",
+    )
+    headroom_percent: int = Field(
+        10, ge=0, le=100, description="Free space the weights volume keeps beyond the download.",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, url: Optional[str]) -> Optional[str]:
+        if url is None:
+            return None
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"'{url}' is not an http(s) URL; write e.g. 'http://127.0.0.1:8080'")
+        return url.rstrip("/")
 
 
 class PlatformConfig(Strict):
@@ -122,6 +161,12 @@ class PlatformConfig(Strict):
         description="Hugging Face endpoint for the puller: the hub, or a mirror reachable from "
         "inside the cluster (never localhost).",
     )
+    pin: bool = Field(
+        True, description="Resolve each model's branch or tag to its commit at preview and download "
+        "that commit, so a moving branch never changes a running model; when it moves, the next "
+        "preview shows the re-pull (old → new commit). Per model: `pin`.",
+    )
+    preflight: Preflight = Field(default_factory=Preflight, description="Checks on the Hugging Face endpoint at preview.")
 
 
 class ModelSource(Strict):
@@ -131,6 +176,29 @@ class ModelSource(Strict):
     revision: Annotated[str, AfterValidator(values.check_revision)] = Field(
         "main", description="Branch, tag or full 40-hex commit to download."
     )
+    allow_patterns: Optional[tuple[str, ...]] = Field(
+        None, description="Download only files matching one of these globs (`hf download "
+        "--include`; `*` also matches `/`). Unset: every file not ignored. More than one pattern "
+        "needs a puller image with huggingface_hub >= 1.0 (0.x keeps only the last `--include`).",
+    )
+    ignore_patterns: tuple[str, ...] = Field(
+        DEFAULT_IGNORE_PATTERNS, description="Skip files matching these globs (`hf download "
+        "--exclude`): by default the duplicate checkpoints vLLM does not load (`.bin`/`.pt`/`.pth` "
+        "copies of the safetensors weights, TF/Flax/ONNX exports, Meta's `original/` folder). "
+        "`[]` downloads them too.",
+    )
+
+    @field_validator("allow_patterns", "ignore_patterns")
+    @classmethod
+    def _patterns(cls, patterns: Optional[tuple[str, ...]], info: ValidationInfo) -> Optional[tuple[str, ...]]:
+        if patterns is None:
+            return None
+        if info.field_name == "allow_patterns" and not patterns:
+            raise ValueError("an empty allow list downloads nothing; remove allowPatterns to download every file")
+        for pattern in patterns:
+            if not pattern.strip() or pattern != pattern.strip() or pattern.startswith("-"):
+                raise ValueError(f"'{pattern}' is not a file glob; write e.g. '*.safetensors' or 'original/*'")
+        return patterns
 
     @property
     def ref(self) -> str:
@@ -162,6 +230,51 @@ class Lora(Strict):
     max_loras: int = Field(4, gt=0, description="`--max-loras`: adapters resident at once.")
     max_lora_rank: int = Field(16, gt=0, description="`--max-lora-rank`.")
     cache_size_limit: PositiveQuantity = Field("10Gi", description="Size limit of the adapter cache volume.")
+
+
+class NimCacheResources(Strict):
+    cpu: PositiveQuantity = Field("1", description="CPU of the NIMCache Job (the operator uses it as request and limit).")
+    memory: PositiveQuantity = Field("4Gi", description="Memory of the NIMCache Job (request and limit).")
+
+
+class NimSettings(Strict):
+    """NIM-only settings (`engine: nim`)."""
+
+    auth_secret: Optional[Annotated[str, AfterValidator(values.check_dns1123_label)]] = Field(
+        None, description="Secret with key `NGC_API_KEY` (and `HF_TOKEN` when `cacheSource: hf`). "
+        "operator path: required; the NIMCache and NIMService `authSecret`. raw path: optional; "
+        "the server's `NGC_API_KEY` comes from it.",
+    )
+    cache_source: Optional[Literal["ngc", "hf"]] = Field(
+        None, description="operator path: where the NIMCache downloads from. `ngc` (default): the "
+        "NIM image's optimized profiles; `hf`: `source.repo` at `source.revision` from `hfEndpoint`.",
+    )
+    model_puller: Optional[Image] = Field(
+        None, description="operator path: image of the NIMCache Job; unset uses the model's `image`. "
+        "For `hf`, an image with the HF CLI such as `nvcr.io/nim/nvidia/llm-nim:<tag>`.",
+    )
+    pull_secret: Optional[Annotated[str, AfterValidator(values.check_dns1123_label)]] = Field(
+        None, description="operator path: image pull Secret of `modelPuller` (required for "
+        "`cacheSource: hf`); also added to the NIMService's pull secrets.",
+    )
+    profiles: tuple[str, ...] = Field(
+        (), description="operator path, `ngc` only: NIM profile ids to cache (`[all]` caches every "
+        "profile). Unset: the profiles matching `tensorParallelSize`.",
+    )
+    cache_resources: Optional[NimCacheResources] = Field(
+        None, description="operator path: CPU and memory of the NIMCache Job; unset: 1 CPU, 4Gi.",
+    )
+
+
+class SecurityContextOverride(Strict):
+    """A model's own uid/gid instead of its engine's (for images built with another user)."""
+
+    run_as_user: Optional[NonRootUid] = Field(None, description="uid of the model's pods (server and puller).")
+    run_as_group: Optional[int] = Field(None, ge=0, description="gid of the model's pods (server and puller).")
+    allow_non_default_identity: bool = Field(
+        False, description="Required to set a uid/gid other than the engine's image user "
+        "(vLLM 2000/0, NIM 1000/2000): an image without a passwd entry for it crashes.",
+    )
 
 
 class ModelConfig(Strict):
@@ -198,6 +311,36 @@ class ModelConfig(Strict):
     hf_token_secret: Optional[SecretKeyRef] = Field(
         None, description="Secret holding a Hugging Face token, for gated or private repos."
     )
+    pin: Optional[bool] = Field(None, description="Overrides `platform.pin` for this model.")
+    path: Optional[Literal["operator", "raw"]] = Field(
+        None, description="NIM only. `raw` (default): the same PVC / puller / Deployment / Service "
+        "objects as vLLM. `operator`: NIMCache + NIMService for the k8s-nim-operator (its CRDs must "
+        "be installed). Rejected on vLLM models.",
+    )
+    nim: Optional[NimSettings] = Field(None, description="NIM settings (`engine: nim` only).")
+    security_context: Optional[SecurityContextOverride] = Field(
+        None, description="Per-model uid/gid override; unset uses the engine's platform uid/gid.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path_for_engine(cls, path: Optional[str], info: ValidationInfo) -> Optional[str]:
+        engine = info.data.get("engine")
+        if engine == "nim":
+            return path or "raw"
+        if engine == "vllm" and path is not None:
+            raise ValueError(
+                "path applies to NIM models only (vLLM models always deploy as raw objects); remove it"
+            )
+        return path
+
+    @property
+    def nim_settings(self) -> NimSettings:
+        return self.nim or NimSettings()
+
+    @property
+    def on_operator(self) -> bool:
+        return self.engine == "nim" and self.path == "operator"
 
     @field_validator("engine")
     @classmethod
@@ -242,9 +385,78 @@ class ModelConfig(Strict):
                 "NIM images are per model; set the NIM image, e.g. "
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
+        problems.extend(self._nim_problems())
+        problems.extend(self._identity_problems())
         if problems:
             raise values.Problems(problems)
         return self
+
+
+    def _nim_problems(self) -> list[tuple[str, str]]:
+        """Engine / path combinations and the credentials each path needs."""
+        if self.engine != "nim":
+            return [("nim", "NIM settings apply to engine 'nim' only; remove them")] if self.nim else []
+        nim, problems = self.nim_settings, []
+        if self.path == "raw":
+            operator_only = ("cacheSource", "modelPuller", "pullSecret", "profiles", "cacheResources")
+            for key in operator_only:
+                if to_snake(key) in nim.model_fields_set:
+                    hint = (" (raw-path pods take their pull secrets from platform.imagePullSecrets)"
+                            if key == "pullSecret" else "")
+                    problems.append((f"nim.{key}", "only used by path: operator (NIMCache); "
+                                     f"remove it, or set path: operator{hint}"))
+            return problems
+        source = nim.cache_source or "ngc"
+        if not nim.auth_secret:
+            keys = "NGC_API_KEY" if source == "ngc" else "HF_TOKEN (and optionally NGC_API_KEY)"
+            problems.append(("nim.authSecret", f"the NIM operator needs a Secret with key {keys} "
+                             "for the NIMCache and NIMService; create it and name it here"))
+        if source == "hf" and not nim.pull_secret:
+            problems.append(("nim.pullSecret", "an hf cache source needs the image pull Secret of "
+                             "its modelPuller (nvcr.io); name it here"))
+        if source == "hf" and nim.profiles:
+            problems.append(("nim.profiles", "profiles select NGC-optimized profiles; an hf cache "
+                             "downloads the whole repo: remove them or use cacheSource: ngc"))
+        if "all" in nim.profiles and len(nim.profiles) > 1:
+            problems.append(("nim.profiles", "'all' caches every profile and must be the only entry"))
+        if self.image and "@" in self.image and ":" not in self.image.split("@")[0].rsplit("/", 1)[-1]:
+            problems.append(("image", "the NIM operator takes repository and tag; add a tag before "
+                             "the digest (repo:tag@sha256:...)"))
+        if self.lora.enabled:
+            problems.append(("lora.enabled", "LoRA adapters are prepared by the raw path's init "
+                             "container; the operator path does not support them: use path: raw"))
+        if self.hf_token_secret:
+            problems.append(("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
+                             "put the token there and remove hfTokenSecret"))
+        return problems
+
+    def _identity_problems(self) -> list[tuple[str, str]]:
+        """uid/gid stay per engine: another engine's (or any other) identity must be explicit."""
+        context = self.security_context
+        if context is None:
+            return []
+        uid, gid = ENGINE_IDENTITY.get(self.engine, (None, None))
+        problems: list[tuple[str, str]] = []
+        if not context.allow_non_default_identity:
+            for key, value, default in (("runAsUser", context.run_as_user, uid),
+                                        ("runAsGroup", context.run_as_group, gid)):
+                if value is None or value == default:
+                    continue
+                borrowed = [e for e, ident in ENGINE_IDENTITY.items()
+                            if e != self.engine and ident[key == "runAsGroup"] == value]
+                label = {"vllm": "vLLM", "nim": "NIM"}
+                what = "uid" if key == "runAsUser" else "gid"
+                whose = f"{label[borrowed[0]]}'s {what}, " if borrowed else ""
+                problems.append((f"securityContext.{key}", (
+                    f"{value} is {whose}not the {label[self.engine]} image's {what} "
+                    f"({default}); an image without a passwd entry for it crashes "
+                    "(`getpwuid(): uid not found`). Remove it, or set "
+                    "securityContext.allowNonDefaultIdentity: true if the image has that user"
+                )))
+        elif context.run_as_user is None and context.run_as_group is None:
+            problems.append(("securityContext.allowNonDefaultIdentity",
+                             "nothing to allow: set runAsUser/runAsGroup, or remove it"))
+        return problems
 
 
 class ClusterConfig(Strict):
@@ -261,12 +473,17 @@ class ClusterConfig(Strict):
     )
 
 
+# Imported here, not at the top: the router section builds on Strict, Image and the other types above.
+from .router import RouterConfig, stack_problems as router_stack_problems  # noqa: E402
+
+
 class StackConfig(Strict):
     """Everything one stack declares."""
 
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Target cluster.")
     platform: PlatformConfig = Field(default_factory=PlatformConfig, description="Platform defaults.")
     models: tuple[ModelConfig, ...] = Field((), description="Model servers of the stack.")
+    router: Optional[RouterConfig] = Field(None, description="The request router in front of the models; unset: no router.")
 
     @model_validator(mode="after")
     def _cross_field(self) -> "StackConfig":
@@ -290,6 +507,9 @@ class StackConfig(Strict):
                     f"container's memory ({model.resources.memory}); /dev/shm is counted against "
                     "it, so lower the limit or raise resources.memory",
                 ))
+        if self.router is not None:
+            problems.extend(router_stack_problems(
+                self.router, self.platform.namespace, [model.name for model in self.models]))
         if problems:
             raise values.Problems(problems)
         return self

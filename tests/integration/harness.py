@@ -107,6 +107,8 @@ def stack_config(namespace: str, models: list[dict], **platform) -> dict:
             "pendingTimeoutSeconds": 60,
             "pullTimeoutSeconds": 300,
             "startupTimeoutSeconds": 120,
+            # Offline: the simulated cluster's tests never ask a hub (tests/puller covers that).
+            "preflight": {"enabled": False},
             **platform,
         },
         "models": models,

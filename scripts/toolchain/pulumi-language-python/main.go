@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/logging"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
@@ -97,10 +98,17 @@ func main() {
 	flag.String("typechecker", "", "ignored")
 	flag.String("toolchain", "", "ignored")
 	flag.String("root", "", "ignored")
-	flag.Bool("logtostderr", false, "ignored")
-	flag.Bool("logflow", false, "ignored")
-	flag.Int("v", 0, "ignored")
+	// The engine may pass logging flags; glog (linked in via the SDK) already defines some of them.
+	if flag.Lookup("logtostderr") == nil {
+		flag.Bool("logtostderr", false, "Log to stderr instead of files")
+	}
+	if flag.Lookup("v") == nil {
+		flag.Int("v", 0, "Log verbosity")
+	}
+	logflow := flag.Bool("logflow", false, "Flow logging settings to child processes")
 	flag.Parse()
+	verbose, _ := strconv.Atoi(flag.Lookup("v").Value.String())
+	logging.InitLogging(flag.Lookup("logtostderr").Value.String() == "true", verbose, *logflow)
 
 	engineAddress := ""
 	if args := flag.Args(); len(args) > 0 {

@@ -1,0 +1,246 @@
+"""NimModel, operator path: ``NIMCache`` and ``NIMService`` for the k8s-nim-operator.
+
+Pure, like every compiler: typed config in, custom resources (plain dicts, wire shape) out.
+Field names are the operator's published ``apps.nvidia.com/v1alpha1`` API
+(see ``tests/unit/test_nim_compile.py`` for the allowed-key sets these are checked against).
+
+Serving waits for the weights twice over: the NIMService names the cache
+(``storage.nimCache.name``), so the operator keeps it NotReady until the cache is Ready, and the
+component declares the NIMService after the NIMCache.
+
+The NIMCache spec is immutable (the operator's webhook rejects any change, and
+``source.ngc.modelPuller`` is immutable even without it). Its name therefore carries a digest of
+its spec: any cache change is a new NIMCache (a fresh download), the NIMService is patched to
+point at it, and the old one is deleted afterwards, never patched in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from . import common, engines, server, weights
+
+GROUP = "apps.nvidia.com"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CACHE_PLURAL, SERVICE_PLURAL = "nimcaches", "nimservices"
+# What the operator path needs on the cluster; a vLLM-only (or raw-path) stack needs neither.
+CRD_NAMES = (f"{CACHE_PLURAL}.{GROUP}", f"{SERVICE_PLURAL}.{GROUP}")
+
+CACHE_COMPONENT = "nim-cache"
+SERVICE_COMPONENT = server.SERVER_COMPONENT
+# The operator names the container port `api`; its Service port and ours are the same number.
+API_PORT_NAME = "api"
+DEFAULT_CACHE_CPU, DEFAULT_CACHE_MEMORY = "1", "4Gi"
+
+_IMAGE = re.compile(r"^(?P<repository>.+?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+@dataclass(frozen=True)
+class NimNames:
+    service: str
+    cache: str
+
+
+@dataclass(frozen=True)
+class NimManifests:
+    """The operator-path objects of one model, in declaration order (cache, then service)."""
+
+    model: ModelConfig
+    names: NimNames
+    cache: dict
+    service: dict
+
+    def in_order(self) -> list[dict]:
+        return [self.cache, self.service]
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """``registry/repo:tag[@digest]`` -> (repository, tag). The operator runs ``repository:tag``,
+    so a digest rides on the tag (``tag@sha256:...`` keeps the reference valid and pinned)."""
+    # The tag separator is the last ':' after the last '/' (a registry may carry a port).
+    head, _, last = ref.rpartition("/")
+    match = _IMAGE.match(last)
+    if not match or not match.group("tag"):
+        raise ValueError(f"image '{ref}' has no tag; the NIM operator needs repository:tag")
+    repository = f"{head}/{match.group('repository')}" if head else match.group("repository")
+    tag = match.group("tag") + (f"@{match.group('digest')}" if match.group("digest") else "")
+    return repository, tag
+
+
+def cache_source(model: ModelConfig, platform: PlatformConfig) -> dict:
+    nim = model.nim_settings
+    puller = nim.model_puller or engines.server_image(model, platform)
+    if (nim.cache_source or "ngc") == "hf":
+        namespace, _, name = model.source.repo.partition("/")
+        return {"hf": {
+            "endpoint": weights.hf_endpoint(model, platform),
+            "namespace": namespace,
+            "modelName": name,
+            "revision": model.source.revision,
+            "authSecret": nim.auth_secret,
+            "modelPuller": puller,
+            "pullSecret": nim.pull_secret,
+        }}
+    ngc: dict = {"modelPuller": puller, "authSecret": nim.auth_secret}
+    if nim.pull_secret:
+        ngc["pullSecret"] = nim.pull_secret
+    if nim.profiles:
+        # An explicit profile list excludes every other selector (operator webhook).
+        ngc["model"] = {"profiles": list(nim.profiles)}
+    else:
+        # Cache the profiles the server can run: same tensor-parallel degree. A string (CRD type).
+        ngc["model"] = {"tensorParallelism": str(model.tensor_parallel_size)}
+    return {"ngc": ngc}
+
+
+def cache_source_ref(model: ModelConfig, platform: PlatformConfig) -> str:
+    """What the cache holds, for the model-source annotation (an ngc cache is the image's)."""
+    source = cache_source(model, platform)
+    if "hf" in source:
+        return model.source.ref
+    return f"ngc:{source['ngc']['modelPuller']}"
+
+
+def _digest(spec: dict) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def cache_spec(model: ModelConfig, stack: StackConfig) -> dict:
+    platform = stack.platform
+    nim = model.nim_settings
+    ident = engines.model_identity(model, platform)
+    pvc: dict = {
+        "create": True,
+        "size": model.weights.size,
+        # No operator default: it copies this into the PVC unchanged, so always set it.
+        "volumeAccessMode": model.weights.access_mode,
+    }
+    storage_class = model.weights.storage_class_name or platform.storage_class_name
+    if storage_class:
+        pvc["storageClass"] = storage_class
+    resources = nim.cache_resources
+    spec: dict = {
+        "source": cache_source(model, platform),
+        "storage": {"pvc": pvc},
+        # Used as requests and limits of the caching container.
+        "resources": {
+            "cpu": resources.cpu if resources else DEFAULT_CACHE_CPU,
+            "memory": resources.memory if resources else DEFAULT_CACHE_MEMORY,
+        },
+        "userID": ident.uid,
+        "groupID": ident.gid,
+        # Same GPU node pool as the server (unset, the operator picks NFD's NVIDIA-PCI label).
+        **common.scheduling(model, platform),
+    }
+    return spec
+
+
+def names(model: ModelConfig, stack: StackConfig) -> NimNames:
+    # <= 45 + 7 + 6 = 58 characters, so the operator's "<name>-pvc" / "<name>-job" fit a label.
+    return NimNames(service=model.name, cache=f"{model.name}-cache-{_digest(cache_spec(model, stack))}")
+
+
+def compile_nim_cache(model: ModelConfig, stack: StackConfig) -> dict:
+    platform = stack.platform
+    meta = common.metadata(
+        names(model, stack).cache, platform.namespace, model, CACHE_COMPONENT,
+        **{common.MODEL_SOURCE_ANNOTATION: cache_source_ref(model, platform)},
+    )
+    return {"apiVersion": API_VERSION, "kind": "NIMCache", "metadata": meta, "spec": cache_spec(model, stack)}
+
+
+def service_probes(model: ModelConfig, platform: PlatformConfig) -> dict:
+    """The raw path's probes (health path, startup budget) on the operator's `api` port.
+
+    Each is ``{enabled, probe}``: an unset probe would be the operator's default, whose startup
+    budget is fixed; ours follows platform.startupTimeoutSeconds like the raw path's.
+    """
+    result = {}
+    for key, probe in server.probes(model, platform).items():
+        probe = copy.deepcopy(probe)
+        probe["httpGet"]["port"] = API_PORT_NAME
+        result[key] = {"enabled": True, "probe": probe}
+    return result
+
+
+def service_env(model: ModelConfig) -> list[dict]:
+    # The operator sets NIM_CACHE_PATH, ports and logging; a user entry replaces a default.
+    env = [{"name": "NIM_SERVED_MODEL_NAME", "value": model.name}]
+    return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]
+
+
+def pull_secrets(model: ModelConfig, platform: PlatformConfig) -> list[str]:
+    secrets = list(platform.image_pull_secrets)
+    if model.nim_settings.pull_secret:
+        secrets.append(model.nim_settings.pull_secret)
+    return list(dict.fromkeys(secrets))
+
+
+def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
+    platform = stack.platform
+    nim_names = names(model, stack)
+    ident = engines.model_identity(model, platform)
+    repository, tag = split_image(engines.server_image(model, platform))
+    image: dict = {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
+    secrets = pull_secrets(model, platform)
+    if secrets:
+        image["pullSecrets"] = secrets
+    gpus = str(model.gpus)
+    spec: dict = {
+        "image": image,
+        "authSecret": model.nim_settings.auth_secret,
+        "storage": {
+            "nimCache": {"name": nim_names.cache},
+            "sharedMemorySizeLimit": stack.shm_limit(model),
+        },
+        "replicas": model.replicas,
+        "resources": {
+            "requests": {"cpu": model.resources.cpu, "memory": model.resources.memory, "nvidia.com/gpu": gpus},
+            "limits": {"memory": model.resources.memory, "nvidia.com/gpu": gpus},
+        },
+        # Always emit the port: its CRD default applies only when expose.service exists, and
+        # operator code paths dereference it unchecked.
+        "expose": {"service": {"type": "ClusterIP", "port": common.SERVER_PORT}},
+        "env": service_env(model),
+        "userID": ident.uid,
+        "groupID": ident.gid,
+        # Merged onto the objects the operator renders, so they are found as this model's.
+        "labels": {
+            "app.kubernetes.io/component": SERVICE_COMPONENT,
+            common.MODEL_LABEL: model.name,
+            common.ENGINE_LABEL: model.engine,
+        },
+        **service_probes(model, platform),
+        **common.scheduling(model, platform),
+    }
+    if model.args:
+        spec["args"] = list(model.args)
+    meta = common.metadata(
+        nim_names.service, platform.namespace, model, SERVICE_COMPONENT,
+        **{common.MODEL_SOURCE_ANNOTATION: cache_source_ref(model, platform),
+           common.HEALTH_PATH_ANNOTATION: model.health_path},
+    )
+    return {"apiVersion": API_VERSION, "kind": "NIMService", "metadata": meta, "spec": spec}
+
+
+def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests:
+    if not model.on_operator:
+        raise ValueError(f"model '{model.name}' is not a NIM model on the operator path")
+    return NimManifests(
+        model=model,
+        names=names(model, stack),
+        cache=compile_nim_cache(model, stack),
+        service=compile_nim_service(model, stack),
+    )
+
+
+def endpoint_url(model: ModelConfig, platform: PlatformConfig) -> str:
+    # The operator names the Service after the NIMService (= the model) on expose.service.port:
+    # the same in-cluster URL as the raw path.
+    return server.endpoint_url(model, platform)

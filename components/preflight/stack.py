@@ -1,0 +1,105 @@
+"""Preflight over a whole stack: one ``Check`` per model that the puller downloads, one verdict
+each, and the stack with pinned revisions when every verdict allows it.
+
+The endpoint asked is the model's own HF endpoint (the one the puller uses), unless the machine
+running preview reaches the same hub by another URL: ``platform.preflight.endpoint``, or the
+environment variable ``LLM_SERVING_HF_PREFLIGHT_ENDPOINT`` (which wins; CI and tests point it at
+a mirror or a loopback server, since the puller's endpoint may never be loopback).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+from ..config.model import ModelConfig, StackConfig
+from .decide import Check, Verdict, decide
+from . import hub
+
+ENDPOINT_ENV = "LLM_SERVING_HF_PREFLIGHT_ENDPOINT"
+
+Fetch = Callable[..., tuple]
+
+
+class PreflightError(Exception):
+    """Preflight refused the stack: ``problems`` holds one ``models.N.field: reason`` line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("preflight failed (nothing was created):\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass
+class PreflightReport:
+    stack: StackConfig                         # the stack to deploy: pinned revisions in place
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # Per model: repo, the revision asked for, the commit deployed (None: not pinned).
+    revisions: dict[str, dict] = field(default_factory=dict)
+
+
+def downloads_with_puller(model: ModelConfig) -> bool:
+    """vLLM and NIM raw models: their puller Job runs `hf download` of ``source``. (The NIM
+    operator path caches through the operator's NIMCache instead.)"""
+    return not getattr(model, "on_operator", False)
+
+
+def preflight_endpoint(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) -> str:
+    override = env.get(ENDPOINT_ENV) or stack.platform.preflight.endpoint
+    if override:
+        return override.rstrip("/")
+    return model.hf_endpoint or stack.platform.hf_endpoint
+
+
+def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) -> Check:
+    preflight = stack.platform.preflight
+    secret = model.hf_token_secret
+    return Check(
+        repo=model.source.repo,
+        revision=model.source.revision,
+        endpoint=preflight_endpoint(model, stack, env),
+        pin=stack.platform.pin if model.pin is None else model.pin,
+        allow_patterns=model.source.allow_patterns,
+        ignore_patterns=model.source.ignore_patterns,
+        volume_size=model.weights.size,
+        headroom_percent=preflight.headroom_percent,
+        on_unreachable=preflight.on_unreachable,
+        token_secret=f"{secret.name}/{secret.key}" if secret else None,
+    )
+
+
+def pinned(model: ModelConfig, revision: str) -> ModelConfig:
+    if revision == model.source.revision:
+        return model
+    return model.model_copy(update={"source": model.source.model_copy(update={"revision": revision})})
+
+
+def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
+                    env: Optional[Mapping[str, str]] = None, token=None) -> PreflightReport:
+    """Check every puller-downloaded model; raise ``PreflightError`` listing every problem, or
+    return the stack to deploy (revisions pinned where ``pin``)."""
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    report = PreflightReport(stack)
+    models: list[ModelConfig] = []
+    for index, model in enumerate(stack.models):
+        if not downloads_with_puller(model):
+            models.append(model)
+            continue
+        check = check_for(model, stack, env)
+        answer, access = fetch(check.endpoint, check.repo, check.revision,
+                               check.allow_patterns, check.ignore_patterns, token=token)
+        verdict = decide(check, answer, access)
+        report.verdicts[model.name] = verdict
+        report.revisions[model.name] = {"repo": check.repo, "requested": check.revision,
+                                        "commit": verdict.commit if verdict.pinned else None}
+        problems.extend(f"models.{index}.{p.field}: {p.message}" for p in verdict.errors)
+        report.warnings.extend(f"model '{model.name}': {w}" for w in verdict.warnings)
+        report.notes.extend(f"model '{model.name}': {n}" for n in verdict.notes)
+        models.append(pinned(model, verdict.revision))
+    if problems:
+        raise PreflightError(problems)
+    report.stack = stack.model_copy(update={"models": tuple(models)})
+    return report

@@ -1,0 +1,147 @@
+"""RequestRouter: the LLM request router in front of the models.
+
+Thin: the manifests come from ``components.compile.router``; this class hands them to
+pulumi-kubernetes with ``parent=self`` and wires the order:
+
+    backend ServiceAccount, Role ─▶ RoleBinding ─▶ backend Deployment ─▶ backend Service ─┐
+    Issuer ─▶ Certificate ─────────────────────────────────────────────────────────────────┤
+    headless Service, workload-kind guard, the fronted models ─────────────────────────────┴▶ router workload ─▶ Service, PDB
+
+Workload kind: the router workload is always the child ``<name>-workload``; its Pulumi type is
+its kind, so a kind switch is a different resource: the preview shows a create of the new kind
+and a delete of the old one (Pulumi creates first and deletes last, so the old pods serve until
+the new ones are ready). There is deliberately no alias between the two types: an alias would
+present a replacement as an update. The ``WorkloadKindGuard`` records the deployed kind in the
+stack state and fails the preview when the kind changes without ``workload.migrateFrom`` naming
+the deployed kind, whether the change came from an edit or from a changed default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from ..compile.router import compile_router, endpoint_url
+from ..config.router import fronted_models, kind_change_problem
+from ..config.model import StackConfig
+from . import kubernetes as kube_resources
+from .model import Deploy
+
+GUARD_KEYS = ("router", "kind", "migrate_from", "kind_explicit")
+
+
+class WorkloadKindGuardProvider(ResourceProvider):
+    """Remembers the router's deployed workload kind; refuses an unacknowledged switch.
+
+    Talks to no cluster: ``check`` compares the kind in state (old inputs) with the new one, at
+    preview, before the workload is touched (the workload depends on the guard).
+    """
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        problem = kind_change_problem(
+            olds.get("kind") or None, news.get("kind"), news.get("migrate_from") or None,
+            bool(news.get("kind_explicit", True)),
+        )
+        return CheckResult(news, [CheckFailure("kind", problem)] if problem else [])
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changes = [key for key in GUARD_KEYS if olds.get(key) != news.get(key)]
+        return DiffResult(changes=bool(changes), replaces=[], delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props.get('router')}-workload-kind", outs=_outs(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=_outs(news))  # full outputs: the default would drop them
+
+
+def _outs(props: dict[str, Any]) -> dict[str, Any]:
+    return {key: props.get(key) for key in GUARD_KEYS}
+
+
+class WorkloadKindGuard(Resource, module="llm-serving", name="WorkloadKindGuard"):
+    """The router's workload kind as last deployed."""
+
+    kind: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(provider, name, props, opts)
+
+
+class RequestRouter(pulumi.ComponentResource):
+    """The router workload (Deployment or StatefulSet), its Services and, when the topology
+    needs it, the backend router with its EndpointSlice-only RBAC; TLS through cert-manager."""
+
+    endpoint_url: pulumi.Output[str]
+    workload_kind: pulumi.Output[str]
+
+    def __init__(self, stack: StackConfig, deploy: Deploy, fronts: Sequence[pulumi.Resource] = (),
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        router = stack.router
+        if router is None:
+            raise ValueError("the stack declares no router (llm-serving:router)")
+        name = router.name
+        super().__init__("llm-serving:index:RequestRouter", name, None, opts)
+        manifests = compile_router(stack)
+        names, topology = manifests.names, manifests.topology
+        child = pulumi.ResourceOptions(parent=self, provider=deploy.provider)
+
+        def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(deps)))
+
+        base = tuple(deploy.depends_on)
+        workload_after: list[pulumi.Resource] = list(base)
+        if manifests.backend_deployment is not None:
+            account = kube_resources.apply(f"{name}-backend-service-account", manifests.backend_service_account, after(*base))
+            role = kube_resources.apply(f"{name}-backend-role", manifests.backend_role, after(*base))
+            binding = kube_resources.apply(f"{name}-backend-role-binding", manifests.backend_role_binding, after(account, role))
+            backend = kube_resources.apply(f"{name}-backend", manifests.backend_deployment, after(binding))
+            backend_service = kube_resources.apply(f"{name}-backend-service", manifests.backend_service, after(backend))
+            kube_resources.apply(f"{name}-backend-pdb", manifests.backend_pod_disruption_budget, after(backend))
+            if manifests.service_monitor is not None:
+                kube_resources.apply(f"{name}-backend-service-monitor", manifests.service_monitor, after(backend_service))
+            workload_after.append(backend_service)
+        if manifests.certificate is not None:
+            issued_by: tuple[pulumi.Resource, ...] = base
+            if manifests.issuer is not None:
+                issued_by = (kube_resources.apply(f"{name}-issuer", manifests.issuer, after(*base)),)
+            workload_after.append(kube_resources.apply(f"{name}-certificate", manifests.certificate, after(*issued_by)))
+        if manifests.headless_service is not None:
+            # Before the StatefulSet: its pods' DNS names come from this Service.
+            workload_after.append(kube_resources.apply(f"{name}-headless-service", manifests.headless_service, after(*base)))
+        # State-only (no cluster access), so it runs in render mode too: a kind flip there is
+        # worse, since `kubectl apply` of the rendered files never deletes the old kind.
+        self.kind_guard = WorkloadKindGuard(f"{name}-workload-kind", {
+            "router": name,
+            "kind": topology.kind,
+            "migrate_from": router.workload.migrate_from or "",
+            "kind_explicit": "kind" in router.workload.model_fields_set,
+        }, WorkloadKindGuardProvider(), after(*base))
+        workload_after.append(self.kind_guard)
+        self.workload = kube_resources.apply(f"{name}-workload", manifests.workload, after(*workload_after, *fronts))
+        self.service = kube_resources.apply(f"{name}-service", manifests.service, after(self.workload))
+        if manifests.pod_disruption_budget is not None:
+            kube_resources.apply(f"{name}-pdb", manifests.pod_disruption_budget, after(self.workload))
+
+        url = endpoint_url(stack)
+        self.endpoint_url = pulumi.Output.from_input(url)
+        self.workload_kind = pulumi.Output.from_input(topology.kind)
+        self.outputs = {
+            "endpoint_url": url,
+            "workload_kind": topology.kind,
+            "topology": topology.reason,
+            "discovery": list(topology.discovery),
+            "backend_router": topology.backend_router,
+            "models": list(fronted_models(router, [m.name for m in stack.models])),
+            "objects": {
+                "workload": names.router,
+                "service": names.router,
+                **({"headless_service": names.headless} if topology.headless_service else {}),
+                **({"backend_router": names.backend} if topology.backend_router else {}),
+                **({"certificate": names.certificate, "tls_secret": names.tls_secret} if router.tls.enabled else {}),
+            },
+        }
+        self.register_outputs(self.outputs)

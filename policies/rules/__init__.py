@@ -1,0 +1,30 @@
+"""The llm-serving rules, pure and importable; ``pack.py`` turns them into pulumi-policy
+policies and ``policies/__main__.py`` only assembles them."""
+
+from __future__ import annotations
+
+from . import gpu, images, pods, rbac, router, stack
+from .base import Rule
+
+ALL_RULES: tuple[Rule, ...] = (
+    pods.engine_identity,
+    pods.puller_server_identity_match,
+    pods.run_as_non_root,
+    pods.no_privilege_escalation,
+    pods.no_privileged,
+    pods.no_host_path,
+    images.fully_qualified,
+    images.no_latest,
+    images.pinned,
+    gpu.shm_size_limit,
+    gpu.gpu_limits,
+    rbac.no_wildcards,
+    rbac.no_cluster_admin,
+    rbac.teardown_verbs,
+    rbac.teardown_least_privilege,
+    rbac.backend_router_scope,
+    router.topology,
+    stack.server_weights_gate,
+)
+
+__all__ = ["ALL_RULES", "Rule"]

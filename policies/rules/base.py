@@ -1,0 +1,76 @@
+"""A rule: a stable name, a description that says how to fix, and a pure check function.
+
+Rules know nothing about pulumi-policy; ``pack.py`` turns them into policies. A rule is called
+directly in tests: ``rule(subject, config)`` returns its findings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from .kube import Finding, K8sObject, Stack
+
+NAME = re.compile(r"^llm-serving-[a-z]+(-[a-z0-9]+)+$")
+LEVELS = ("advisory", "mandatory", "disabled")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str
+    check: Callable[..., Iterable[Finding]]
+    scope: str                                   # "resource" | "stack"
+    kinds: frozenset[str] = frozenset()          # resource rules: kinds the rule looks at
+    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # JSON schema, with defaults
+    enforcement: str = "mandatory"
+
+    def __post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise ValueError(f"rule name '{self.name}' must look like llm-serving-<kind>-<rule>")
+        if "Fix:" not in self.description:
+            raise ValueError(f"rule '{self.name}': the description must say how to fix ('Fix: ...')")
+        if self.enforcement not in LEVELS:
+            raise ValueError(f"rule '{self.name}': enforcement must be one of {LEVELS}")
+
+    def settings(self, given: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+        """Schema defaults overlaid with the pack config given for this rule."""
+        values = {key: schema.get("default") for key, schema in self.config.items()}
+        for key, value in (given or {}).items():
+            if key in self.config and value is not None:
+                values[key] = value
+        return values
+
+    def applies_to(self, obj: K8sObject) -> bool:
+        return self.scope == "resource" and obj.kind in self.kinds
+
+    def __call__(self, subject: Any, config: Optional[Mapping[str, Any]] = None) -> list[Finding]:
+        settings = self.settings(config)
+        if self.scope == "resource":
+            if not isinstance(subject, K8sObject) or not self.applies_to(subject):
+                return []
+            return list(self.check(subject, settings))
+        if not isinstance(subject, Stack):
+            raise TypeError(f"stack rule '{self.name}' takes a Stack")
+        return list(self.check(subject, settings))
+
+
+def resource_rule(name: str, description: str, kinds: Iterable[str], *,
+                  config: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                  enforcement: str = "mandatory") -> Callable[[Callable[..., Iterable[Finding]]], Rule]:
+    def wrap(check: Callable[..., Iterable[Finding]]) -> Rule:
+        return Rule(name, description, check, "resource", frozenset(kinds), dict(config or {}), enforcement)
+    return wrap
+
+
+def stack_rule(name: str, description: str, *,
+               config: Optional[Mapping[str, Mapping[str, Any]]] = None,
+               enforcement: str = "mandatory") -> Callable[[Callable[..., Iterable[Finding]]], Rule]:
+    def wrap(check: Callable[..., Iterable[Finding]]) -> Rule:
+        return Rule(name, description, check, "stack", frozenset(), dict(config or {}), enforcement)
+    return wrap
+
+
+def violations(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if not f.unknown]

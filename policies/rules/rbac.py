@@ -1,0 +1,217 @@
+"""RBAC: least privilege for whatever identity runs in the cluster for these workloads.
+
+Conventions (documented in the README): the identity that tears a model down is a Role or
+ClusterRole labelled `app.kubernetes.io/component: teardown`; the backend router's is a Role
+labelled `app.kubernetes.io/component: backend-router`. Serving and puller pods use a
+ServiceAccount bound to nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .base import resource_rule, stack_rule
+from .kube import (
+    BACKEND_ROUTER, BINDING_KINDS, COMPONENT_LABEL, NIM_GROUP, NIM_KINDS, ROLE_KINDS, TEARDOWN,
+    UNKNOWN, Finding, K8sObject, Stack, as_list, get, labelled, unchecked, violation,
+)
+
+RULE_FIELDS = ("apiGroups", "resources", "verbs")
+TEARDOWN_VERBS = ("get", "list", "watch", "delete")
+# What a model owns, as (API group, resource): what teardown must be able to find and delete.
+TEARDOWN_OWNS = (
+    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "secrets"),
+    ("apps", "deployments"), ("batch", "jobs"),
+)
+TEARDOWN_OWNS_NIM = ((NIM_GROUP, "nimservices"), (NIM_GROUP, "nimcaches"))
+ROUTER_GROUP, ROUTER_RESOURCE, ROUTER_VERBS = "discovery.k8s.io", "endpointslices", ("get", "list", "watch")
+
+
+def _group(group: str) -> str:
+    return group or "core"
+
+
+def role_rules(obj: K8sObject) -> tuple[list[tuple[int, dict]], list[Finding]]:
+    """(index, rule) of a Role/ClusterRole, and what is unknown during preview."""
+    rules = as_list(get(obj.props, "rules"))
+    if rules is UNKNOWN:
+        return [], [unchecked(f"{obj.display}: rules")]
+    found, unknown = [], []
+    for index, rule in enumerate(rules):
+        fields = {key: as_list(get(rule, key)) for key in (*RULE_FIELDS, "resourceNames", "nonResourceURLs")}
+        if rule is UNKNOWN or any(v is UNKNOWN or UNKNOWN in v for v in fields.values()):
+            unknown.append(unchecked(f"{obj.display}: rules[{index}]"))
+            continue
+        found.append((index, {k: [x for x in v if isinstance(x, str)] for k, v in fields.items()}))
+    return found, unknown
+
+
+@resource_rule(
+    "llm-serving-rbac-no-wildcards",
+    "Roles list what they grant: no `*` in apiGroups, resources or verbs (a wildcard also grants "
+    "every resource and verb added later). Fix: name the API groups, resources and verbs the "
+    "identity needs, e.g. {apiGroups: [apps], resources: [deployments], verbs: [get, list, watch, delete]}.",
+    ROLE_KINDS,
+)
+def no_wildcards(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    rules, findings = role_rules(obj)
+    yield from findings
+    for index, rule in rules:
+        for key in RULE_FIELDS:
+            wild = [v for v in rule[key] if "*" in v]
+            if wild:
+                yield violation(f"{obj.display}: rules[{index}].{key} contains {', '.join(repr(w) for w in wild)}; "
+                                f"list the {key} the identity needs")
+
+
+@resource_rule(
+    "llm-serving-rbac-no-cluster-admin",
+    "Nothing is bound to cluster-admin (or another forbidden ClusterRole from the pack config). "
+    "Fix: bind a Role that grants only the verbs and resources the identity needs.",
+    BINDING_KINDS,
+    config={"forbiddenClusterRoles": {
+        "type": "array", "items": {"type": "string"}, "default": ["cluster-admin"],
+        "description": "ClusterRoles no binding may reference.",
+    }},
+)
+def no_cluster_admin(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    kind, name = get(obj.props, "roleRef", "kind"), get(obj.props, "roleRef", "name")
+    if kind is UNKNOWN or name is UNKNOWN:
+        yield unchecked(f"{obj.display}: roleRef")
+    elif kind == "ClusterRole" and name in list(config["forbiddenClusterRoles"] or []):
+        yield violation(f"{obj.display} binds ClusterRole '{name}'; bind a least-privilege Role instead")
+
+
+def _teardown_roles(stack: Stack) -> tuple[list[tuple[Any, K8sObject]], list[Finding]]:
+    roles, findings = [], []
+    for resource, obj in stack.k8s_objects():
+        if obj.kind not in ROLE_KINDS:
+            continue
+        component, unknown = labelled(obj, COMPONENT_LABEL, "component")
+        findings.extend(unknown)
+        if component == TEARDOWN:
+            roles.append((resource, obj))
+    return roles, findings
+
+
+def _grants(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+    return any(
+        not rule["resourceNames"]  # a rule limited to named objects cannot list or find them all
+        and (group in rule["apiGroups"] or "*" in rule["apiGroups"])
+        and (resource in rule["resources"] or "*" in rule["resources"])
+        and (verb in rule["verbs"] or "*" in rule["verbs"])
+        for rule in rules
+    )
+
+
+@stack_rule(
+    "llm-serving-rbac-teardown-verbs",
+    "The teardown identity (Role/ClusterRole labelled app.kubernetes.io/component: teardown) can "
+    "get/list/watch/delete everything a model owns: core pods, services, persistentvolumeclaims, "
+    "secrets; apps deployments; batch jobs; and apps.nvidia.com nimservices/nimcaches when the "
+    "stack declares NIMService or NIMCache objects. A missing verb makes a destroy 403 half-way "
+    "and orphan objects. Fix: add the missing verbs/resources to the teardown Role.",
+)
+def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
+    roles, findings = _teardown_roles(stack)
+    yield from findings
+    if not roles:
+        return  # no teardown identity declared in this stack: nothing to check
+    needed = list(TEARDOWN_OWNS)
+    if any(obj.kind in NIM_KINDS for _, obj in stack.k8s_objects()):
+        needed += TEARDOWN_OWNS_NIM
+    granted: list[dict] = []
+    undecided: list[Finding] = []
+    for resource, obj in roles:
+        rules, unknown = role_rules(obj)
+        granted.extend(rule for _, rule in rules)
+        undecided.extend(Finding(f.message, resource.urn, True) for f in unknown)
+    yield from undecided
+    names = ", ".join(obj.display for _, obj in roles)
+    urn = roles[0][0].urn
+    for group, resource in needed:
+        missing = [verb for verb in TEARDOWN_VERBS if not _grants(granted, group, resource, verb)]
+        if not missing:
+            continue
+        what = f"{'/'.join(missing)} on {_group(group)} {resource}"
+        if undecided:
+            yield unchecked(f"teardown identity ({names}): {what}", urn)
+        else:
+            yield violation(f"teardown identity ({names}) cannot {what}; add a rule "
+                            f"{{apiGroups: [\"{group}\"], resources: [\"{resource}\"], "
+                            f"verbs: [{', '.join(TEARDOWN_VERBS)}]}}", urn)
+
+
+@resource_rule(
+    "llm-serving-rbac-teardown-least-privilege",
+    "The teardown identity grants nothing beyond get/list/watch/delete on what a model owns (core "
+    "pods/services/persistentvolumeclaims/secrets, apps deployments, batch jobs, apps.nvidia.com "
+    "nimservices/nimcaches). Fix: remove other verbs (create, update, patch, ...) and other "
+    "resources from the Role labelled app.kubernetes.io/component: teardown.",
+    ROLE_KINDS,
+    config={"allowedVerbs": {
+        "type": "array", "items": {"type": "string"}, "default": list(TEARDOWN_VERBS),
+        "description": "Verbs the teardown identity may hold.",
+    }},
+)
+def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    component, findings = labelled(obj, COMPONENT_LABEL, "component")
+    yield from findings
+    if component != TEARDOWN:
+        return
+    allowed_verbs = set(config["allowedVerbs"] or [])
+    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM)
+    rules, findings = role_rules(obj)
+    yield from findings
+    for index, rule in rules:
+        extra_verbs = [v for v in rule["verbs"] if v not in allowed_verbs]
+        if extra_verbs:
+            yield violation(f"{obj.display}: rules[{index}] grants {', '.join(extra_verbs)}; teardown "
+                            f"needs only {', '.join(sorted(allowed_verbs))}")
+        extra = sorted(f"{_group(g)} {r}" for g in rule["apiGroups"] for r in rule["resources"]
+                       if (g, r) not in owned)
+        if extra:
+            yield violation(f"{obj.display}: rules[{index}] covers {', '.join(extra)}, which no model "
+                            "owns; remove them")
+        if rule["nonResourceURLs"]:
+            yield violation(f"{obj.display}: rules[{index}] grants nonResourceURLs; remove them")
+
+
+@resource_rule(
+    "llm-serving-rbac-backend-router-scope",
+    "The backend router's Role (labelled app.kubernetes.io/component: backend-router) grants only "
+    "get/list/watch on discovery.k8s.io endpointslices, in its namespace. Fix: make it a namespaced "
+    "Role (router config backendRouter.rbacScope: namespace) with the single rule {apiGroups: "
+    "[discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}; a cluster-wide "
+    "ClusterRole needs pack config allowClusterRole: true, a decision made in review.",
+    ROLE_KINDS,
+    config={"allowClusterRole": {
+        "type": "boolean", "default": False,
+        "description": "Accept a ClusterRole (backendRouter.rbacScope: cluster): EndpointSlices of "
+        "every namespace become readable.",
+    }},
+)
+def backend_router_scope(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    component, findings = labelled(obj, COMPONENT_LABEL, "component")
+    yield from findings
+    if component != BACKEND_ROUTER:
+        return
+    if obj.kind == "ClusterRole" and config["allowClusterRole"] is not True:
+        yield violation(f"{obj.display}: a ClusterRole lets the backend router read EndpointSlices "
+                        "of every namespace; use a Role (backendRouter.rbacScope: namespace), or "
+                        "allow it explicitly in the pack config (allowClusterRole: true)")
+    rules, findings = role_rules(obj)
+    yield from findings
+    for index, rule in rules:
+        problems = []
+        for key, allowed in (("apiGroups", (ROUTER_GROUP,)), ("resources", (ROUTER_RESOURCE,)),
+                             ("verbs", ROUTER_VERBS)):
+            extra = [v for v in rule[key] if v not in allowed]
+            if extra:
+                problems.append(f"{key} {', '.join(extra)}")
+        if rule["nonResourceURLs"]:
+            problems.append("nonResourceURLs")
+        if problems:
+            yield violation(f"{obj.display}: rules[{index}] grants {'; '.join(problems)}; the backend "
+                            f"router may only {'/'.join(ROUTER_VERBS)} {ROUTER_GROUP} {ROUTER_RESOURCE}")
+

@@ -1,0 +1,100 @@
+"""Weight-readiness gating: no serving Deployment before its weights are complete.
+
+Each model's server Deployment must depend (directly or through other resources) on that model's
+WeightsGate dynamic resource, found by type and by its `model` input (or its name
+`<model>-weights-gate`). Dependencies are read from the engine's resource graph
+(`dependencies` and `property_dependencies`).
+
+Rendering mode: a stack whose Kubernetes provider writes YAML (`renderYamlToDirectory`) talks to no
+cluster, so the program declares no dynamic resources. There the Deployment must at least depend
+on its model's puller Job (manifests are applied later in dependency order by whoever applies
+them). Any other stack without the gate is a violation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .base import stack_rule
+from .kube import (
+    COMPONENT_LABEL, MODEL_LABEL, PULLER, SERVER, UNKNOWN, Finding, Stack, StackResource, get,
+    labelled, unchecked, violation,
+)
+
+GATE_TYPE = "pulumi-python:dynamic/llm-serving:WeightsGate"
+GATE_SUFFIX = "-weights-gate"
+
+
+def gate_model(resource: StackResource) -> Any:
+    model = get(resource.props, "model")
+    if isinstance(model, str) and model:
+        return model
+    return resource.name[: -len(GATE_SUFFIX)] if resource.name.endswith(GATE_SUFFIX) else None
+
+
+def rendering(resource: StackResource) -> Any:
+    """True when the resource's Kubernetes provider only renders YAML; UNKNOWN if unknowable."""
+    target = get(resource.provider_props, "renderYamlToDirectory")
+    if target is UNKNOWN:
+        return UNKNOWN
+    return isinstance(target, str) and target != ""
+
+
+@stack_rule(
+    "llm-serving-stack-server-weights-gate",
+    "Every serving Deployment (app.kubernetes.io/component: server) depends on its model's "
+    "WeightsGate (pulumi-python:dynamic/llm-serving:WeightsGate), so serving starts only once the "
+    "weights are complete and the puller has released the volume; when rendering YAML "
+    "(renderYamlToDirectory, no gate exists) it depends on the model's puller Job. Fix: declare the "
+    "Deployment with depends_on=[<model>-weights-gate] (VllmModel/NimModel do), and label it "
+    "llm-serving.dev/model.",
+    config={"gateType": {"type": "string", "default": GATE_TYPE,
+                         "description": "Type token of the weight gate resource."}},
+)
+def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
+    gates: dict[Any, list[StackResource]] = {}
+    for resource in stack.of_type(config["gateType"]):
+        gates.setdefault(gate_model(resource), []).append(resource)
+    servers, pullers = [], {}
+    for resource, obj in stack.k8s_objects():
+        if obj.kind not in ("Deployment", "Job"):
+            continue
+        component, findings = labelled(obj, COMPONENT_LABEL, "component")
+        yield from (Finding(f.message, resource.urn, True) for f in findings)
+        if obj.kind == "Deployment" and component == SERVER:
+            servers.append((resource, obj))
+        elif obj.kind == "Job" and component == PULLER:
+            model = obj.label(MODEL_LABEL)
+            pullers.setdefault(model, []).append(resource)
+    for resource, obj in servers:
+        model, findings = labelled(obj, MODEL_LABEL, "model")
+        if findings:
+            yield from (Finding(f.message, resource.urn, True) for f in findings)
+            continue
+        if model is None:
+            yield violation(f"{obj.display} has no {MODEL_LABEL} label, so its weight gate cannot be "
+                            "found; label it with its model name", resource.urn)
+            continue
+        model_gates = gates.get(model, [])
+        if model_gates:
+            if not any(stack.depends_on(resource.urn, gate.urn) for gate in model_gates):
+                yield violation(f"{obj.display} does not depend on WeightsGate '{model_gates[0].name}', "
+                                "so it can start before the weights are complete; add it to the "
+                                "Deployment's depends_on", resource.urn)
+            continue
+        mode = rendering(resource)
+        if mode is UNKNOWN:
+            yield unchecked(f"{obj.display}: whether its provider renders YAML", resource.urn)
+        elif not mode:
+            yield violation(f"{obj.display}: the stack has no WeightsGate for model '{model}' "
+                            f"('{model}{GATE_SUFFIX}'); declare the gate and make the Deployment "
+                            "depend on it", resource.urn)
+        else:
+            jobs = pullers.get(model, []) + pullers.get(UNKNOWN, [])
+            if not jobs:
+                yield violation(f"{obj.display} (rendering mode): the stack has no puller Job for "
+                                f"model '{model}'; declare it and make the Deployment depend on it",
+                                resource.urn)
+            elif not any(stack.depends_on(resource.urn, job.urn) for job in jobs):
+                yield violation(f"{obj.display} (rendering mode) does not depend on its model's "
+                                "puller Job; add the Job to the Deployment's depends_on", resource.urn)

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Simulated GPU Kubernetes cluster (KWOK, binary runtime: no containers, no Docker).
+#
+#   scripts/cluster/cluster.sh start       create/start cluster "llm-serving" + GPU nodes, storage (idempotent)
+#   scripts/cluster/cluster.sh stop        tear it down (deletes the cluster and its state)
+#   scripts/cluster/cluster.sh status      report cluster/nodes/PVs (exit 1 if not running)
+#   scripts/cluster/cluster.sh kubeconfig  print the kubeconfig path (export KUBECONFIG=$(... kubeconfig))
+#   scripts/cluster/cluster.sh verify      smoke test: pod Ready on a GPU node, Job Complete,
+#                                          EndpointSlice ready endpoints, PVC Bound
+#   scripts/cluster/cluster.sh reclaim     make Released local-weights PVs Available again
+#
+# Needs the toolchain from scripts/toolchain/bootstrap.sh (built into the cache dir).
+# Knobs: LLM_SERVING_GPU_NODES (2), LLM_SERVING_CPU_NODES (1), LLM_SERVING_PVS (20).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../toolchain/versions.sh
+source "$HERE/../toolchain/versions.sh"
+
+CLUSTER_NAME=llm-serving
+export KUBECONFIG_PATH="${LLM_SERVING_KUBECONFIG:-$TOOLCHAIN_ROOT/kubeconfig}"
+GPU_NODES=${LLM_SERVING_GPU_NODES:-2}
+CPU_NODES=${LLM_SERVING_CPU_NODES:-1}
+NUM_PVS=${LLM_SERVING_PVS:-20}
+
+log() { echo "[cluster] $*"; }
+die() { echo "[cluster] ERROR: $*" >&2; exit 1; }
+
+need_toolchain() {
+  local b
+  for b in kwokctl kwok etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    [[ -x "$TOOLCHAIN_BIN/$b" ]] || die "$TOOLCHAIN_BIN/$b missing: run scripts/toolchain/bootstrap.sh first"
+  done
+  export PATH="$TOOLCHAIN_BIN:$PATH"
+  # kwokctl --runtime binary: use the locally built binaries, never download anything.
+  export KWOK_WORKDIR="$TOOLCHAIN_ROOT/kwok"
+  export KWOK_RUNTIME=binary
+  export KWOK_KUBE_VERSION="$K8S_VERSION"
+  export KWOK_ETCD_VERSION="${ETCD_VERSION#v}"
+  export KWOK_KUBE_APISERVER_BINARY="$TOOLCHAIN_BIN/kube-apiserver"
+  export KWOK_KUBE_CONTROLLER_MANAGER_BINARY="$TOOLCHAIN_BIN/kube-controller-manager"
+  export KWOK_KUBE_SCHEDULER_BINARY="$TOOLCHAIN_BIN/kube-scheduler"
+  export KWOK_KUBECTL_BINARY="$TOOLCHAIN_BIN/kubectl"
+  export KWOK_ETCD_BINARY="$TOOLCHAIN_BIN/etcd"
+  export KWOK_CONTROLLER_BINARY="$TOOLCHAIN_BIN/kwok"
+}
+
+kc() { kubectl --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+cluster_exists() { kwokctl get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; }
+api_ready() { [[ -f "$KUBECONFIG_PATH" ]] && kc get --raw=/readyz >/dev/null 2>&1; }
+
+wait_for() { # wait_for <seconds> <description> <command...>
+  local secs=$1 what=$2; shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < end)) || die "timed out after ${secs}s waiting for $what"
+    sleep 1
+  done
+}
+
+gpu_nodes_yaml() {
+  local i
+  for ((i = 0; i < GPU_NODES; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-$i
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    type: kwok
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/hostname: gpu-node-$i
+    beta.kubernetes.io/os: linux
+    beta.kubernetes.io/arch: amd64
+    node.kubernetes.io/instance-type: a2-ultragpu-8g
+    topology.kubernetes.io/region: sim-region-1
+    topology.kubernetes.io/zone: sim-region-1-$( [[ $((i % 2)) == 0 ]] && echo a || echo b )
+    node-role.kubernetes.io/gpu-worker: ""
+    nvidia.com/gpu.present: "true"
+    nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB
+    nvidia.com/gpu.count: "8"
+    nvidia.com/gpu.memory: "81920"
+    nvidia.com/gpu.family: ampere
+    nvidia.com/gpu.machine: a2-ultragpu-8g
+    nvidia.com/cuda.driver.major: "550"
+    nvidia.com/cuda.runtime.major: "12"
+    nvidia.com/mig.capable: "true"
+spec:
+  podCIDR: 10.244.$((i + 1)).0/24
+  podCIDRs: [10.244.$((i + 1)).0/24]
+  taints:
+  - key: nvidia.com/gpu
+    value: present
+    effect: NoSchedule
+status:
+  capacity: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 2Ti}
+  allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 2Ti}
+  nodeInfo:
+    architecture: amd64
+    operatingSystem: linux
+    kubeletVersion: $K8S_VERSION
+    kubeProxyVersion: $K8S_VERSION
+    containerRuntimeVersion: containerd://2.0.0
+    osImage: Ubuntu 22.04.4 LTS
+    kernelVersion: 5.15.0-kwok
+EOF
+  done
+  for ((i = 0; i < CPU_NODES; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: cpu-node-$i
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    type: kwok
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    kubernetes.io/hostname: cpu-node-$i
+    beta.kubernetes.io/os: linux
+    beta.kubernetes.io/arch: amd64
+    node.kubernetes.io/instance-type: n2-standard-16
+    topology.kubernetes.io/region: sim-region-1
+    topology.kubernetes.io/zone: sim-region-1-a
+    node-role.kubernetes.io/cpu-worker: ""
+spec:
+  podCIDR: 10.244.$((100 + i)).0/24
+  podCIDRs: [10.244.$((100 + i)).0/24]
+status:
+  capacity: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 500Gi}
+  allocatable: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 500Gi}
+  nodeInfo:
+    architecture: amd64
+    operatingSystem: linux
+    kubeletVersion: $K8S_VERSION
+    kubeProxyVersion: $K8S_VERSION
+    containerRuntimeVersion: containerd://2.0.0
+    osImage: Ubuntu 22.04.4 LTS
+    kernelVersion: 5.15.0-kwok
+EOF
+  done
+}
+
+# StorageClass local-weights (default, static PVs, Immediate binding: the PV controller binds a
+# PVC as soon as it is created, so Pulumi's PVC await sees Bound without a consuming pod) and
+# NUM_PVS hostPath PVs of 200Gi. Every 4th PV is ReadWriteMany (+ReadOnlyMany), the rest RWO.
+storage_yaml() {
+  cat <<EOF
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local-weights
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+reclaimPolicy: Retain
+allowVolumeExpansion: false
+EOF
+  local i modes
+  for ((i = 0; i < NUM_PVS; i++)); do
+    if ((i % 4 == 3)); then modes="[ReadWriteMany, ReadOnlyMany]"; else modes="[ReadWriteOnce]"; fi
+    cat <<EOF
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: local-weights-pv-$(printf %02d "$i")
+  labels:
+    llm-serving/volume-pool: local-weights
+spec:
+  storageClassName: local-weights
+  capacity: {storage: 200Gi}
+  accessModes: $modes
+  persistentVolumeReclaimPolicy: Retain
+  volumeMode: Filesystem
+  hostPath:
+    path: /var/lib/llm-serving/weights/pv-$(printf %02d "$i")
+    type: DirectoryOrCreate
+EOF
+  done
+}
+
+apply_manifests() {
+  log "applying nodes ($GPU_NODES GPU + $CPU_NODES CPU), storage class, $NUM_PVS PVs, stages"
+  wait_for 60 "Stage CRD" kc get crd stages.kwok.x-k8s.io
+  kc apply -f "$HERE/stages/" >/dev/null
+  { gpu_nodes_yaml; storage_yaml; } | kc apply -f - >/dev/null
+  wait_for 60 "nodes Ready" kc wait --for=condition=Ready node --all --timeout=1s
+}
+
+reclaim_pvs() {
+  local pv
+  for pv in $(kc get pv -l llm-serving/volume-pool=local-weights \
+      -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
+    kc patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null && log "reclaimed $pv"
+  done
+}
+
+cmd_start() {
+  need_toolchain
+  local t0=$SECONDS
+  mkdir -p "$KWOK_WORKDIR" "$(dirname "$KUBECONFIG_PATH")"
+  if cluster_exists && api_ready; then
+    log "cluster $CLUSTER_NAME already running"
+  elif cluster_exists && kwokctl start cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 \
+       && { wait_for 60 "apiserver" api_ready || true; api_ready; }; then
+    log "restarted existing cluster $CLUSTER_NAME"
+  else
+    if cluster_exists; then
+      log "cluster $CLUSTER_NAME is broken; recreating"
+      kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+    fi
+    log "creating cluster $CLUSTER_NAME (kwokctl --runtime binary, Kubernetes $K8S_VERSION)"
+    # Stage CRD enabled so scripts/cluster/stages/*.yaml can be applied as resources; the
+    # default node/pod stages (pods Running/Ready, Job pods Succeeded) stay on.
+    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
+      --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
+      --config "$HERE/kwokctl-config.yaml"
+  fi
+  wait_for 60 "apiserver readiness" api_ready
+  wait_for 60 "default service account" kc -n default get serviceaccount default
+  apply_manifests
+  reclaim_pvs
+  log "ready in $((SECONDS - t0))s; export KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+cmd_stop() {
+  need_toolchain
+  if cluster_exists; then
+    kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH"
+    log "cluster $CLUSTER_NAME deleted"
+  else
+    log "cluster $CLUSTER_NAME does not exist"
+  fi
+  rm -f "$KUBECONFIG_PATH"
+}
+
+cmd_status() {
+  need_toolchain
+  if ! cluster_exists; then log "cluster $CLUSTER_NAME: absent"; return 1; fi
+  if ! api_ready; then log "cluster $CLUSTER_NAME: exists but apiserver not ready"; return 1; fi
+  log "cluster $CLUSTER_NAME: running (kubeconfig $KUBECONFIG_PATH)"
+  kc version 2>/dev/null | sed 's/^/  /'
+  kc get nodes -L nvidia.com/gpu.product -L node.kubernetes.io/instance-type | sed 's/^/  /'
+  echo "  PVs: $(kc get pv --no-headers 2>/dev/null | awk '{print $5}' | sort | uniq -c | tr -s ' ' | paste -sd, -)"
+}
+
+cmd_verify() {
+  need_toolchain
+  api_ready || die "cluster not running: scripts/cluster/cluster.sh start"
+  local ns=llm-serving-smoke t0=$SECONDS
+  kc delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
+  kc create namespace "$ns" >/dev/null
+  wait_for 30 "service account in $ns" kc -n "$ns" get serviceaccount default
+  kc -n "$ns" apply -f - >/dev/null <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gpu-server}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: gpu-server}}
+  template:
+    metadata: {labels: {app: gpu-server}}
+    spec:
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: server
+        image: vllm/vllm-openai:latest
+        ports: [{containerPort: 8000, name: http}]
+        resources: {limits: {nvidia.com/gpu: "4"}, requests: {cpu: "8", memory: 64Gi}}
+        volumeMounts: [{name: weights, mountPath: /models}]
+      volumes: [{name: weights, persistentVolumeClaim: {claimName: weights}}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: weights}
+spec:
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 100Gi}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: gpu-server}
+spec:
+  selector: {app: gpu-server}
+  ports: [{port: 80, targetPort: http, name: http}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: download-weights}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers: [{name: dl, image: busybox, command: ["true"]}]
+EOF
+  wait_for 60 "PVC Bound" bash -c "[[ \$(kubectl --kubeconfig '$KUBECONFIG_PATH' -n $ns get pvc weights -o jsonpath='{.status.phase}') == Bound ]]"
+  log "ok: PVC weights Bound to $(kc -n "$ns" get pvc weights -o jsonpath='{.spec.volumeName}') (default class $(kc -n "$ns" get pvc weights -o jsonpath='{.spec.storageClassName}'))"
+  kc -n "$ns" rollout status deployment/gpu-server --timeout=60s >/dev/null
+  kc -n "$ns" get pods -l app=gpu-server -o wide --no-headers | awk '{print "[cluster] ok: pod "$1" "$3" ready="$2" ip="$6" node="$7}'
+  local on_gpu; on_gpu=$(kc -n "$ns" get pods -l app=gpu-server -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c '^gpu-node-' || true)
+  [[ $on_gpu == 2 ]] || die "expected both pods on gpu-node-*, got $on_gpu"
+  kc -n "$ns" wait --for=condition=Complete job/download-weights --timeout=60s >/dev/null
+  log "ok: Job download-weights Complete (pod phase $(kc -n "$ns" get pods -l job-name=download-weights -o jsonpath='{.items[0].status.phase}'))"
+  wait_for 60 "EndpointSlice with 2 ready endpoints" bash -c "[[ \$(kubectl --kubeconfig '$KUBECONFIG_PATH' -n $ns get endpointslices -l kubernetes.io/service-name=gpu-server -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}x{end}') == xx ]]"
+  log "ok: EndpointSlice for svc gpu-server has ready endpoints: $(kc -n "$ns" get endpointslices -l kubernetes.io/service-name=gpu-server -o jsonpath='{.items[*].endpoints[*].addresses[*]}')"
+  kc delete namespace "$ns" --wait=false >/dev/null
+  log "verify passed in $((SECONDS - t0))s"
+}
+
+case "${1:-}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  kubeconfig) echo "$KUBECONFIG_PATH" ;;
+  verify) cmd_verify ;;
+  reclaim) need_toolchain; reclaim_pvs ;;
+  *) echo "usage: $0 start|stop|status|kubeconfig|verify|reclaim" >&2; exit 2 ;;
+esac

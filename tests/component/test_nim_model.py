@@ -1,0 +1,181 @@
+"""NimModel under Pulumi mocks: both paths' resource graphs, parents, ordering and options."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+import providers.nim_status as nim_status
+import providers.resources as dynamic_resources
+from components.config import load_stack_config
+from components.resources import kubernetes as kube_resources
+
+NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+OPERATOR = {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
+            "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"},
+            "nim": {"authSecret": "ngc-api"}}
+RAW = {"name": "raw", "engine": "nim", "image": NGC_IMAGE, "source": {"repo": "org/raw"},
+       "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}}
+VLLM = {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory": "32Gi"}}
+STACK = {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [OPERATOR, RAW]}
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self):
+        self.created: dict[str, pulumi.runtime.MockResourceArgs] = {}
+
+    def new_resource(self, args):
+        self.created[args.name] = args
+        outputs = dict(args.inputs)
+        if args.typ.endswith("ModelStatus"):
+            outputs.update(state="READY", message="serving", targets=["op-0"], ready_replicas=1)
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args):
+        return {}
+
+
+class Graph:
+    def __init__(self):
+        self.opts: dict[str, pulumi.ResourceOptions] = {}
+        self.objects: dict[str, pulumi.Resource] = {}
+        self.manifests: dict[str, dict] = {}
+        self.props: dict[str, dict] = {}
+        self.providers: dict[str, object] = {}
+
+    def depends(self, name: str) -> list[str]:
+        by_id = {id(r): n for n, r in self.objects.items()}
+        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
+
+
+def _recording(module, cls_name: str, recorded: Graph, monkeypatch):
+    original = getattr(module, cls_name)
+
+    class Recording(original, module="llm-serving", name=cls_name):
+        def __init__(self, name, props, provider, opts=None):
+            recorded.opts[name], recorded.props[name], recorded.providers[name] = opts, props, provider
+            super().__init__(name, props, provider, opts)
+            recorded.objects[name] = self
+
+    monkeypatch.setattr(module, cls_name, Recording)
+
+
+@pytest.fixture
+def graph(monkeypatch):
+    recorded = Graph()
+    original_apply = kube_resources.apply
+
+    def apply(name, manifest, opts=None):
+        recorded.opts[name], recorded.manifests[name] = opts, manifest
+        recorded.objects[name] = original_apply(name, manifest, opts)
+        return recorded.objects[name]
+
+    monkeypatch.setattr(kube_resources, "apply", apply)
+    for cls_name in ("WeightsGate", "ModelStatus"):
+        _recording(dynamic_resources, cls_name, recorded, monkeypatch)
+    _recording(nim_status, "NimOperatorCheck", recorded, monkeypatch)
+    return recorded
+
+
+def deploy_stack(raw: dict):
+    from components.resources import Deploy, NimModel, Platform, VllmModel
+
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    stack = load_stack_config(raw)
+    platform = Platform("platform", stack, None)
+    deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
+
+
+@pulumi.runtime.test
+def test_operator_path_order(graph):
+    deploy_stack(STACK)
+    # The CRD check comes first: nothing NIM-specific reaches a cluster without the operator.
+    assert graph.depends("op-nim-operator-check") == ["platform-namespace", "platform-model-service-account"]
+    assert graph.depends("op-nim-cache") == ["op-nim-operator-check"]
+    assert graph.depends("op-nim-service") == ["op-nim-cache"]
+    assert graph.depends("op-status") == ["op-nim-service"]
+    assert {n for n in graph.opts if n.startswith("op-")} == {
+        "op-nim-operator-check", "op-nim-cache", "op-nim-service", "op-status"}
+
+
+@pulumi.runtime.test
+def test_operator_path_objects_and_options(graph):
+    deploy_stack(STACK)
+    assert graph.manifests["op-nim-cache"]["kind"] == "NIMCache"
+    assert graph.manifests["op-nim-service"]["kind"] == "NIMService"
+    cache_name = graph.manifests["op-nim-cache"]["metadata"]["name"]
+    assert graph.manifests["op-nim-service"]["spec"]["storage"]["nimCache"]["name"] == cache_name
+    # The NIMCache spec is immutable: a change replaces it, never patches it.
+    assert graph.opts["op-nim-cache"].replace_on_changes == ["spec"]
+    assert isinstance(graph.objects["op-nim-cache"], pulumi.CustomResource)
+    assert graph.props["op-nim-operator-check"]["crds"] == ["nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com"]
+    assert isinstance(graph.providers["op-nim-operator-check"], nim_status.NimOperatorCheckProvider)
+    assert isinstance(graph.providers["op-status"], nim_status.NimStatusProvider)
+    props = graph.props["op-status"]
+    assert (props["nim_service"], props["nim_cache"], props["namespace"]) == ("op", cache_name, "llm-serving")
+
+
+@pulumi.runtime.test
+def test_raw_path_is_the_vllm_graph_with_nims_objects(graph):
+    deploy_stack(STACK)
+    assert graph.depends("raw-puller") == ["raw-weights"]
+    assert graph.depends("raw-weights-gate") == ["raw-puller"]
+    assert graph.depends("raw-server") == ["raw-weights-gate"]
+    assert graph.depends("raw-service") == ["raw-server"]
+    assert graph.depends("raw-status") == ["raw-server", "raw-service"]
+    assert "raw-nim-operator-check" not in graph.opts
+    pod = graph.manifests["raw-server"]["spec"]["template"]["spec"]
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (1000, 2000)
+    assert pod["containers"][0]["image"] == NGC_IMAGE
+
+
+@pulumi.runtime.test
+def test_every_object_is_parented_to_its_model_with_the_nim_type(graph):
+    components = deploy_stack(STACK)
+    for component in components:
+        assert component._type == "llm-serving:index:NimModel"
+        mine = [n for n in graph.opts if n.startswith(component._name + "-")]
+        assert mine
+        for name in mine:
+            assert graph.opts[name].parent is component, name
+
+
+@pulumi.runtime.test
+def test_vllm_only_stack_declares_nothing_nim(graph):
+    deploy_stack({"models": [VLLM]})
+    assert not [n for n in graph.opts if "nim" in n]
+    assert not [m for m in graph.manifests.values() if m["apiVersion"].startswith("apps.nvidia.com")]
+
+
+@pulumi.runtime.test
+def test_render_mode_has_no_check_and_no_status(graph):
+    deploy_stack({**STACK, "cluster": {"renderYamlToDirectory": "/tmp/render"}})
+    assert not [n for n in graph.opts if n.endswith(("-check", "-status", "-gate"))]
+    assert graph.depends("op-nim-cache") == ["platform-namespace", "platform-model-service-account"]
+    assert graph.depends("op-nim-service") == ["op-nim-cache"]
+
+
+@pulumi.runtime.test
+def test_nim_model_refuses_vllm_models(graph):
+    from components.resources import Deploy, NimModel
+
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    stack = load_stack_config({"models": [VLLM]})
+    with pytest.raises(ValueError, match="NimModel serves NIM only"):
+        NimModel(stack.models[0], stack, Deploy(provider=None, cluster=stack.cluster))
+
+
+@pulumi.runtime.test
+def test_outputs_name_the_endpoint_and_objects(graph):
+    components = deploy_stack(STACK)
+    operator = components[0]
+    assert operator.outputs["objects"]["nim_service"] == "op"
+    assert operator.outputs["objects"]["nim_cache"].startswith("op-cache-")
+
+    def check(values):
+        url, state = values
+        assert url == "http://op.llm-serving.svc.cluster.local:8000"
+        assert state == "READY"
+
+    return pulumi.Output.all(operator.endpoint_url, operator.state).apply(check)

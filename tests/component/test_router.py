@@ -1,0 +1,238 @@
+"""RequestRouter under Pulumi mocks: resource graph, parents, ordering, and the kind guard."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+import components.resources.router as router_resources
+import providers.resources as dynamic_resources
+from components.config import load_stack_config
+from components.resources import kubernetes as kube_resources
+from components.resources.router import WorkloadKindGuardProvider
+
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
+BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
+MODELS = [
+    {"name": "alpha", "source": {"repo": "org/alpha"}, "resources": {"memory": "8Gi"}},
+    {"name": "beta", "source": {"repo": "org/beta"}, "resources": {"memory": "8Gi"}},
+]
+MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "backendRouter": {"image": BACKEND_IMAGE, "serviceMonitor": True},
+         "tls": {"enabled": True}}
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        outputs = dict(args.inputs)
+        if args.typ.endswith("ModelStatus"):
+            outputs.update(state="READY", message="serving", targets=["alpha-0"], ready_replicas=1)
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args):
+        return {}
+
+
+class Graph:
+    def __init__(self):
+        self.opts: dict[str, pulumi.ResourceOptions] = {}
+        self.objects: dict[str, pulumi.Resource] = {}
+        self.manifests: dict[str, dict] = {}
+        self.props: dict[str, dict] = {}
+        self.mocks = Mocks()
+
+    def depends(self, name: str) -> list[str]:
+        by_id = {id(r): n for n, r in self.objects.items()}
+        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
+
+
+@pytest.fixture
+def graph(monkeypatch):
+    recorded = Graph()
+    original_apply = kube_resources.apply
+
+    def apply(name, manifest, opts=None):
+        recorded.opts[name], recorded.manifests[name] = opts, manifest
+        recorded.objects[name] = original_apply(name, manifest, opts)
+        return recorded.objects[name]
+
+    monkeypatch.setattr(kube_resources, "apply", apply)
+    for module, cls_name in ((dynamic_resources, "WeightsGate"), (dynamic_resources, "ModelStatus"),
+                             (router_resources, "WorkloadKindGuard")):
+        original = getattr(module, cls_name)
+
+        class Recording(original, module="llm-serving", name=cls_name):
+            def __init__(self, name, props, provider, opts=None):
+                recorded.opts[name], recorded.props[name] = opts, props
+                super().__init__(name, props, provider, opts)
+                recorded.objects[name] = self
+
+        monkeypatch.setattr(module, cls_name, Recording)
+    return recorded
+
+
+def deploy_stack(graph: Graph, router: dict, **extra):
+    from components.config.router import fronted_models
+    from components.resources import Deploy, Platform, RequestRouter, VllmModel
+
+    pulumi.runtime.set_mocks(graph.mocks, preview=False)
+    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": MODELS, "router": router, **extra})
+    platform = Platform("platform", stack, None)
+    deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}
+    graph.objects.update(models)
+    fronts = [models[n] for n in fronted_models(stack.router, models)]
+    return RequestRouter(stack, deploy, fronts=fronts)
+
+
+@pulumi.runtime.test
+def test_multi_replica_graph_and_order(graph):
+    deploy_stack(graph, MULTI)
+    base = ["platform-namespace", "platform-model-service-account"]
+    assert graph.depends("llm-router-backend-service-account") == base
+    assert graph.depends("llm-router-backend-role") == base
+    assert graph.depends("llm-router-backend-role-binding") == [
+        "llm-router-backend-service-account", "llm-router-backend-role"]
+    assert graph.depends("llm-router-backend") == ["llm-router-backend-role-binding"]
+    assert graph.depends("llm-router-backend-service") == ["llm-router-backend"]
+    assert graph.depends("llm-router-backend-pdb") == ["llm-router-backend"]
+    assert graph.depends("llm-router-backend-service-monitor") == ["llm-router-backend-service"]
+    assert graph.depends("llm-router-issuer") == base
+    assert graph.depends("llm-router-certificate") == ["llm-router-issuer"]
+    assert graph.depends("llm-router-workload-kind") == base
+    # The router pods come after everything they talk to, and after the models they front.
+    assert graph.depends("llm-router-workload") == [
+        *base, "llm-router-backend-service", "llm-router-certificate", "llm-router-workload-kind",
+        "alpha", "beta",
+    ]
+    assert graph.depends("llm-router-service") == ["llm-router-workload"]
+    assert graph.depends("llm-router-pdb") == ["llm-router-workload"]
+
+
+@pulumi.runtime.test
+def test_every_child_is_parented_to_the_router(graph):
+    component = deploy_stack(graph, MULTI)
+    mine = [n for n in graph.opts if n.startswith("llm-router-")]
+    assert len(mine) == 13
+    for name in mine:
+        assert graph.opts[name].parent is component, name
+
+    def check(urns):
+        router, monitor, certificate = urns
+        assert router.endswith("$llm-serving:index:RequestRouter::llm-router")
+        assert monitor.endswith("$kubernetes:monitoring.coreos.com/v1:ServiceMonitor::llm-router-backend-service-monitor")
+        assert certificate.endswith("$kubernetes:cert-manager.io/v1:Certificate::llm-router-certificate")
+
+    return pulumi.Output.all(component.urn, graph.objects["llm-router-backend-service-monitor"].urn,
+                             graph.objects["llm-router-certificate"].urn).apply(check)
+
+
+@pulumi.runtime.test
+def test_single_replica_has_no_backend_router_objects(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE})
+    assert sorted(n for n in graph.opts if n.startswith("llm-router-")) == [
+        "llm-router-service", "llm-router-workload", "llm-router-workload-kind",
+    ]
+
+
+@pulumi.runtime.test
+def test_statefulset_waits_for_its_headless_service(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE, "workload": {"kind": "StatefulSet"}, "models": ["beta"]})
+    assert "llm-router-headless-service" in graph.depends("llm-router-workload")
+    assert graph.depends("llm-router-workload")[-1] == "beta"  # only the fronted model
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+def test_the_workload_type_is_its_kind_so_a_switch_is_a_visible_create_and_delete(graph, kind):
+    """Same child name, different Pulumi type (so a different URN): a switch is never an
+    in-place update; the preview shows the new kind created and the old one deleted."""
+
+    @pulumi.runtime.test
+    def run():
+        deploy_stack(graph, {"image": ROUTER_IMAGE, "workload": {"kind": kind}})
+
+        def check(urn):
+            assert urn.endswith(f"$kubernetes:apps/v1:{kind}::llm-router-workload")
+            assert not graph.opts["llm-router-workload"].aliases
+
+        return graph.objects["llm-router-workload"].urn.apply(check)
+
+    run()
+
+
+@pulumi.runtime.test
+def test_guard_carries_kind_and_acknowledgement(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE, "workload": {"kind": "Deployment", "migrateFrom": "StatefulSet"}})
+    props = graph.props["llm-router-workload-kind"]
+    assert {k: props[k] for k in ("router", "kind", "migrate_from", "kind_explicit")} == {
+        "router": "llm-router", "kind": "Deployment", "migrate_from": "StatefulSet", "kind_explicit": True,
+    }
+
+
+@pulumi.runtime.test
+def test_guard_knows_when_the_kind_came_from_the_default(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE})
+    assert graph.props["llm-router-workload-kind"]["kind_explicit"] is False
+
+
+@pulumi.runtime.test
+def test_render_mode_keeps_the_guard(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE}, cluster={"renderYamlToDirectory": "/tmp/render"})
+    assert "llm-router-workload-kind" in graph.depends("llm-router-workload")
+
+
+@pulumi.runtime.test
+def test_outputs(graph):
+    component = deploy_stack(graph, MULTI)
+    assert component.outputs["workload_kind"] == "Deployment"
+    assert component.outputs["discovery"] == ["backend-router"]
+    assert component.outputs["models"] == ["alpha", "beta"]
+
+    def check(url):
+        assert url == "https://llm-router.llm-serving.svc.cluster.local:8080"
+
+    return component.endpoint_url.apply(check)
+
+
+# --- the guard provider (no cluster: state only) ----------------------------------------------
+
+def guard_props(kind: str, migrate_from: str = "", kind_explicit: bool = True) -> dict:
+    return {"router": "llm-router", "kind": kind, "migrate_from": migrate_from, "kind_explicit": kind_explicit}
+
+
+def test_guard_accepts_a_first_deployment_and_an_unchanged_kind():
+    provider = WorkloadKindGuardProvider()
+    assert provider.check({}, guard_props("Deployment")).failures == []
+    assert provider.check(guard_props("StatefulSet"), guard_props("StatefulSet")).failures == []
+
+
+def test_guard_refuses_a_silent_flip_from_a_changed_default():
+    failures = WorkloadKindGuardProvider().check(
+        guard_props("StatefulSet", kind_explicit=False), guard_props("Deployment", kind_explicit=False)).failures
+    assert [f.property for f in failures] == ["kind"]
+    assert "by default" in failures[0].reason and "pin workload.kind: StatefulSet" in failures[0].reason
+
+
+def test_guard_refuses_an_unacknowledged_edit_and_accepts_an_acknowledged_one():
+    provider = WorkloadKindGuardProvider()
+    assert provider.check(guard_props("StatefulSet"), guard_props("Deployment")).failures
+    assert provider.check(guard_props("StatefulSet"), guard_props("Deployment", "StatefulSet")).failures == []
+
+
+def test_guard_records_the_new_kind_with_full_outputs():
+    provider = WorkloadKindGuardProvider()
+    created = provider.create(guard_props("StatefulSet"))
+    assert created.outs["kind"] == "StatefulSet"
+    assert provider.diff(created.id, created.outs, guard_props("Deployment", "StatefulSet")).changes is True
+    assert provider.diff(created.id, created.outs, guard_props("StatefulSet")).changes is False
+    assert provider.update(created.id, created.outs, guard_props("Deployment", "StatefulSet")).outs["kind"] == "Deployment"
+
+
+def test_the_guard_provider_pickles_with_dill_as_the_engine_does():
+    """The engine stores the provider in state and runs the stored one: it must round-trip."""
+    import base64
+
+    import dill
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    restored = dill.loads(base64.b64decode(serialize_provider(WorkloadKindGuardProvider())))
+    assert restored.check(guard_props("StatefulSet"), guard_props("Deployment")).failures

@@ -1,0 +1,35 @@
+"""Every rule has a pass test (the compiled stack, cluster and rendering) and at least one
+failure case (one mutation of it)."""
+
+from __future__ import annotations
+
+import pytest
+import test_policy_gpu
+import test_policy_images
+import test_policy_pods
+import test_policy_rbac
+import test_policy_router
+import test_policy_stack
+from policy_helpers import compliant, messages, run
+
+from policies.rules import ALL_RULES
+
+FAIL_CASES = [
+    case
+    for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
+                   test_policy_router, test_policy_stack)
+    for case in module.FAIL_CASES
+]
+
+
+@pytest.mark.parametrize("rendering", [False, True], ids=["cluster", "rendering"])
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.name)
+def test_every_rule_passes_the_compiled_stack(rule, rendering):
+    findings = run(rule, compliant(rendering))
+    assert findings == [], messages(findings)
+
+
+def test_every_rule_has_a_failure_case():
+    failing = {case.rule.name for case in FAIL_CASES}
+    assert [rule.name for rule in ALL_RULES if rule.name not in failing] == []
+

@@ -1,0 +1,133 @@
+"""RBAC rules: no wildcards, no cluster-admin, teardown verbs and scope, backend-router scope."""
+
+from __future__ import annotations
+
+import pytest
+from policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, messages, run
+
+from policies.rules import rbac
+
+
+def _teardown(world):
+    return world.one("Role", "teardown")
+
+
+def _router_role(world):
+    return world.one("Role", "backend-router")
+
+
+def _drop_verb(world, resource, verb):
+    for rule in _teardown(world)["rules"]:
+        if resource in rule["resources"]:
+            if len(rule["resources"]) > 1:  # split the resource off with the reduced verbs
+                rule["resources"].remove(resource)
+                _teardown(world)["rules"].append({**rule, "resources": [resource],
+                                                  "verbs": [v for v in rule["verbs"] if v != verb]})
+            else:
+                rule["verbs"].remove(verb)
+            return
+
+
+def _remove_nim_objects(world):
+    world.remove(world.one("NIMService"))
+    world.remove(world.one("NIMCache"))
+
+
+def _bind_cluster_admin(kind):
+    def mutate(world):
+        binding = world.one("RoleBinding", "backend-router")
+        binding["kind"] = kind
+        binding["roleRef"].update(kind="ClusterRole", name="cluster-admin")
+    return mutate
+
+
+FAIL_CASES = [
+    Case(rbac.no_wildcards, "verbs *", lambda w: _teardown(w)["rules"][0].update(verbs=["*"]),
+         "rules[0].verbs contains '*'"),
+    Case(rbac.no_wildcards, "resources *", lambda w: _router_role(w)["rules"][0].update(resources=["*"]),
+         "rules[0].resources contains '*'"),
+    Case(rbac.no_wildcards, "apiGroups *", lambda w: _teardown(w)["rules"][1].update(apiGroups=["*"]),
+         "rules[1].apiGroups contains '*'"),
+    Case(rbac.no_wildcards, "subresource wildcard", lambda w: _teardown(w)["rules"][0]["resources"].append("pods/*"),
+         "'pods/*'"),
+    Case(rbac.no_cluster_admin, "RoleBinding to cluster-admin", _bind_cluster_admin("RoleBinding"),
+         "binds ClusterRole 'cluster-admin'"),
+    Case(rbac.no_cluster_admin, "ClusterRoleBinding to cluster-admin", _bind_cluster_admin("ClusterRoleBinding"),
+         "ClusterRoleBinding 'llm-router-backend-endpointslices' binds ClusterRole 'cluster-admin'"),
+    Case(rbac.no_cluster_admin, "pack config forbids admin too",
+         lambda w: w.one("RoleBinding", "backend-router")["roleRef"].update(kind="ClusterRole", name="admin"),
+         "binds ClusterRole 'admin'", config={"forbiddenClusterRoles": ["cluster-admin", "admin"]}),
+    Case(rbac.teardown_verbs, "cannot delete pods", lambda w: _drop_verb(w, "pods", "delete"),
+         "cannot delete on core pods"),
+    Case(rbac.teardown_verbs, "cannot watch jobs", lambda w: _drop_verb(w, "jobs", "watch"),
+         "cannot watch on batch jobs"),
+    Case(rbac.teardown_verbs, "no nimcaches while NIM objects exist",
+         lambda w: _drop_verb(w, "nimcaches", "list") or _drop_verb(w, "nimcaches", "get"),
+         "cannot get/list on apps.nvidia.com nimcaches"),
+    Case(rbac.teardown_verbs, "resourceNames-limited rule cannot find everything",
+         lambda w: _teardown(w)["rules"][2].update(resourceNames=["qwen-pull-1234"]), "on batch jobs"),
+    Case(rbac.teardown_least_privilege, "teardown may create", lambda w: _teardown(w)["rules"][1]["verbs"].append("create"),
+         "rules[1] grants create"),
+    Case(rbac.teardown_least_privilege, "teardown reaches nodes",
+         lambda w: _teardown(w)["rules"].append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}),
+         "covers core nodes, which no model owns"),
+    Case(rbac.backend_router_scope, "router reads pods", lambda w: _router_role(w)["rules"][0]["resources"].append("pods"),
+         "grants resources pods"),
+    Case(rbac.backend_router_scope, "router may delete", lambda w: _router_role(w)["rules"][0]["verbs"].append("delete"),
+         "grants verbs delete"),
+    Case(rbac.backend_router_scope, "router role is cluster-wide",
+         lambda w: _router_role(w).update(kind="ClusterRole"), "use a Role (backendRouter.rbacScope: namespace)"),
+]
+
+
+@pytest.mark.parametrize("case", FAIL_CASES, ids=lambda c: f"{c.rule.name}:{c.id}")
+def test_fails_on_one_mutation(case):
+    check_case(case)
+
+
+@pytest.mark.parametrize("rule", [rbac.no_wildcards, rbac.no_cluster_admin, rbac.teardown_verbs,
+                                  rbac.teardown_least_privilege, rbac.backend_router_scope], ids=lambda r: r.name)
+def test_compiled_stack_passes(rule):
+    assert run(rule, compliant()) == []
+
+
+def test_teardown_needs_nim_verbs_only_when_nim_objects_exist():
+    world = compliant()
+    _remove_nim_objects(world)
+    _teardown(world)["rules"].pop()  # the apps.nvidia.com rule
+    assert run(rbac.teardown_verbs, world) == []
+
+
+def test_teardown_split_across_role_and_cluster_role_counts_together():
+    world = compliant()
+    role = _teardown(world)
+    nim_rule = role["rules"].pop()
+    world.manifests.append({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "llm-serving-teardown-nim", "labels": {"app.kubernetes.io/component": "teardown"}},
+        "rules": [nim_rule],
+    })
+    assert run(rbac.teardown_verbs, world) == []
+
+
+def test_no_teardown_identity_means_nothing_to_check():
+    world = compliant()
+    world.remove(world.one("Role", "teardown"))
+    assert run(rbac.teardown_verbs, world) == []
+
+
+def test_wildcard_grants_count_for_coverage_but_fail_their_own_rule():
+    world = compliant()
+    _teardown(world)["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    assert run(rbac.teardown_verbs, world) == []
+    assert run(rbac.no_wildcards, world)
+
+
+def test_cluster_scoped_backend_router_needs_an_explicit_pack_decision():
+    raw = {**STACK, "router": {**STACK["router"], "backendRouter": {
+        **STACK["router"]["backendRouter"], "rbacScope": "cluster"}}}
+    world = World(compiled_manifests(raw))
+    assert "ClusterRole" in {m["kind"] for m in world.manifests}
+    assert "allowClusterRole: true" in messages(run(rbac.backend_router_scope, world))
+    assert run(rbac.backend_router_scope, world, {"allowClusterRole": True}) == []
+    assert run(rbac.no_cluster_admin, world) == [] and run(rbac.no_wildcards, world) == []
