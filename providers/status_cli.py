@@ -25,13 +25,36 @@ def model_refs(stack: StackConfig) -> list[ModelRef]:
     return refs
 
 
+def operator_props(stack: StackConfig) -> dict[str, dict]:
+    """What the NIM operator-path status reads, per model (the objects are the operator's)."""
+    from components.compile import nim
+
+    props = {}
+    for model in stack.models:
+        if model.engine == "nim" and model.on_operator:
+            names = nim.names(model, stack)
+            props[model.name] = {
+                "namespace": stack.platform.namespace, "model": model.name,
+                "nim_service": names.service, "nim_cache": names.cache,
+                "pending_timeout_seconds": stack.platform.pending_timeout_seconds,
+            }
+    return props
+
+
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:
     try:
         clients = kube.connect(kube.Target(stack.cluster.kubeconfig, stack.cluster.context))
     except Exception as error:  # noqa: BLE001 - no cluster config: every model is UNKNOWN
         unknown = Status(UNKNOWN, f"cluster not reachable: {error}", "no-cluster")
         return [(ref.model, unknown) for ref in model_refs(stack)]
-    return [(ref.model, current_status(clients, ref)) for ref in model_refs(stack)]
+    from .nim_status import current_nim_status
+
+    on_operator = operator_props(stack)
+    return [
+        (ref.model, current_nim_status(clients, on_operator[ref.model]) if ref.model in on_operator
+         else current_status(clients, ref))
+        for ref in model_refs(stack)
+    ]
 
 
 def print_status(stack: StackConfig, as_json: bool = False, out=sys.stdout) -> int:
