@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common, engines, nim, server, weights
+from .rbac import compile_teardown_identity
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     if stack.platform.create_namespace:
         manifests.append(compile_namespace(stack.platform))
     manifests.append(compile_model_service_account(stack.platform))
+    manifests.extend(compile_teardown_identity(stack))
     for model in stack.models:
         if model.on_operator:
             manifests.extend(nim.compile_nim_operator(model, stack).in_order())

@@ -100,6 +100,18 @@ class Preflight(Strict):
         return url.rstrip("/")
 
 
+class TeardownIdentity(Strict):
+    enabled: bool = Field(
+        False,
+        description="Create a ServiceAccount with a Role of exactly get/list/watch/delete on what "
+        "the models own (and the NIM operator's resources when NIM is used), for an in-cluster "
+        "runner of `pulumi destroy` or a clean-up job.",
+    )
+    service_account_name: Annotated[str, AfterValidator(values.check_dns1123_label)] = Field(
+        "llm-serving-teardown", description="Name of that ServiceAccount, its Role and RoleBinding."
+    )
+
+
 class PlatformConfig(Strict):
     """Platform defaults: what every model gets unless it says otherwise."""
 
@@ -155,6 +167,9 @@ class PlatformConfig(Strict):
     )
     gpu_tolerations: tuple[Toleration, ...] = Field(
         GPU_TOLERATIONS, description="Tolerations of serving pods for GPU-node taints."
+    )
+    teardown_identity: TeardownIdentity = Field(
+        default_factory=TeardownIdentity, description="Least-privilege identity for in-cluster teardown."
     )
     hf_endpoint: HfEndpoint = Field(
         "https://huggingface.co",

@@ -6,6 +6,7 @@ from typing import Optional
 
 import pulumi
 
+from ..compile.rbac import compile_teardown_identity
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.model import StackConfig
 from . import kubernetes as kube_resources
@@ -25,5 +26,10 @@ class Platform(pulumi.ComponentResource):
             f"{name}-model-service-account", compile_model_service_account(stack.platform),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps)),
         )
+        after_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps))
+        self.teardown = [
+            kube_resources.apply(f"{name}-teardown-{manifest['kind'].lower()}", manifest, after_namespace)
+            for manifest in compile_teardown_identity(stack)
+        ]
         self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account)
         self.register_outputs({"namespace": stack.platform.namespace})
