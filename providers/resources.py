@@ -35,3 +35,13 @@ class ModelStatus(Resource, module="llm-serving", name="ModelStatus"):
                  opts: Optional[pulumi.ResourceOptions] = None):
         outs = dict.fromkeys(("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at"))
         super().__init__(provider, name, {**props, **outs}, opts)
+
+
+class WorkloadKindGuard(Resource, module="llm-serving", name="WorkloadKindGuard"):
+    """The router's workload kind as last deployed."""
+
+    kind: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(provider, name, props, opts)

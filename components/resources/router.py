@@ -21,55 +21,14 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from ..compile.router import compile_router, endpoint_url
-from ..config.router import fronted_models, kind_change_problem
+from ..config.router import fronted_models
 from ..config.model import StackConfig
 from . import kubernetes as kube_resources
 from .model import Deploy
-
-GUARD_KEYS = ("router", "kind", "migrate_from", "kind_explicit")
-
-
-class WorkloadKindGuardProvider(ResourceProvider):
-    """Remembers the router's deployed workload kind; refuses an unacknowledged switch.
-
-    Talks to no cluster: ``check`` compares the kind in state (old inputs) with the new one, at
-    preview, before the workload is touched (the workload depends on the guard).
-    """
-
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        problem = kind_change_problem(
-            olds.get("kind") or None, news.get("kind"), news.get("migrate_from") or None,
-            bool(news.get("kind_explicit", True)),
-        )
-        return CheckResult(news, [CheckFailure("kind", problem)] if problem else [])
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changes = [key for key in GUARD_KEYS if olds.get(key) != news.get(key)]
-        return DiffResult(changes=bool(changes), replaces=[], delete_before_replace=False)
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"{props.get('router')}-workload-kind", outs=_outs(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=_outs(news))  # full outputs: the default would drop them
-
-
-def _outs(props: dict[str, Any]) -> dict[str, Any]:
-    return {key: props.get(key) for key in GUARD_KEYS}
-
-
-class WorkloadKindGuard(Resource, module="llm-serving", name="WorkloadKindGuard"):
-    """The router's workload kind as last deployed."""
-
-    kind: pulumi.Output[str]
-
-    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
-                 opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__(provider, name, props, opts)
-
+from providers.resources import WorkloadKindGuard
+from providers.router_guard import WorkloadKindGuardProvider
 
 class RequestRouter(pulumi.ComponentResource):
     """The router workload (Deployment or StatefulSet), its Services and, when the topology

@@ -9,7 +9,7 @@ import components.resources.router as router_resources
 import providers.resources as dynamic_resources
 from components.config import load_stack_config
 from components.resources import kubernetes as kube_resources
-from components.resources.router import WorkloadKindGuardProvider
+from providers.router_guard import WorkloadKindGuardProvider
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
