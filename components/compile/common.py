@@ -19,6 +19,13 @@ ENGINE_LABEL = f"{DOMAIN}/engine"
 MODEL_LABEL = f"{DOMAIN}/model"
 SOURCE_HASH_LABEL = f"{DOMAIN}/source-hash"
 
+# The weights gate and the status provider do the waiting for Jobs, Deployments and Services:
+# they end a failed pull or a crash loop with its classified reason, where the Kubernetes
+# provider's own await would time out after minutes with a generic message. Without this
+# annotation the provider would also await the puller Job itself, and the gate would no longer
+# be what orders serving after the weights.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
 WEIGHTS_MOUNT = "/model-store"
 SERVER_PORT = 8000
 

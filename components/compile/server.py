@@ -111,7 +111,7 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:
         pod_spec["imagePullSecrets"] = pull_secrets
-    meta = common.metadata(names.server, platform.namespace, model, SERVER_COMPONENT, **annotations)
+    meta = common.metadata(names.server, platform.namespace, model, SERVER_COMPONENT, **annotations, **common.SKIP_AWAIT)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -133,7 +133,7 @@ def compile_service(model: ModelConfig, platform: PlatformConfig) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": common.metadata(names.service, platform.namespace, model, SERVER_COMPONENT),
+        "metadata": common.metadata(names.service, platform.namespace, model, SERVER_COMPONENT, **common.SKIP_AWAIT),
         "spec": {
             "type": "ClusterIP",
             "selector": common.selector_labels(model, SERVER_COMPONENT),

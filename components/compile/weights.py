@@ -107,6 +107,7 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
     )
     meta["labels"][common.SOURCE_HASH_LABEL] = common.source_hash(model)
     template_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
+    meta["annotations"].update(common.SKIP_AWAIT)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
