@@ -32,6 +32,7 @@ def test_render_stack_equals_cli_render(tmp_path):
     raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith("llm-serving:")}
     engine_dir = tmp_path / "engine-render"
     raw["cluster"] = {"renderYamlToDirectory": str(engine_dir)}
+    (tmp_path / "project").mkdir()
     project = Project(tmp_path / "project", "render", raw)
     project.up()
 
@@ -39,6 +40,7 @@ def test_render_stack_equals_cli_render(tmp_path):
     subprocess.run([sys.executable, "-m", "components", "render", "--config", str(project.config_file),
                     "--out", str(cli_dir)], cwd=REPO, check=True)
     engine, cli = _objects(engine_dir), _objects(cli_dir)
+    assert len(cli) >= 6, "the render stack declares a namespace, a service account and a model"
     assert sorted(engine) == sorted(cli)
     for key, document in cli.items():
         assert engine[key] == document, key
