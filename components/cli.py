@@ -3,9 +3,11 @@
     python -m components validate --stack NAME | --config FILE
     python -m components render   --stack NAME | --config FILE  --out DIR
     python -m components status   --stack NAME | --config FILE  [--json]
+    python -m components preview-report --stack NAME [--json-in FILE] [--out FILE] [--policy-pack DIR]
 
 Exit codes: 0 success, 2 invalid config (one `field.path: reason` line per problem on
-stderr, nothing written), 3 `status` found a model that is not READY, 1 anything else.
+stderr, nothing written), 3 `status` found a model that is not READY, 4 `preview-report` wrote
+its report but the preview failed (e.g. a mandatory policy violation), 1 anything else.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return print_status(_load(args), as_json=args.json)
 
 
+def _cmd_preview_report(args: argparse.Namespace) -> int:
+    from .preview_report import command
+
+    return command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m components", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     source(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=_cmd_status)
+    p = sub.add_parser("preview-report", help="Markdown summary of `pulumi preview` for a pull request")
+    p.add_argument("--stack", required=True, help="stack to preview (and the report's title)")
+    p.add_argument("--json-in", help="summarize this saved `pulumi preview --json` output (`-`: stdin) "
+                   "instead of running pulumi")
+    p.add_argument("--out", help="write the Markdown here (default: stdout)")
+    p.add_argument("--policy-pack", action="append", help="run this policy pack (e.g. policies)")
+    p.add_argument("--policy-pack-config", action="append", help="its config (e.g. policies/config.example.json)")
+    p.add_argument("--save-json", help="also save the preview's JSON here (a CI artifact)")
+    p.add_argument("--cwd", help="project directory (default: the current one)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds the preview may take (default 900)")
+    p.set_defaults(run=_cmd_preview_report)
     return parser
 
 

@@ -6,6 +6,14 @@ delete the finished Job's pods, so a ReadWriteOnce volume is free for the server
 another node would otherwise wait on Multi-Attach). The Job itself is kept as the record of the
 pull: deleting an object Pulumi manages is drift, and a refresh would recreate it and re-pull.
 
+Re-pull: a Job's outcome stands for the weights only if it ran on *this* volume and its failure
+was not already reported. On create the gate re-runs the puller (deletes the Job and re-applies
+it exactly as Pulumi applied it, under Pulumi's field manager) when the Job was created before
+the weights volume (the volume was deleted and re-created: refresh + up after it went missing), or
+when the Job failed in an earlier `pulumi up` that reported it (marked with FAILURE_REPORTED):
+re-running `pulumi up` after fixing what was outside the Job spec (a token, the hub, a quota) is
+the retry, with no manual cleanup. A failure seen for the first time is reported, never retried.
+
 Concurrency: the Python provider host serves four calls at once, so a gate may queue behind
 others. Downloads do not: the Jobs are created by the Kubernetes provider as soon as their
 volume exists and run in parallel in the cluster; a queued gate finds its Job already done.
@@ -24,6 +32,10 @@ from .projection import diagnose_puller_failure, job_failed, job_succeeded
 # A change of any of these means other weights: replace the gate (and wait again).
 REPLACE_ON = ("namespace", "model", "weights_claim", "puller_job", "model_source")
 HANDOFF_TIMEOUT_SECONDS = 120
+RERUN_TIMEOUT_SECONDS = 120
+# Set on a failed Job once a gate has reported its failure: the next `pulumi up` re-runs it.
+FAILURE_REPORTED = "llm-serving.dev/pull-failure-reported"
+GATE_FIELD_MANAGER = "llm-serving-weights-gate"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for a preview-time unknown
 
 
@@ -41,13 +53,22 @@ def _puller_pods(clients: kube.Clients, props: dict) -> list[Any]:
     return listing.items
 
 
-def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.monotonic) -> dict:
+def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.monotonic,
+                 rerun: bool = True) -> dict:
     deadline = clock() + float(props.get("deadline_seconds") or 7200)
     poll = float(props.get("poll_seconds") or 0.5)
+    checked = not rerun
     while True:
         try:
             job = kube.to_dict(clients, kube.call(
                 clients, clients.batch.read_namespaced_job, props["puller_job"], props["namespace"]))
+            if not checked:
+                # Once, on the first read: an outcome that cannot stand for these weights is re-run.
+                why = rerun_reason(clients, props, job)
+                checked = True
+                if why:
+                    rerun_job(clients, props, job, why, sleep=sleep, clock=clock)
+                    continue
         except kube.ClusterUnreachable:
             # An API outage longer than one call's retries is not a failed pull: keep waiting
             # until the pull's own deadline.
@@ -73,11 +94,13 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
             names = [(p.get("metadata") or {}).get("name", "") for p in pods]
             logs = {name: read_logs(clients, props["namespace"], name) for name in names[-1:]}
             status = diagnose_puller_failure(job, pods, logs, read_events(clients, props["namespace"], names[-1:]))
+            mark_reported(clients, props, status.reason)
             raise WeightsNotReady(
                 f"model {props['model']}: {status.message}\n"
                 f"reason: {status.reason}\nlog tail of {status.details.get('pod') or 'the puller'}:\n"
                 f"{status.details.get('logTail') or '(none)'}\n"
-                f"The failed Job is kept for its logs; fix the config and run `pulumi up` again."
+                f"The failed Job is kept for its logs; fix the cause and run `pulumi up` again: an unchanged "
+                f"puller is re-run, a changed source starts a new one."
             )
         if clock() > deadline:
             raise WeightsNotReady(
@@ -85,6 +108,127 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
                 f"(Job {props['puller_job']} still running); raise platform.pullTimeoutSeconds"
             )
         sleep(poll)
+
+
+def mark_reported(clients: kube.Clients, props: dict, reason: str) -> None:
+    """Remember on the failed Job that its failure was reported (best effort: unmarked, the next
+    `up` reports it again and marks it then)."""
+    body = {"metadata": {"annotations": {FAILURE_REPORTED: reason or "failed"}}}
+    try:
+        kube.call(clients, clients.batch.patch_namespaced_job, props["puller_job"], props["namespace"], body,
+                  field_manager=GATE_FIELD_MANAGER)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _time(value: Any):
+    from datetime import datetime
+
+    if not value:
+        return None
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def rerun_reason(clients: kube.Clients, props: dict, job: dict) -> str:
+    """Why the Job's outcome cannot stand for the weights on the volume now ('' when it can)."""
+    meta = job.get("metadata") or {}
+    if job_failed(job) and FAILURE_REPORTED in (meta.get("annotations") or {}):
+        return "its failure was reported by an earlier `pulumi up`"
+    from .observe import read_optional
+
+    claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
+                          props["weights_claim"], props["namespace"])
+    job_created = _time(meta.get("creationTimestamp"))
+    claim_created = _time(((claim or {}).get("metadata") or {}).get("creationTimestamp"))
+    if job_created and claim_created and job_created < claim_created:
+        return f"it ran before the weights volume {props['weights_claim']} was re-created"
+    return ""
+
+
+def _owned(value: Any, fields: dict) -> Any:
+    """The part of ``value`` a managedFields ``fieldsV1`` tree names (list order kept)."""
+    if not fields or set(fields) == {"."}:
+        return value
+    if isinstance(value, dict):
+        return {key[2:]: _owned(value[key[2:]], sub) for key, sub in fields.items()
+                if key.startswith("f:") and key[2:] in value}
+    if isinstance(value, list):
+        import json
+
+        keyed = [(json.loads(key[2:]), sub) for key, sub in fields.items() if key.startswith("k:")]
+        values = [json.loads(key[2:]) for key in fields if key.startswith("v:")]
+        indexed = {int(key[2:]): sub for key, sub in fields.items() if key.startswith("i:")}
+        kept = []
+        for index, item in enumerate(value):
+            if item in values:
+                kept.append(item)
+            elif index in indexed:
+                kept.append(_owned(item, indexed[index]))
+            else:
+                for key, sub in keyed:
+                    if isinstance(item, dict) and all(item.get(k) == v for k, v in key.items()):
+                        kept.append({**_owned(item, sub), **key})
+                        break
+        return kept
+    return value
+
+
+def applied_manifest(job: dict) -> tuple[str, dict]:
+    """The Job as its owner applied it: (field manager, apply body). Pulumi's server-side apply
+    fields when it has them, else the live spec without what the API server generated."""
+    meta = job.get("metadata") or {}
+    applies = [m for m in meta.get("managedFields") or [] if m.get("operation") == "Apply" and not m.get("subresource")]
+    applies.sort(key=lambda m: not str(m.get("manager", "")).startswith("pulumi-kubernetes"))
+    head = {"apiVersion": "batch/v1", "kind": "Job"}
+    if applies and applies[0].get("fieldsV1"):
+        body = _owned({k: v for k, v in job.items() if k != "status"}, applies[0]["fieldsV1"])
+        body.setdefault("metadata", {}).update(name=meta["name"], namespace=meta["namespace"])
+        annotations = (body["metadata"].get("annotations") or {})
+        annotations.pop(FAILURE_REPORTED, None)
+        return applies[0]["manager"], {**head, **body}
+    generated = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name")
+    spec = {k: v for k, v in (job.get("spec") or {}).items() if k not in ("selector", "manualSelector")}
+    template = dict(spec.get("template") or {})
+    template_meta = dict(template.get("metadata") or {})
+    template_meta["labels"] = {k: v for k, v in (template_meta.get("labels") or {}).items() if k not in generated}
+    spec["template"] = {**template, "metadata": template_meta}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != FAILURE_REPORTED}
+    return GATE_FIELD_MANAGER, {**head, "metadata": {
+        "name": meta["name"], "namespace": meta["namespace"], "labels": meta.get("labels") or {},
+        "annotations": annotations}, "spec": spec}
+
+
+def rerun_job(clients: kube.Clients, props: dict, job: dict, why: str,
+              sleep=time.sleep, clock=time.monotonic) -> None:
+    """Delete the Job (its pods first) and apply it again as its owner did: a fresh pull."""
+    from .observe import read_optional
+
+    manager, body = applied_manifest(job)
+    name, namespace = props["puller_job"], props["namespace"]
+    deadline = clock() + RERUN_TIMEOUT_SECONDS
+    deleted = False
+    while True:
+        try:  # an API outage here is waited out like one during the pull: never half a re-run
+            if not deleted:
+                try:
+                    kube.call(clients, clients.batch.delete_namespaced_job, name, namespace,
+                              propagation_policy="Foreground")
+                except Exception as error:  # noqa: BLE001
+                    if not kube.is_not_found(error):
+                        raise
+                deleted = True
+            if read_optional(clients, clients.batch.read_namespaced_job, name, namespace) is None:
+                kube.call(clients, clients.batch.patch_namespaced_job, name, namespace, body, field_manager=manager,
+                          force=True, _content_type="application/apply-patch+yaml")
+                return
+        except kube.ClusterUnreachable:
+            pass
+        if clock() > deadline:
+            raise WeightsNotReady(
+                f"model {props['model']}: re-running the puller ({why}): Job {name} still exists "
+                f"{RERUN_TIMEOUT_SECONDS}s after its deletion; check for finalizers on it and its pods"
+            )
+        sleep(0.5)
 
 
 def hand_off(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.monotonic) -> int:

@@ -21,9 +21,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, server, weights
+from . import common, engines, network, server, weights
 
 GROUP = "apps.nvidia.com"
 VERSION = "v1alpha1"
@@ -55,9 +56,11 @@ class NimManifests:
     names: NimNames
     cache: dict
     service: dict
+    network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
 
     def in_order(self) -> list[dict]:
-        return [self.cache, self.service]
+        policy = [self.network_policy] if self.network_policy is not None else []
+        return [self.cache, *policy, self.service]
 
 
 def split_image(ref: str) -> tuple[str, str]:
@@ -237,6 +240,7 @@ def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests
         names=names(model, stack),
         cache=compile_nim_cache(model, stack),
         service=compile_nim_service(model, stack),
+        network_policy=network.compile_model_network_policy(model, stack),
     )
 
 

@@ -19,6 +19,7 @@ OWNED = (
     ("batch", ["jobs"]),
 )
 OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
+OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy
 
 
 def _labels() -> dict[str, str]:
@@ -33,6 +34,8 @@ def teardown_rules(stack: StackConfig) -> list[dict]:
     owned = list(OWNED)
     if any(model.engine == "nim" for model in stack.models):
         owned.append(OWNED_NIM)
+    if stack.platform.network_policy.enabled:
+        owned.append(OWNED_NETWORK_POLICIES)
     return [{"apiGroups": [group], "resources": list(resources), "verbs": list(TEARDOWN_VERBS)}
             for group, resources in owned]
 

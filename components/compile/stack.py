@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, nim, server, weights
+from . import common, engines, network, nim, server, weights
 from .rbac import compile_teardown_identity
 
 
@@ -19,9 +20,11 @@ class ModelManifests:
     puller_job: dict
     deployment: dict
     service: dict
+    network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
 
     def in_order(self) -> list[dict]:
-        return [self.weights_pvc, self.puller_job, self.deployment, self.service]
+        policy = [self.network_policy] if self.network_policy is not None else []
+        return [self.weights_pvc, self.puller_job, *policy, self.deployment, self.service]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
@@ -34,6 +37,7 @@ def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
         puller_job=weights.compile_puller_job(model, stack.platform),
         deployment=server.compile_server_deployment(model, stack),
         service=server.compile_service(model, stack.platform),
+        network_policy=network.compile_model_network_policy(model, stack),
     )
 
 

@@ -10,7 +10,8 @@ from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator,
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel, to_snake
 
@@ -112,6 +113,56 @@ class TeardownIdentity(Strict):
     )
 
 
+# Who may reach model pods besides the router when `platform.networkPolicy` is on: Prometheus
+# and friends, in the namespace the kube-prometheus-stack chart uses by default.
+MONITORING_NAMESPACE = {"kubernetes.io/metadata.name": "monitoring"}
+
+
+class NetworkPeer(Strict):
+    """Clients admitted to model pods besides the router: pods, namespaces, or pods of namespaces."""
+
+    namespace_selector: Optional[dict[str, str]] = Field(
+        None, description="Labels of the namespaces the clients run in (matchLabels); "
+        "`kubernetes.io/metadata.name: <namespace>` names one. Unset: the stack's namespace.",
+    )
+    pod_selector: Optional[dict[str, str]] = Field(
+        None, description="Labels of the client pods (matchLabels). Unset: every pod of the "
+        "selected namespaces.",
+    )
+
+    @model_validator(mode="after")
+    def _narrow(self) -> "NetworkPeer":
+        if self.namespace_selector is None and self.pod_selector is None:
+            raise values.Problems([("namespaceSelector", "a peer must select namespaces or pods; "
+                                    "write e.g. {kubernetes.io/metadata.name: monitoring}")])
+        if self.namespace_selector == {}:
+            raise values.Problems([("namespaceSelector", "an empty selector admits every namespace "
+                                    "of the cluster; name the namespace, e.g. "
+                                    "{kubernetes.io/metadata.name: monitoring}")])
+        if self.pod_selector == {} and self.namespace_selector is None:
+            raise values.Problems([("podSelector", "an empty selector admits every pod of the "
+                                    "namespace; give the client pods' labels")])
+        return self
+
+
+class NetworkPolicyConfig(Strict):
+    """Ingress isolation of the model servers."""
+
+    enabled: bool = Field(
+        False, description="One NetworkPolicy per model: its server pods accept connections on the "
+        "serving port only from the router's pods (`app.kubernetes.io/component: router`, this "
+        "namespace) and from `allowFrom`. Off by default: a stack without a router has no other way "
+        "in, turning it on cuts off clients that call a model's Service directly, and it needs a CNI "
+        "that enforces NetworkPolicy (otherwise it is silently inert). Turn it on for stacks with a "
+        "router.",
+    )
+    allow_from: tuple[NetworkPeer, ...] = Field(
+        (NetworkPeer(namespace_selector=MONITORING_NAMESPACE),),
+        description="Other clients of the model pods, e.g. the Prometheus that scrapes them. "
+        "Default: the pods of namespace `monitoring`. `[]`: the router only.",
+    )
+
+
 class PlatformConfig(Strict):
     """Platform defaults: what every model gets unless it says otherwise."""
 
@@ -170,6 +221,9 @@ class PlatformConfig(Strict):
     )
     teardown_identity: TeardownIdentity = Field(
         default_factory=TeardownIdentity, description="Least-privilege identity for in-cluster teardown."
+    )
+    network_policy: NetworkPolicyConfig = Field(
+        default_factory=NetworkPolicyConfig, description="Who may connect to the model servers."
     )
     hf_endpoint: HfEndpoint = Field(
         "https://huggingface.co",
@@ -258,7 +312,8 @@ class NimSettings(Strict):
     auth_secret: Optional[Annotated[str, AfterValidator(values.check_dns1123_label)]] = Field(
         None, description="Secret with key `NGC_API_KEY` (and `HF_TOKEN` when `cacheSource: hf`). "
         "operator path: required; the NIMCache and NIMService `authSecret`. raw path: optional; "
-        "the server's `NGC_API_KEY` comes from it.",
+        "the server's `NGC_API_KEY` comes from it. Unset, with `llm-serving:ngcApiKey` set: the "
+        "Secret `llm-serving-ngc-api-key` the stack creates from it (except `cacheSource: hf`).",
     )
     cache_source: Optional[Literal["ngc", "hf"]] = Field(
         None, description="operator path: where the NIMCache downloads from. `ngc` (default): the "
@@ -324,7 +379,9 @@ class ModelConfig(Strict):
     image: Optional[Image] = Field(None, description="Overrides the engine's server image.")
     hf_endpoint: Optional[HfEndpoint] = Field(None, description="Overrides `platform.hfEndpoint`.")
     hf_token_secret: Optional[SecretKeyRef] = Field(
-        None, description="Secret holding a Hugging Face token, for gated or private repos."
+        None, description="Secret holding a Hugging Face token, for gated or private repos. Unset, "
+        "with `llm-serving:hfToken` set: the Secret `llm-serving-hf-token` the stack creates from it "
+        "(not on the NIM operator path, which reads `nim.authSecret`).",
     )
     pin: Optional[bool] = Field(None, description="Overrides `platform.pin` for this model.")
     path: Optional[Literal["operator", "raw"]] = Field(
@@ -424,8 +481,11 @@ class ModelConfig(Strict):
         source = nim.cache_source or "ngc"
         if not nim.auth_secret:
             keys = "NGC_API_KEY" if source == "ngc" else "HF_TOKEN (and optionally NGC_API_KEY)"
+            fix = ("set the stack secret llm-serving:ngcApiKey (`pulumi config set --secret "
+                   "ngcApiKey <key>`), or create the Secret and name it here" if source == "ngc"
+                   else "create it and name it here")
             problems.append(("nim.authSecret", f"the NIM operator needs a Secret with key {keys} "
-                             "for the NIMCache and NIMService; create it and name it here"))
+                             f"for the NIMCache and NIMService; {fix}"))
         if source == "hf" and not nim.pull_secret:
             problems.append(("nim.pullSecret", "an hf cache source needs the image pull Secret of "
                              "its modelPuller (nvcr.io); name it here"))
@@ -491,6 +551,53 @@ class ClusterConfig(Strict):
 # Imported here, not at the top: the router section builds on Strict, Image and the other types above.
 from .router import RouterConfig, stack_problems as router_stack_problems  # noqa: E402
 
+# Stack secrets: Pulumi secret config values the program turns into Kubernetes Secrets (never
+# into a manifest, an output or a log). The config model knows only that one is set.
+SECRET_MARKER = "[secret]"
+HF_TOKEN_SECRET = SecretKeyRef(name="llm-serving-hf-token", key="token")
+NGC_API_KEY_SECRET = SecretKeyRef(name="llm-serving-ngc-api-key", key="NGC_API_KEY")
+
+
+def _pulumi_secret(value: object, info: ValidationInfo) -> object:
+    """``{secure: ...}`` (a stack file's encrypted value, or the program's stand-in for one) becomes
+    the marker; a plain value is refused without being echoed."""
+    key = to_camel(info.field_name or "")
+    if value is None or value == SECRET_MARKER:
+        return value
+    if isinstance(value, dict) and set(value) == {"secure"} and isinstance(value["secure"], str):
+        return SECRET_MARKER
+    if isinstance(value, str):
+        raise ValueError(
+            "is stored in plain text in the stack config; remove it (`pulumi config rm "
+            f"{key}`), revoke it if the file was ever shared, and set it as a secret: "
+            f"`pulumi config set --secret {key} <value>`"
+        )
+    raise ValueError(f"must be a Pulumi secret string: `pulumi config set --secret {key} <value>`")
+
+
+StackSecret = Annotated[Literal["[secret]"], BeforeValidator(_pulumi_secret)]
+# The StackConfig sections typed StackSecret: the program reads them as secret Outputs only.
+SECRET_SECTIONS = ("hfToken", "ngcApiKey")
+
+
+def _present(raw: dict, *keys: str) -> bool:
+    return any(raw.get(key) is not None for key in keys)
+
+
+def _with_stack_secrets(raw: dict, hf_token: bool, ngc_api_key: bool) -> dict:
+    """A raw model section with the stack's Secrets as its defaults (names only, never values)."""
+    engine, nim = raw.get("engine", "vllm"), raw.get("nim")
+    operator = engine == "nim" and raw.get("path") == "operator"
+    raw = dict(raw)
+    if hf_token and not operator and not _present(raw, "hfTokenSecret", "hf_token_secret"):
+        raw["hfTokenSecret"] = HF_TOKEN_SECRET.model_dump()
+    if ngc_api_key and engine == "nim" and isinstance(nim, (dict, type(None))):
+        nim = dict(nim or {})
+        hf_cache = (nim.get("cacheSource") or nim.get("cache_source")) == "hf"
+        if not _present(nim, "authSecret", "auth_secret") and not (operator and hf_cache):
+            raw["nim"] = {**nim, "authSecret": NGC_API_KEY_SECRET.name}
+    return raw
+
 
 class StackConfig(Strict):
     """Everything one stack declares."""
@@ -499,6 +606,30 @@ class StackConfig(Strict):
     platform: PlatformConfig = Field(default_factory=PlatformConfig, description="Platform defaults.")
     models: tuple[ModelConfig, ...] = Field((), description="Model servers of the stack.")
     router: Optional[RouterConfig] = Field(None, description="The request router in front of the models; unset: no router.")
+    hf_token: Optional[StackSecret] = Field(
+        None, description="Hugging Face token, as a Pulumi secret only (`pulumi config set --secret "
+        "hfToken <token>`; a plain value is refused). The stack creates the Secret "
+        "`llm-serving-hf-token` (key `token`) from it, which pullers of models without "
+        "`hfTokenSecret` read. Never written to a manifest, an output or a log; `render` omits the "
+        "Secret (create it in the cluster yourself).",
+    )
+    ngc_api_key: Optional[StackSecret] = Field(
+        None, description="NVIDIA NGC API key, as a Pulumi secret only (`pulumi config set --secret "
+        "ngcApiKey <key>`). The stack creates the Secret `llm-serving-ngc-api-key` (key "
+        "`NGC_API_KEY`) from it for NIM models without `nim.authSecret`. `render` omits the Secret.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stack_secrets_as_defaults(cls, data: object) -> object:
+        if not isinstance(data, dict) or not isinstance(data.get("models"), (list, tuple)):
+            return data
+        hf_token, ngc_api_key = _present(data, "hfToken", "hf_token"), _present(data, "ngcApiKey", "ngc_api_key")
+        if not (hf_token or ngc_api_key):
+            return data
+        models = [_with_stack_secrets(m, hf_token, ngc_api_key) if isinstance(m, dict) else m
+                  for m in data["models"]]
+        return {**data, "models": models}
 
     @model_validator(mode="after")
     def _cross_field(self) -> "StackConfig":
@@ -525,6 +656,15 @@ class StackConfig(Strict):
         if self.router is not None:
             problems.extend(router_stack_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))
+        policy = self.platform.network_policy
+        if policy.enabled and self.router is None and "allow_from" not in policy.model_fields_set:
+            problems.append((
+                "platform.networkPolicy.enabled",
+                "the policy admits model traffic from the router and allowFrom only, and this stack "
+                "has no router: only the monitoring namespace could reach the models. Add "
+                "llm-serving:router, or list the clients of the models under "
+                "platform.networkPolicy.allowFrom",
+            ))
         if problems:
             raise values.Problems(problems)
         return self

@@ -64,6 +64,11 @@ class ModelServer(pulumi.ComponentResource):
                                             after(*deploy.depends_on))
         self.puller = kube_resources.apply(f"{model.name}-puller", manifests.puller_job, after(self.weights))
         serve_after: list[pulumi.Resource] = [self.puller]
+        self.network_policy = None
+        if manifests.network_policy is not None:
+            # platform.networkPolicy: in place before the first server pod can accept a connection.
+            self.network_policy = kube_resources.apply(f"{model.name}-network-policy", manifests.network_policy,
+                                                       after(*deploy.depends_on))
         self.gate = None
         if not deploy.rendering:
             from providers.gate import WeightsGateProvider
@@ -80,6 +85,8 @@ class ModelServer(pulumi.ComponentResource):
                 "context": deploy.cluster.context or "",
             }, WeightsGateProvider(), after(self.puller))
             serve_after = [self.gate]
+        if self.network_policy is not None:
+            serve_after.append(self.network_policy)
         self.deployment = kube_resources.apply(f"{model.name}-server", manifests.deployment, after(*serve_after))
         self.service = kube_resources.apply(f"{model.name}-service", manifests.service, after(self.deployment))
 

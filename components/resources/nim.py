@@ -67,7 +67,14 @@ class NimModel(ModelServer):
         # so a change is a new cache created before the old one is deleted.
         self.nim_cache = kube_resources.apply(f"{model.name}-nim-cache", manifests.cache,
                                           after(*cache_after, replace_on_changes=["spec"]))
-        self.nim_service = kube_resources.apply(f"{model.name}-nim-service", manifests.service, after(self.nim_cache))
+        serve_after: list[pulumi.Resource] = [self.nim_cache]
+        self.network_policy = None
+        if manifests.network_policy is not None:
+            # platform.networkPolicy: in place before the operator starts a server pod.
+            self.network_policy = kube_resources.apply(f"{model.name}-network-policy", manifests.network_policy,
+                                                       after(*deploy.depends_on))
+            serve_after.append(self.network_policy)
+        self.nim_service = kube_resources.apply(f"{model.name}-nim-service", manifests.service, after(*serve_after))
 
         url = nim_compile.endpoint_url(model, platform)
         self.endpoint_url = pulumi.Output.from_input(url)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 import pulumi
 
 from ..compile.rbac import compile_teardown_identity
+from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.model import StackConfig
 from . import kubernetes as kube_resources
@@ -14,7 +15,10 @@ from . import kubernetes as kube_resources
 
 class Platform(pulumi.ComponentResource):
     def __init__(self, name: str, stack: StackConfig, provider: Optional[pulumi.ProviderResource],
-                 opts: Optional[pulumi.ResourceOptions] = None):
+                 opts: Optional[pulumi.ResourceOptions] = None,
+                 secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None):
+        """``secret_values``: the stack secrets (``hfToken``, ``ngcApiKey``) as secret Outputs, from
+        ``pulumi.Config.require_secret``; each becomes a Kubernetes Secret when a model reads it."""
         super().__init__("llm-serving:index:Platform", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.namespace = None
@@ -31,5 +35,24 @@ class Platform(pulumi.ComponentResource):
             kube_resources.apply(f"{name}-teardown-{manifest['kind'].lower()}", manifest, after_namespace)
             for manifest in compile_teardown_identity(stack)
         ]
-        self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account)
+        # Never when rendering: the rendered file would hold the value in plain text.
+        self.secrets = [] if stack.cluster.render_yaml_to_directory else [
+            self._secret(name, secret, (secret_values or {}).get(secret.config_key), after_namespace)
+            for secret in stack_secrets(stack)
+        ]
+        self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account, *self.secrets)
         self.register_outputs({"namespace": stack.platform.namespace})
+
+    @staticmethod
+    def _secret(name: str, secret, value: Optional[pulumi.Input[str]],
+                opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        if value is None:
+            raise ValueError(f"llm-serving:{secret.config_key} is configured but its value was not passed")
+        # A secret Output end to end: encrypted in the state, `[secret]` in previews and outputs.
+        # (The provider stores it base64-encoded under `data`; its own RPC trace at `-v=9 --logflow`
+        # prints that form: never share such logs.)
+        manifest = {**secret.manifest, "stringData": {secret.ref.key: pulumi.Output.secret(value)}}
+        return kube_resources.apply(
+            f"{name}-{secret.ref.name}", manifest,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["data", "stringData"])),
+        )

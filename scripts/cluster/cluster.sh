@@ -34,6 +34,7 @@ need_toolchain() {
   export PATH="$TOOLCHAIN_BIN:$PATH"
   # kwokctl --runtime binary: use the locally built binaries, never download anything.
   export KWOK_WORKDIR="$TOOLCHAIN_ROOT/kwok"
+  STAMP="$KWOK_WORKDIR/$CLUSTER_NAME.toolchain"
   export KWOK_RUNTIME=binary
   export KWOK_KUBE_VERSION="$K8S_VERSION"
   export KWOK_ETCD_VERSION="${ETCD_VERSION#v}"
@@ -50,13 +51,16 @@ kc() { kubectl --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 cluster_exists() { kwokctl get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; }
 api_ready() { [[ -f "$KUBECONFIG_PATH" ]] && kc get --raw=/readyz >/dev/null 2>&1; }
 
-wait_for() { # wait_for <seconds> <description> <command...>
-  local secs=$1 what=$2; shift 2
-  local end=$((SECONDS + secs))
+wait_until() { # wait_until <seconds> <command...>: 0 once the command succeeds, 1 on timeout
+  local end=$((SECONDS + $1)); shift
   until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || die "timed out after ${secs}s waiting for $what"
+    ((SECONDS < end)) || return 1
     sleep 1
   done
+}
+wait_for() { # wait_for <seconds> <description> <command...>: like wait_until, but fatal
+  local secs=$1 what=$2; shift 2
+  wait_until "$secs" "$@" || die "timed out after ${secs}s waiting for $what"
 }
 
 gpu_nodes_yaml() {
@@ -193,7 +197,7 @@ EOF
 
 apply_manifests() {
   log "applying nodes ($GPU_NODES GPU + $CPU_NODES CPU), storage class, $NUM_PVS PVs, stages"
-  wait_for 60 "Stage CRD" kc get crd stages.kwok.x-k8s.io
+  wait_for 60 "Stage CRD" kc wait --for=condition=Established crd/stages.kwok.x-k8s.io --timeout=1s
   kc apply -f "$HERE/stages/" >/dev/null
   { gpu_nodes_yaml; storage_yaml; } | kc apply -f - >/dev/null
   wait_for 60 "nodes Ready" kc wait --for=condition=Ready node --all --timeout=1s
@@ -207,26 +211,79 @@ reclaim_pvs() {
   done
 }
 
+create_cluster() {
+  log "creating cluster $CLUSTER_NAME (kwokctl --runtime binary, Kubernetes $K8S_VERSION)"
+  if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
+      --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
+      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create.log" 2>&1; then
+    tail -n 30 "$KWOK_WORKDIR/create.log" >&2
+    die "kwokctl create cluster failed (log: $KWOK_WORKDIR/create.log)"
+  fi
+  echo "$TOOLCHAIN_VERSION_KEY" >"$STAMP"
+}
+
+delete_cluster() {
+  kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH" >"$KWOK_WORKDIR/delete.log" 2>&1 \
+    || { tail -n 30 "$KWOK_WORKDIR/delete.log" >&2; die "kwokctl delete cluster failed"; }
+  rm -f "$STAMP"
+}
+
+alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $st && $st != Z* ]]; }
+
+restart_cluster() {
+  local log="$KWOK_WORKDIR/start.log" piddir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pids" pidf pid
+  # kwokctl skips components whose pid file names a live process; a just-killed process can
+  # linger as a zombie, so drop pid files of dead/zombie processes first.
+  for pidf in "$piddir"/*.pid; do
+    [[ -f $pidf ]] || continue
+    alive "$(cat "$pidf")" || rm -f "$pidf"
+  done
+  pidf="$piddir/kwok-controller.pid"
+  # (kwokctl itself would wait 2 minutes for an apiserver that does not come up)
+  local since; since=$(date +%s)
+  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >"$log" 2>&1 || true
+  wait_until 20 api_ready || return 1
+  # After an unclean stop the fake nodes' leases (kube-node-lease, 200s) are still held by the
+  # dead kwok-controller; the new one does not retry taking them over, so pods would stay
+  # Pending. Stop it, drop the leases, start it again (kwokctl only starts what is not running).
+  if pid=$(cat "$pidf" 2>/dev/null) && kill "$pid" 2>/dev/null; then
+    wait_until 15 bash -c "st=\$(ps -o stat= -p $pid); [[ -z \$st || \$st == Z* ]]" || kill -9 "$pid" 2>/dev/null || true
+    rm -f "$pidf"
+  fi
+  kc -n kube-node-lease delete lease --all >/dev/null 2>&1 || true
+  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >>"$log" 2>&1 || true
+  wait_until 30 bash -c "[[ -n \$(kubectl --kubeconfig '$KUBECONFIG_PATH' -n kube-node-lease get lease -o name) ]]"
+  # The controller-manager/scheduler leader leases of the dead instances must expire (~15s)
+  # before the new ones act; wait for that so the cluster is usable when `start` returns.
+  wait_until 45 lease_renewed_since kube-controller-manager "$since"
+  wait_until 45 lease_renewed_since kube-scheduler "$since"
+}
+
+lease_renewed_since() { # <kube-system lease> <epoch seconds>
+  local rt; rt=$(kc -n kube-system get lease "$1" -o jsonpath='{.spec.renewTime}') && [[ -n $rt ]] \
+    && (( $(date -d "$rt" +%s) >= $2 ))
+}
+
 cmd_start() {
   need_toolchain
   local t0=$SECONDS
   mkdir -p "$KWOK_WORKDIR" "$(dirname "$KUBECONFIG_PATH")"
+  if cluster_exists && [[ "$(cat "$STAMP" 2>/dev/null)" != "$TOOLCHAIN_VERSION_KEY" ]]; then
+    log "cluster $CLUSTER_NAME was made by another toolchain version; recreating"
+    delete_cluster
+  fi
   if cluster_exists && api_ready; then
     log "cluster $CLUSTER_NAME already running"
-  elif cluster_exists && kwokctl start cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 \
-       && { wait_for 60 "apiserver" api_ready || true; api_ready; }; then
-    log "restarted existing cluster $CLUSTER_NAME"
-  else
-    if cluster_exists; then
-      log "cluster $CLUSTER_NAME is broken; recreating"
-      kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+  elif cluster_exists; then
+    # e.g. after a reboot or when a CI run ended the processes: restart from the kept etcd data.
+    log "restarting stopped cluster $CLUSTER_NAME"
+    if ! restart_cluster; then
+      log "restart failed (log: $KWOK_WORKDIR/start.log); recreating"
+      delete_cluster
+      create_cluster
     fi
-    log "creating cluster $CLUSTER_NAME (kwokctl --runtime binary, Kubernetes $K8S_VERSION)"
-    # Stage CRD enabled so scripts/cluster/stages/*.yaml can be applied as resources; the
-    # default node/pod stages (pods Running/Ready, Job pods Succeeded) stay on.
-    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
-      --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
-      --config "$HERE/kwokctl-config.yaml"
+  else
+    create_cluster
   fi
   wait_for 60 "apiserver readiness" api_ready
   wait_for 60 "default service account" kc -n default get serviceaccount default
@@ -238,7 +295,7 @@ cmd_start() {
 cmd_stop() {
   need_toolchain
   if cluster_exists; then
-    kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH"
+    delete_cluster
     log "cluster $CLUSTER_NAME deleted"
   else
     log "cluster $CLUSTER_NAME does not exist"
@@ -321,9 +378,15 @@ EOF
   log "verify passed in $((SECONDS - t0))s"
 }
 
+lock() { # serialize start/stop between concurrent callers (e.g. parallel test runs)
+  mkdir -p "$TOOLCHAIN_ROOT"
+  exec 9>"$TOOLCHAIN_ROOT/cluster.lock"
+  flock -w 300 9 || die "another cluster.sh start/stop holds $TOOLCHAIN_ROOT/cluster.lock"
+}
+
 case "${1:-}" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
+  start) lock; cmd_start ;;
+  stop) lock; cmd_stop ;;
   status) cmd_status ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   verify) cmd_verify ;;

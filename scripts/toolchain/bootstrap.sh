@@ -70,7 +70,7 @@ if [[ $MODE == cold ]]; then
   FREE_KB=$(df -Pk "$TOOLCHAIN_ROOT" | awk 'NR==2 {print $4}')
   FREE_GB=$((FREE_KB / 1024 / 1024))
   if (( FREE_GB < MIN_FREE_GB )); then
-    die "only ${FREE_GB} GB free on the filesystem of $TOOLCHAIN_ROOT; need >= ${MIN_FREE_GB} GB to build (Go module + build caches ~10 GB). Free space or set LLM_SERVING_TOOLCHAIN_DIR to a bigger disk."
+    die "only ${FREE_GB} GB free on the filesystem of $TOOLCHAIN_ROOT; need >= ${MIN_FREE_GB} GB to build (Go module + build caches reach ~14 GB). Free space or set LLM_SERVING_TOOLCHAIN_DIR to a bigger disk."
   fi
   log "toolchain dir: $TOOLCHAIN_DIR (${FREE_GB} GB free)"
 fi
@@ -84,6 +84,15 @@ mkdir -p "$BIN" "$SRC" "$TOOLCHAIN_DIR/plugins" "$PULUMI_HOME_DIR"
 
 N=0
 declare -a SUMMARY=()
+mkdir -p "$TOOLCHAIN_DIR/logs"
+PIECE_LOG=/dev/null
+# q <cmd...>: run quietly into the piece's log; on failure show its tail and stop.
+q() {
+  if ! "$@" >>"$PIECE_LOG" 2>&1; then
+    tail -n 40 "$PIECE_LOG" >&2
+    die "failed: $* (full log: $PIECE_LOG)"
+  fi
+}
 piece() { # piece <name> <have-fn> <build-fn>
   local name=$1 have=$2 build=$3 t0 t1
   N=$((N + 1))
@@ -91,7 +100,9 @@ piece() { # piece <name> <have-fn> <build-fn>
     log "$name: present, skipping ($N/$NPIECES)"
     return
   fi
-  log "building $name ($N/$NPIECES)..."
+  PIECE_LOG="$TOOLCHAIN_DIR/logs/$name.log"
+  : >"$PIECE_LOG"
+  log "building $name ($N/$NPIECES)... (log: $PIECE_LOG)"
   t0=$(date +%s)
   $build
   $have || die "$name: build finished but outputs are missing"
@@ -144,12 +155,12 @@ EOF
     -require "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION"
   local gm; gm=$(gomod_file "github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION")
   copy_remote_replaces "$gm"
-  go mod tidy
+  q go mod tidy
   touch .ready
 }
 build_pulumi() {
   pulumi_wrapper
-  go build -trimpath -tags osusergo,grpcnotrace \
+  q go build -trimpath -tags osusergo,grpcnotrace \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
     -o "$BIN/.pulumi.tmp" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
   mv "$BIN/.pulumi.tmp" "$BIN/pulumi"
@@ -158,7 +169,7 @@ build_pulumi() {
 # --- 2. Python language host + exec script + dynamic provider plugin ----------------------------
 build_langhost() {
   pulumi_wrapper
-  go build -trimpath -tags osusergo,grpcnotrace \
+  q go build -trimpath -tags osusergo,grpcnotrace \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
     -o "$BIN/.pulumi-language-python.tmp" ./langhost
   mv "$BIN/.pulumi-language-python.tmp" "$BIN/pulumi-language-python"
@@ -208,8 +219,8 @@ func main() {
 	provider.Serve("kubernetes", version.Version, pulumiSchema, terraformMapping)
 }
 EOF
-  go mod tidy
-  go build -trimpath -tags osusergo,grpcnotrace \
+  q go mod tidy
+  q go build -trimpath -tags osusergo,grpcnotrace \
     -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$PULUMI_K8S_VERSION" \
     -o "$K8S_PLUGIN_BIN.tmp" .
   mv "$K8S_PLUGIN_BIN.tmp" "$K8S_PLUGIN_BIN"
@@ -231,8 +242,8 @@ EOF
     -require "go.etcd.io/etcd/client/pkg/v3@$ETCD_VERSION" \
     -require "go.etcd.io/etcd/client/v3@$ETCD_VERSION" \
     -require "go.etcd.io/etcd/pkg/v3@$ETCD_VERSION"
-  go mod tidy
-  go build -trimpath -ldflags "-s -w" -o "$BIN/.etcd.tmp" go.etcd.io/etcd/server/v3
+  q go mod tidy
+  q go build -trimpath -ldflags "-s -w" -o "$BIN/.etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$BIN/.etcd.tmp" "$BIN/etcd"
 }
 
@@ -264,7 +275,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
   done
   go mod edit "${args[@]}"
   copy_remote_replaces "$kgomod"
-  go mod tidy
+  q go mod tidy
   local minor; minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   local ld="-s -w" p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -272,7 +283,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
     ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   mkdir -p "$SRC/kube/out"
-  go build -trimpath -ldflags "$ld" -o "$SRC/kube/out/" \
+  q go build -trimpath -ldflags "$ld" -o "$SRC/kube/out/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
   mv "$SRC/kube/out/"* "$BIN/"
@@ -294,10 +305,10 @@ EOF
   go mod edit -require "sigs.k8s.io/kwok@$KWOK_VERSION"
   local gm; gm=$(gomod_file "sigs.k8s.io/kwok@$KWOK_VERSION")
   copy_remote_replaces "$gm"
-  go mod tidy
+  q go mod tidy
   mkdir -p out
   # Default kube version of kwokctl = the control plane we build.
-  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}" \
+  q go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}" \
     -o out/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
   mv out/* "$BIN/"
 }
@@ -325,7 +336,7 @@ EOF
 build_installed() {
   if [[ ! -x "$K8S_PLUGIN_INSTALLED" ]]; then
     PULUMI_HOME="$PULUMI_HOME_DIR" PULUMI_SKIP_UPDATE_CHECK=true \
-      "$BIN/pulumi" plugin install resource kubernetes "$PULUMI_K8S_VERSION" --file "$K8S_PLUGIN_BIN"
+      q "$BIN/pulumi" plugin install resource kubernetes "$PULUMI_K8S_VERSION" --file "$K8S_PLUGIN_BIN"
   fi
   write_env
 }

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "providers")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "providers", "policies")
 
 
 def require_engine() -> None:
@@ -36,6 +36,7 @@ class Project:
 
     def __init__(self, root: Path, stack: str, config: dict):
         self.root, self.stack = root, stack
+        root.mkdir(parents=True, exist_ok=True)  # callers pass tmp_path / "<name>" as well as mktemp()
         for name in PROJECT_FILES:
             source = REPO / name
             if source.is_dir():

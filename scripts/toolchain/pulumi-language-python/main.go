@@ -315,7 +315,11 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(req.GetConfig())
+	config := req.GetConfig()
+	if config == nil {
+		config = map[string]string{} // the SDK expects a JSON object, never null
+	}
+	cfg, err := json.Marshal(config)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,184 @@
+"""Malformed or dangerous stack configs: one table, refused by `python -m components validate`
+(tests/faults/test_bad_input_validate.py) and by `pulumi preview` (test_bad_input_preview.py),
+each with the field path to change and without a single call to the cluster.
+
+A case is the `llm-serving:<section>` values of a stack file (section -> value), the field path
+the refusal must name, a fragment of its message, and what would go wrong if it were accepted.
+Everything else a case needs is valid, so the named problem is the only one (or among few).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT = "llm-serving"
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
+BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
+NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+# What a token looks like; must never be echoed back by a refusal.
+PLAINTEXT_TOKEN = "hf_PlainTextTokenThatMustNeverBeEchoed0123"
+PLAINTEXT_NGC_KEY = "nvapi-PlainTextKeyThatMustNeverBeEchoed0123"
+
+
+def model(name: str = "chat", **fields: Any) -> dict:
+    """A valid model section unless ``fields`` make it not."""
+    return {"name": name, "source": {"repo": "acme/tiny-llm", "revision": "main"}, **fields}
+
+
+def nim(name: str = "nim", **fields: Any) -> dict:
+    return model(name, engine="nim", image=NIM_IMAGE, **fields)
+
+
+def router(**fields: Any) -> dict:
+    return {"image": ROUTER_IMAGE, **fields}
+
+
+@dataclass(frozen=True)
+class BadConfig:
+    id: str
+    sections: dict  # llm-serving:<section> -> value
+    path: str  # a refusal line starts with "<path>:"
+    fragment: str  # ... and contains this
+    danger: str  # what accepting it would do
+    secrets: tuple[str, ...] = field(default=())  # values that must not appear in any output
+
+
+BAD_CONFIGS: tuple[BadConfig, ...] = (
+    # --- wrong types, unknown keys --------------------------------------------------------------
+    BadConfig("models-not-a-list", {"models": "llama-8b"}, "models", "valid tuple",
+              "a string where the model list belongs"),
+    BadConfig("gpus-not-a-number", {"models": [model(gpus="two")]}, "models.0.gpus", "valid integer",
+              "a GPU limit Kubernetes cannot parse"),
+    BadConfig("replicas-fractional", {"models": [model(replicas=1.5)]}, "models.0.replicas", "valid integer",
+              "a replica count silently truncated"),
+    BadConfig("platform-not-a-mapping", {"platform": ["llm-serving"]}, "platform", "valid dictionary",
+              "a list where the platform section belongs"),
+    BadConfig("lora-enabled-not-a-bool", {"models": [model(lora={"enabled": "yes please"})]},
+              "models.0.lora.enabled", "valid boolean", "a flag that means nothing"),
+    BadConfig("unknown-model-key", {"models": [model(gpu=2)]}, "models.0.gpu", "unknown field",
+              "a typo ('gpu' for 'gpus') silently ignored: one GPU instead of two"),
+    BadConfig("unknown-platform-key", {"platform": {"namespce": "prod"}}, "platform.namespce", "unknown field",
+              "a typo that deploys into the default namespace"),
+    BadConfig("unknown-section", {"modles": [model()]}, f"{PROJECT}:modles", "unknown stack config key",
+              "a misspelled section: a stack that silently deploys no models"),
+    # --- privilege: nothing can ask for it; extra keys are refused (extra=forbid) ------------------
+    BadConfig("platform-uid-0", {"platform": {"vllmUid": 0}}, "platform.vllmUid", "no pod runs as root",
+              "every vLLM pod as root"),
+    BadConfig("model-runs-as-root", {"models": [model(securityContext={"runAsUser": 0, "allowNonDefaultIdentity": True})]},
+              "models.0.securityContext.runAsUser", "no pod runs as root", "one model's pods as root"),
+    BadConfig("router-uid-0", {"models": [model()], "router": router(uid=0)}, "router.uid", "no pod runs as root",
+              "router pods as root"),
+    BadConfig("privileged-container", {"models": [model(securityContext={"privileged": True})]},
+              "models.0.securityContext.privileged", "unknown field", "a privileged container"),
+    BadConfig("privilege-escalation", {"models": [model(securityContext={"allowPrivilegeEscalation": True})]},
+              "models.0.securityContext.allowPrivilegeEscalation", "unknown field", "setuid escalation"),
+    BadConfig("added-capabilities", {"models": [model(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})]},
+              "models.0.securityContext.capabilities", "unknown field", "CAP_SYS_ADMIN"),
+    BadConfig("host-network", {"models": [model(hostNetwork=True)]}, "models.0.hostNetwork", "unknown field",
+              "a pod on the node's network"),
+    BadConfig("host-path-volume", {"models": [model(volumes=[{"name": "root", "hostPath": {"path": "/"}}])]},
+              "models.0.volumes", "unknown field", "the node's filesystem mounted in a pod"),
+    BadConfig("router-privileged", {"models": [model()], "router": router(securityContext={"privileged": True})},
+              "router.securityContext", "unknown field", "a privileged router"),
+    BadConfig("nim-with-vllm-uid", {"models": [nim(securityContext={"runAsUser": 2000})]},
+              "models.0.securityContext.runAsUser", "vLLM's uid", "a NIM image crashing on getpwuid()"),
+    # --- endpoints the puller pod cannot reach -------------------------------------------------
+    BadConfig("hf-endpoint-loopback", {"platform": {"hfEndpoint": "http://127.0.0.1:8080"}},
+              "platform.hfEndpoint", "loopback", "every puller dialing itself"),
+    BadConfig("model-hf-endpoint-localhost", {"models": [model(hfEndpoint="http://localhost:8080")]},
+              "models.0.hfEndpoint", "loopback", "one puller dialing itself"),
+    BadConfig("hf-endpoint-mapped-loopback", {"platform": {"hfEndpoint": "http://[::ffff:127.0.0.1]:8080"}},
+              "platform.hfEndpoint", "loopback", "a loopback address in disguise"),
+    # --- sizing and topology of one model --------------------------------------------------------
+    BadConfig("tensor-parallel-oversized", {"models": [model(gpus=1, tensorParallelSize=8)]},
+              "models.0.tensorParallelSize", "does not divide", "a server that cannot start its workers"),
+    BadConfig("rwo-with-replicas", {"models": [model(replicas=2)]}, "models.0.replicas", "ReadWriteOnce",
+              "a second replica stuck on Multi-Attach forever"),
+    BadConfig("shm-above-memory", {"models": [model(sharedMemorySizeLimit="64Gi")]},
+              "models.0.sharedMemorySizeLimit", "exceeds the container's memory", "an OOM kill through /dev/shm"),
+    # --- names ---------------------------------------------------------------------------------
+    BadConfig("model-name-46-chars", {"models": [model("m" * 46)]}, "models.0.name", "at most 45",
+              "derived names ('<name>-weights-<hash>') over 63 characters"),
+    BadConfig("model-name-64-chars", {"models": [model("m" * 64)]}, "models.0.name", "at most 45",
+              "a Service name Kubernetes refuses, mid-apply"),
+    BadConfig("namespace-64-chars", {"platform": {"namespace": "n" * 64}}, "platform.namespace", "DNS-1123",
+              "a namespace Kubernetes refuses, mid-apply"),
+    BadConfig("router-name-41-chars", {"models": [model()], "router": router(name="r" * 41)}, "router.name",
+              "at most 40", "'<name>-headless' and pod labels over the limit"),
+    BadConfig("duplicate-models", {"models": [model("chat"), model("chat")]}, "models.1.name", "declared twice",
+              "two components fighting over one Deployment"),
+    # --- router topology contradictions (components/config/router.py) ----------------------------
+    BadConfig("router-without-image", {"models": [model()], "router": {"replicas": 1}}, "router.image", "required",
+              "a router with no image to run"),
+    BadConfig("router-replicas-without-discovery",
+              {"models": [model()], "router": router(replicas=3, backendRouter={"enabled": False})},
+              "router.backendRouter.enabled", "needs the backend router", "three routers that cannot find each other"),
+    BadConfig("router-dns-on-deployment", {"models": [model()], "router": router(dnsDiscovery=True)},
+              "router.dnsDiscovery", "StatefulSet", "per-pod DNS names that do not exist"),
+    BadConfig("router-migrate-from-same-kind",
+              {"models": [model()], "router": router(workload={"kind": "Deployment", "migrateFrom": "Deployment"})},
+              "router.workload.migrateFrom", "names the kind the config already asks for",
+              "an acknowledgement that acknowledges nothing"),
+    BadConfig("router-backend-without-image", {"models": [model()], "router": router(replicas=2)},
+              "router.backendRouter.image", "required", "a backend router with no image"),
+    BadConfig("router-fronts-unknown-model", {"models": [model()], "router": router(models=["ghost"])},
+              "router.models.0", "not a model of this stack", "a router with nothing behind it"),
+    BadConfig("router-name-collides-with-model", {"models": [model("llm-router")], "router": router()},
+              "router.name", "collides", "two Services with one name"),
+    BadConfig("router-tls-foreign-name",
+              {"models": [model()], "router": router(tls={"enabled": True, "dnsNames": ["bank.example.com"]})},
+              "router.tls.dnsNames.0", "outside the allowed domains", "a certificate for someone else's name"),
+    BadConfig("router-env-shadows-discovery", {"models": [model()], "router": router(env={"ROUTER_DISCOVERY": "self"})},
+              "router.env.ROUTER_DISCOVERY", "set by the router component", "discovery overridden behind the config's back"),
+    # --- secrets ---------------------------------------------------------------------------------
+    BadConfig("nim-operator-without-auth-secret", {"models": [nim(path="operator")]},
+              "models.0.nim.authSecret", "NGC_API_KEY", "a NIMCache that can never download"),
+    BadConfig("nim-operator-hf-without-pull-secret",
+              {"models": [nim(path="operator", nim={"cacheSource": "hf", "authSecret": "hf-creds"})]},
+              "models.0.nim.pullSecret", "image pull Secret", "a cache Job that cannot pull its image"),
+    BadConfig("operator-with-hf-token-secret",
+              {"models": [nim(path="operator", nim={"authSecret": "ngc"}, hfTokenSecret={"name": "hf"})]},
+              "models.0.hfTokenSecret", "nim.authSecret", "a token the operator never reads"),
+    BadConfig("hf-token-in-plain-text", {"hfToken": PLAINTEXT_TOKEN, "models": [model()]}, "hfToken",
+              "plain text", "a token readable by anyone who reads the stack file",
+              secrets=(PLAINTEXT_TOKEN,)),
+    BadConfig("ngc-key-in-plain-text", {"ngcApiKey": PLAINTEXT_NGC_KEY, "models": [nim()]}, "ngcApiKey",
+              "plain text", "an NGC key readable by anyone who reads the stack file",
+              secrets=(PLAINTEXT_NGC_KEY,)),
+    BadConfig("nim-without-image", {"models": [model(engine="nim")]}, "models.0.image", "NIM images are per model",
+              "a NIM server with vLLM's image"),
+    # --- images ----------------------------------------------------------------------------------
+    BadConfig("image-latest", {"platform": {"vllmImage": "docker.io/vllm/vllm-openai:latest"}},
+              "platform.vllmImage", "':latest'", "two nodes running different code under one spec"),
+    BadConfig("image-short-name", {"models": [model(image="vllm-openai:v0.11.0")]}, "models.0.image",
+              "not fully qualified", "an image resolved by whatever registry the node defaults to"),
+    # --- network policy --------------------------------------------------------------------------
+    BadConfig("network-policy-without-router", {"platform": {"networkPolicy": {"enabled": True}}, "models": [model()]},
+              "platform.networkPolicy.enabled", "no router", "models nobody can reach"),
+    BadConfig("network-policy-admits-every-namespace",
+              {"platform": {"networkPolicy": {"enabled": True, "allowFrom": [{"namespaceSelector": {}}]}},
+               "models": [model()], "router": router()},
+              "platform.networkPolicy.allowFrom.0.namespaceSelector", "every namespace",
+              "a policy that isolates nothing"),
+)
+
+BY_ID = {case.id: case for case in BAD_CONFIGS}
+assert len(BY_ID) == len(BAD_CONFIGS), "case ids must be unique"
+
+def stack_document(sections: dict) -> dict:
+    return {"config": {f"{PROJECT}:{key}": value for key, value in sections.items()}}
+
+
+def write_stack_file(path: Path, sections: dict) -> Path:
+    path.write_text(yaml.safe_dump(stack_document(sections), sort_keys=False))
+    return path
+
+
+def refusal_lines(output: str, case: BadConfig) -> list[str]:
+    """The lines of ``output`` that refuse ``case`` at its field path with its message."""
+    return [line.strip() for line in output.splitlines()
+            if line.strip().startswith(f"{case.path}:") and case.fragment in line]

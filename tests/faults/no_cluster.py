@@ -1,0 +1,78 @@
+"""A cluster that isn't there, watching: a loopback TCP listener that records every connection
+and serves none, and a kubeconfig pointing at it.
+
+A stack pointed at it proves "zero calls to the cluster" by observation (an empty connection log),
+not by assuming that a refusal comes early; a valid stack pointed at it shows the log does fill.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+
+class ConnectionTrap:
+    """Accepts on 127.0.0.1:<free port>, records (time, peer) per connection, closes it at once."""
+
+    def __init__(self) -> None:
+        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self._server.settimeout(0.2)
+        self.port = self._server.getsockname()[1]
+        self.connections: list[tuple[float, tuple]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name=f"trap-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def https_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, peer = self._server.accept()
+            except (socket.timeout, OSError):
+                continue
+            with self._lock:
+                self.connections.append((time.time(), peer))
+            conn.close()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.connections)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._server.close()
+
+    def __enter__(self) -> "ConnectionTrap":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig whose only cluster is ``server`` (no real credential in it)."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "trap", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "trap", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "trap", "context": {"cluster": "trap", "user": "trap", "namespace": "default"}}],
+        "current-context": "trap",
+    }))
+    return path

@@ -1,0 +1,100 @@
+"""The bad-config table under the real engine: `pulumi preview` refuses each case with its field
+path, cleanly (no traceback), without echoing a secret, and with ZERO connections to the cluster
+or to the Hugging Face endpoint.
+
+Proof by observation: each case's stack points at its own kubeconfig whose server is a loopback
+listener that records every connection (tests/faults/no_cluster.py), and preflight's endpoint at
+another one. A valid stack previewed the same way does connect (the control), so an empty log
+means the program stopped before the cluster, not that the trap is deaf.
+
+Cost: one preview of a refused config takes ~4 s here (engine start, Python program, refusal),
+so the whole table (48 cases) runs, two previews at a time (~1.5–2 min on 2 CPUs). The control
+takes ~20 s: the provider retries the dead cluster before giving up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+
+from bad_configs import BAD_CONFIGS, BadConfig, refusal_lines
+from no_cluster import ConnectionTrap, write_kubeconfig
+from tests.integration.harness import Project
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+PREFLIGHT_ENDPOINT_ENV = "LLM_SERVING_HF_PREFLIGHT_ENDPOINT"
+WORKERS = 2
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    output: str
+    seconds: float
+    cluster_connections: int
+    hub_connections: int
+
+
+def _require_pulumi() -> None:
+    if not shutil.which("pulumi"):
+        pytest.fail("these tests need the pulumi CLI on PATH; run them through scripts/test.sh")
+
+
+def preview(root, name: str, sections: dict, timeout: int = 300) -> Outcome:
+    """`pulumi preview` of ``sections`` in a fresh project copy, against a trap cluster and hub."""
+    root.mkdir(parents=True)
+    with ConnectionTrap() as cluster, ConnectionTrap() as hub:
+        project = Project(root, name, sections)
+        project.env["KUBECONFIG"] = str(write_kubeconfig(root / "kubeconfig", cluster.https_url))
+        project.env[PREFLIGHT_ENDPOINT_ENV] = hub.http_url
+        started = time.monotonic()
+        result = project.run("preview", check=False, timeout=timeout)
+        seconds = time.monotonic() - started
+        return Outcome(result.returncode, result.stdout + result.stderr, seconds, cluster.count(), hub.count())
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, tmp_path_factory) -> dict[str, Outcome]:
+    """Previews of the cases selected in this session (all, unless `-k` narrowed them), in parallel."""
+    _require_pulumi()
+    wanted = {item.callspec.params["case"].id for item in request.session.items
+              if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params}
+    base = tmp_path_factory.mktemp("bad-preview")
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {case.id: pool.submit(preview, base / case.id, f"bad{index}", case.sections)
+                   for index, case in enumerate(BAD_CONFIGS) if case.id in wanted}
+        results = {case_id: future.result() for case_id, future in futures.items()}
+    seconds = sorted(outcome.seconds for outcome in results.values())
+    print(f"\npulumi preview of {len(seconds)} refused configs: median {seconds[len(seconds) // 2]:.1f} s, "
+          f"max {seconds[-1]:.1f} s, {WORKERS} at a time")
+    return results
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS, ids=[c.id for c in BAD_CONFIGS])
+def test_preview_refuses_at_the_field_without_touching_the_cluster(case: BadConfig, outcomes):
+    outcome = outcomes[case.id]
+    assert outcome.returncode != 0, outcome.output[-3000:]
+    assert refusal_lines(outcome.output, case), f"no '{case.path}: …{case.fragment}…' line in:\n{outcome.output[-3000:]}"
+    assert "invalid stack config" in outcome.output
+    assert "Traceback" not in outcome.output, outcome.output[-3000:]
+    for secret in case.secrets:
+        assert secret not in outcome.output, "the refusal echoed the secret"
+    assert outcome.cluster_connections == 0, f"{outcome.cluster_connections} connection(s) to the cluster"
+    assert outcome.hub_connections == 0, f"{outcome.hub_connections} connection(s) to the HF endpoint"
+
+
+def test_a_valid_stack_does_reach_the_trap(tmp_path):
+    """The control: same harness, a valid stack (preflight off) — the trap records connections."""
+    _require_pulumi()
+    outcome = preview(tmp_path / "control", "control", {
+        "platform": {"preflight": {"enabled": False}},
+        "models": [{"name": "chat", "source": {"repo": "acme/tiny-llm", "revision": "main"}}],
+    })
+    assert "invalid stack config" not in outcome.output
+    assert outcome.cluster_connections > 0, outcome.output[-3000:]

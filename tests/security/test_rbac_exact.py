@@ -1,0 +1,184 @@
+"""RBAC asserted exactly: every Role/ClusterRole (and binding) the shipped stacks render, rule by
+rule, by set equality of apiGroups, resources and verbs (and no resourceNames/nonResourceURLs):
+one extra verb, resource or rule fails. Checked twice: in what `render` writes (compile_stack)
+and in what the Pulumi program declares (under mocks), so neither can drift from the table.
+
+Variants cover the paths the shipped stacks do not take: a cluster-scoped backend router, and the
+teardown identity of a vLLM-only stack with the NetworkPolicy option on.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.compile import compile_stack
+from components.config import load_stack_config, read_stack_file
+from test_secrets_program import run_program
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = {p.name.split(".")[1]: p for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+RBAC_KINDS = ("Role", "ClusterRole")
+BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
+
+TEARDOWN = ("get", "list", "watch", "delete")
+READ = ("get", "list", "watch")
+
+
+def rule(groups, resources, verbs):
+    return (frozenset(groups), frozenset(resources), frozenset(verbs), frozenset(), frozenset())
+
+
+TEARDOWN_CORE = (
+    rule([""], ["persistentvolumeclaims", "pods", "secrets", "services"], TEARDOWN),
+    rule(["apps"], ["deployments"], TEARDOWN),
+    rule(["batch"], ["jobs"], TEARDOWN),
+)
+TEARDOWN_NIM = rule(["apps.nvidia.com"], ["nimcaches", "nimservices"], TEARDOWN)
+TEARDOWN_NETWORK_POLICIES = rule(["networking.k8s.io"], ["networkpolicies"], TEARDOWN)
+ENDPOINTSLICES = rule(["discovery.k8s.io"], ["endpointslices"], READ)
+
+# (kind, namespace or None, name) -> the exact rules.
+EXPECTED = {
+    "gpu-cluster": {
+        ("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NIM),
+        ("Role", "llm-serving", "llm-router-backend-endpointslices"): (ENDPOINTSLICES,),
+    },
+    "local": {},
+    "render": {},
+}
+# (kind, namespace, name) -> (roleRef, subjects)
+EXPECTED_BINDINGS = {
+    "gpu-cluster": {
+        ("RoleBinding", "llm-serving", "llm-serving-teardown"): (
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-serving-teardown"},
+            [{"kind": "ServiceAccount", "name": "llm-serving-teardown", "namespace": "llm-serving"}]),
+        ("RoleBinding", "llm-serving", "llm-router-backend-endpointslices"): (
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-router-backend-endpointslices"},
+            [{"kind": "ServiceAccount", "name": "llm-router-backend", "namespace": "llm-serving"}]),
+    },
+    "local": {},
+    "render": {},
+}
+
+MODEL = {"name": "chat", "source": {"repo": "acme/chat"}}
+ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 2,
+          "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0"}}
+VARIANTS = {
+    "cluster-scoped-backend-router": (
+        {"platform": {"namespace": "team-a"}, "models": [MODEL], "router": {**ROUTER, "backendRouter": {
+            **ROUTER["backendRouter"], "rbacScope": "cluster"}}},
+        {("ClusterRole", None, "team-a-llm-router-backend-endpointslices"): (ENDPOINTSLICES,)},
+    ),
+    "teardown-vllm-with-network-policy": (
+        {"platform": {"teardownIdentity": {"enabled": True}, "networkPolicy": {"enabled": True}},
+         "models": [MODEL], "router": {"image": ROUTER["image"]}},
+        {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NETWORK_POLICIES)},
+    ),
+}
+
+
+def normalized(rules: list[dict]) -> Counter:
+    """A Role's rules as a multiset of (apiGroups, resources, verbs, resourceNames, nonResourceURLs)
+    sets: order-free, and a duplicated rule still counts."""
+    return Counter(
+        (frozenset(r.get("apiGroups", [])), frozenset(r.get("resources", [])), frozenset(r.get("verbs", [])),
+         frozenset(r.get("resourceNames", [])), frozenset(r.get("nonResourceURLs", [])))
+        for r in rules
+    )
+
+
+def exactly(expected: tuple) -> Counter:
+    return Counter(expected)
+
+
+def rbac_of(manifests: list[dict]) -> dict:
+    return {(m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]): normalized(m.get("rules") or [])
+            for m in manifests if m["kind"] in RBAC_KINDS}
+
+
+def bindings_of(manifests: list[dict]) -> dict:
+    return {(m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]): (m["roleRef"], m["subjects"])
+            for m in manifests if m["kind"] in BINDING_KINDS}
+
+
+def assert_exact(found: dict, expected: dict) -> None:
+    assert set(found) == set(expected), "a Role was added or removed"
+    for key, rules in expected.items():
+        assert found[key] == exactly(rules), f"{key}: rules differ"
+
+
+def test_every_shipped_stack_is_in_the_table():
+    assert set(SHIPPED) == set(EXPECTED) == set(EXPECTED_BINDINGS)
+
+
+@pytest.mark.parametrize("stack", sorted(SHIPPED))
+def test_rendered_roles_are_exactly_the_table(stack):
+    manifests = compile_stack(load_stack_config(read_stack_file(SHIPPED[stack])))
+    assert_exact(rbac_of(manifests), EXPECTED[stack])
+    assert bindings_of(manifests) == EXPECTED_BINDINGS[stack]
+    # The models' and the router's ServiceAccount is bound to nothing.
+    bound = {s["name"] for _, subjects in bindings_of(manifests).values() for s in subjects}
+    assert "llm-serving-model" not in bound
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variant_roles_are_exactly_the_table(variant):
+    raw, expected = VARIANTS[variant]
+    assert_exact(rbac_of(compile_stack(load_stack_config(raw))), expected)
+
+
+def _declared_roles(config: dict) -> dict:
+    recorder, _, _ = run_program(config, secret_keys=[])
+    found = {}
+    for resource in recorder.registered.values():
+        kind = resource["type"].rsplit(":", 1)[-1]
+        if resource["type"].startswith("kubernetes:rbac.authorization.k8s.io/v1:") and kind in RBAC_KINDS:
+            meta = resource["wire"]["metadata"]
+            found[(kind, meta.get("namespace"), meta["name"])] = normalized(resource["wire"]["rules"])
+    return found
+
+
+@pytest.mark.parametrize("stack", sorted(SHIPPED))
+def test_the_program_declares_exactly_the_table(stack):
+    config = yaml.safe_load(SHIPPED[stack].read_text())["config"]
+    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith("llm-serving:")}
+    # No hub and no render directory under test: the RBAC objects do not depend on either.
+    raw["platform"] = {**raw.get("platform", {}), "preflight": {"enabled": False}}
+    raw.get("cluster", {}).pop("renderYamlToDirectory", None)
+    assert_exact(_declared_roles(raw), EXPECTED[stack])
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_program_declares_exactly_the_variant(variant):
+    raw, expected = VARIANTS[variant]
+    raw = copy.deepcopy(raw)
+    raw["platform"] = {**raw.get("platform", {}), "preflight": {"enabled": False}}
+    assert_exact(_declared_roles(raw), expected)
+
+
+@pytest.mark.parametrize("mutation", ["extra-verb", "wildcard-verb", "extra-resource", "extra-group",
+                                      "extra-rule", "resource-names"])
+def test_one_extra_grant_fails_the_comparison(mutation):
+    manifests = compile_stack(load_stack_config(read_stack_file(SHIPPED["gpu-cluster"])))
+    role = next(m for m in manifests if m["kind"] == "Role" and m["metadata"]["name"] == "llm-serving-teardown")
+    rules = role["rules"]
+    if mutation == "extra-verb":
+        rules[0]["verbs"].append("create")
+    elif mutation == "wildcard-verb":
+        rules[1]["verbs"] = ["*"]
+    elif mutation == "extra-resource":
+        rules[0]["resources"].append("configmaps")
+    elif mutation == "extra-group":
+        rules[1]["apiGroups"].append("extensions")
+    elif mutation == "extra-rule":
+        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]})
+    else:
+        rules[0]["resourceNames"] = ["x"]
+    with pytest.raises(AssertionError):
+        assert_exact(rbac_of(manifests), EXPECTED["gpu-cluster"])
+
