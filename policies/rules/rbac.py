@@ -24,6 +24,8 @@ TEARDOWN_OWNS = (
     ("apps", "deployments"), ("batch", "jobs"),
 )
 TEARDOWN_OWNS_NIM = ((NIM_GROUP, "nimservices"), (NIM_GROUP, "nimcaches"))
+# Owned only when the stack declares them (platform.networkPolicy).
+TEARDOWN_OWNS_NETWORK = (("networking.k8s.io", "networkpolicies"),)
 ROUTER_GROUP, ROUTER_RESOURCE, ROUTER_VERBS = "discovery.k8s.io", "endpointslices", ("get", "list", "watch")
 
 
@@ -120,6 +122,8 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     needed = list(TEARDOWN_OWNS)
     if any(obj.kind in NIM_KINDS for _, obj in stack.k8s_objects()):
         needed += TEARDOWN_OWNS_NIM
+    if any(obj.kind == "NetworkPolicy" for _, obj in stack.k8s_objects()):
+        needed += TEARDOWN_OWNS_NETWORK
     granted: list[dict] = []
     undecided: list[Finding] = []
     for resource, obj in roles:
@@ -160,7 +164,7 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if component != TEARDOWN:
         return
     allowed_verbs = set(config["allowedVerbs"] or [])
-    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM)
+    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM) | set(TEARDOWN_OWNS_NETWORK)
     rules, findings = role_rules(obj)
     yield from findings
     for index, rule in rules:

@@ -131,3 +131,18 @@ def test_cluster_scoped_backend_router_needs_an_explicit_pack_decision():
     assert "allowClusterRole: true" in messages(run(rbac.backend_router_scope, world))
     assert run(rbac.backend_router_scope, world, {"allowClusterRole": True}) == []
     assert run(rbac.no_cluster_admin, world) == [] and run(rbac.no_wildcards, world) == []
+
+
+def test_teardown_may_delete_the_network_policies_the_stack_declares():
+    world = compliant()
+    rule = {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+            "verbs": ["get", "list", "watch", "delete"]}
+    _teardown(world)["rules"].append(rule)
+    world.manifests.append({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "qwen-ingress", "namespace": "llm-serving"}, "spec": {"podSelector": {}},
+    })
+    assert run(rbac.teardown_least_privilege, world) == []
+    assert run(rbac.teardown_verbs, world) == []
+    _teardown(world)["rules"].remove(rule)
+    assert any("networkpolicies" in f.message for f in run(rbac.teardown_verbs, world))
