@@ -213,7 +213,9 @@ reclaim_pvs() {
 
 create_cluster() {
   log "creating cluster $CLUSTER_NAME (kwokctl --runtime binary, Kubernetes $K8S_VERSION)"
-  if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
+  # 9>&-: the control-plane processes outlive this script; they must not inherit (and hold
+  # forever) the lock on fd 9, or every later start would wait on it.
+  if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary 9>&- \
       --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
       --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create.log" 2>&1; then
     tail -n 30 "$KWOK_WORKDIR/create.log" >&2
@@ -241,7 +243,7 @@ restart_cluster() {
   pidf="$piddir/kwok-controller.pid"
   # (kwokctl itself would wait 2 minutes for an apiserver that does not come up)
   local since; since=$(date +%s)
-  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >"$log" 2>&1 || true
+  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >"$log" 2>&1 9>&- || true
   wait_until 20 api_ready || return 1
   # After an unclean stop the fake nodes' leases (kube-node-lease, 200s) are still held by the
   # dead kwok-controller; the new one does not retry taking them over, so pods would stay
@@ -251,7 +253,7 @@ restart_cluster() {
     rm -f "$pidf"
   fi
   kc -n kube-node-lease delete lease --all >/dev/null 2>&1 || true
-  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >>"$log" 2>&1 || true
+  timeout 40 kwokctl start cluster --name "$CLUSTER_NAME" >>"$log" 2>&1 9>&- || true
   wait_until 30 bash -c "[[ -n \$(kubectl --kubeconfig '$KUBECONFIG_PATH' -n kube-node-lease get lease -o name) ]]"
   # The controller-manager/scheduler leader leases of the dead instances must expire (~15s)
   # before the new ones act; wait for that so the cluster is usable when `start` returns.
