@@ -116,7 +116,7 @@ def mark_reported(clients: kube.Clients, props: dict, reason: str) -> None:
     body = {"metadata": {"annotations": {FAILURE_REPORTED: reason or "failed"}}}
     try:
         kube.call(clients, clients.batch.patch_namespaced_job, props["puller_job"], props["namespace"], body,
-                  field_manager=GATE_FIELD_MANAGER)
+                  field_manager=GATE_FIELD_MANAGER, _content_type="application/merge-patch+json")
     except Exception:  # noqa: BLE001
         pass
 

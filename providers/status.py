@@ -101,6 +101,11 @@ class ModelStatusProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+        if not changed and olds.get("state") not in (None, READY):
+            # The record says the model is not serving (a refresh saw it down, or could not read
+            # it): the next `up` waits again, so it records READY or fails with the reason,
+            # instead of reporting success over a stale PENDING / ERROR / UNKNOWN.
+            changed = ["state"]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:

@@ -8,6 +8,8 @@ connection before or *after* the apiserver acted on the request (the response is
 nastiest case for a create), and pod logs the simulated kubelet does not have (KWOK pods log
 nothing; a test can make a puller say what `hf download` says on a missing revision).
 
+It needs a kubeconfig with client-certificate files (the simulated cluster's).
+
 Faults are rules: ``proxy.add(rule)``; each request goes through the rules in order and the first
 that returns an action wins. Every request is recorded (time, method, path, client, action), so a
 test can prove the faults hit both clients and count the retries. Watches are streamed.
@@ -75,7 +77,7 @@ Rule = Callable[[Request], Optional[object]]
 
 def agent_of(user_agent: str) -> str:
     ua = user_agent.lower()
-    if "pulumi" in ua or "kubernetes/" in ua and "go" in ua:
+    if "pulumi" in ua:  # client-go inside pulumi-resource-kubernetes
         return "pulumi-kubernetes"
     if "openapi-generator" in ua or "python" in ua:
         return "python"
