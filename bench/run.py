@@ -1,0 +1,362 @@
+"""The benchmark suite: one command, every figure next to its peer and its goal.
+
+    .venv/bin/python bench/run.py [--quick] [--only NAME[,NAME...]] [--json OUT] [--[no-]profile]
+
+NAME: overhead, parallel, reaction, status, scale, targets, puller. Not tests: nothing here
+asserts a time; a missed goal is printed (and recorded in the JSON) with the figures that explain
+it. The machine is assumed noisy: ours and its peer run alternately and the medians are compared
+as a ratio. Time-bounded: about 12 minutes in full, under 4 with --quick; a benchmark that runs
+out of budget reports fewer samples rather than overrunning.
+
+The cluster benchmarks need the toolchain and the simulated cluster (`bash scripts/up-local.sh`
+once); they create their own namespaces, StorageClass and PersistentVolumes and delete them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import cluster  # noqa: E402  (puts the repo and tests/integration on sys.path)
+
+NAMES = ("overhead", "parallel", "reaction", "status", "scale", "targets", "puller")
+CLUSTER = {"overhead", "parallel", "reaction", "status", "scale"}
+DEFAULT_JSON = cluster.ROOT / "build" / "bench" / "latest.json"
+
+
+@dataclass
+class Row:
+    bench: str
+    name: str
+    figure: Optional[float]
+    unit: str
+    goal: str = ""
+    peer: Optional[float] = None
+    peer_name: str = ""
+    ratio: Optional[float] = None
+    met: Optional[bool] = None
+    note: str = ""
+
+
+def fmt(value: Optional[float], unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "ms":
+        return f"{value:.1f} ms"
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "calls":
+        return f"{value:.0f} calls"
+    if unit == "MB/s":
+        return f"{value:.0f} MB/s"
+    return f"{value:.2f}{(' ' + unit) if unit else ''}"
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+# --- rows from results ---------------------------------------------------------------------
+
+def rows_overhead(r: dict) -> list[Row]:
+    rt = ratio(r["ours"], r["plain"])
+    settle = r.get("plain_service_await") or 0
+    bare = r["plain"] - settle
+    return [
+        Row("overhead", "up, 1 model: llm-serving vs plain pulumi-kubernetes", r["ours"], "s", "≤ 1.2× plain",
+            r["plain"], "plain, native awaits", rt, rt is not None and rt <= 1.2,
+            f"median of {r['pairs']} alternating pairs; machine busy "
+            f"{statistics.median(r['machine_busy']['ours']):.0%} / {statistics.median(r['machine_busy']['plain']):.0%}"),
+        Row("overhead", "up, 1 model: vs plain without its Service settle", r["ours"], "s", "≤ 1.2× plain", bare,
+            "plain − Service await", ratio(r["ours"], bare), ratio(r["ours"], bare) <= 1.2,
+            f"the plain Service await took {settle:.0f} s (pulumi-kubernetes waits 10 s after the last Endpoints "
+            "change); this row charges ours with the gate, hand-off and status against the bare Job+Deployment awaits"),
+    ]
+
+
+def rows_parallel(r: dict) -> list[Row]:
+    rt = ratio(r["eight"], r["one"])
+    busy = r.get("machine_busy") or {}
+    rows = [Row("parallel", "up, 8 models vs 1 model", r["eight"], "s", "≤ 1.3× one model", r["one"], "1 model",
+                rt, rt is not None and rt <= 1.3,
+                f"median of {r['pairs']} alternating pairs; 8-model gates took "
+                f"{', '.join(f'{x:g}' for x in r['eight_models_gate_create_s'])} s; Jobs finished over "
+                f"{r['eight_models_job_done_spread_s'] or 0:.1f} s; machine busy "
+                + " / ".join(f"{statistics.median(busy[k]):.0%}" for k in (8, 1) if busy.get(k)))]
+    plain = r.get("plain") or {}
+    if 8 in plain and 1 in plain:
+        eight, one = plain[8], plain[1]
+        bare8, bare1 = eight["seconds"] - eight["service_await"], one["seconds"] - one["service_await"]
+        rows.append(Row("parallel", "peer: plain program, 8 models vs 1 (one run each)", eight["seconds"], "s",
+                        "", one["seconds"], "plain, 1 model", ratio(eight["seconds"], one["seconds"]),
+                        note=f"without the Service settle: {bare8:.1f} s vs {bare1:.1f} s = {bare8 / bare1:.2f}×; "
+                             "no dynamic provider involved: the cost of 8 models to this engine and cluster"))
+    return rows
+
+
+def rows_reaction(jd: dict, crash: Optional[dict]) -> list[Row]:
+    rows = []
+    plain = (jd.get("plain_1") or {}).get("median")
+    lag = jd.get("job_controller_lag")
+    for key, label in (("ours_1", "1 model"), ("ours_8", "8 models at once")):
+        entry = jd.get(key)
+        if not entry or entry["median"] is None:
+            continue
+        rows.append(Row("reaction", f"Job complete → Deployment created, {label} (median)", entry["median"], "s",
+                        "≤ 1 s", plain, "plain Job await", ratio(entry["median"], plain), entry["median"] <= 1.0,
+                        f"{len(entry['samples'])} samples from watch events, max {max(entry['samples']):.2f} s"
+                        + (f"; split: Job done → puller pod gone {jd[key + '_split']['job_to_puller_pod_gone']:.2f} s"
+                           f" (gate poll + hand-off), → Deployment {jd[key + '_split']['puller_pod_gone_to_deployment']:.2f} s"
+                           " (gate return, engine, provider)" if jd.get(key + "_split") else "")
+                        + (f"; Job controller lag (pod Succeeded → Job Complete) {lag:.2f} s, not counted"
+                           if lag is not None and key == "ours_1" else "")))
+    if crash is not None:
+        rows.append(Row("reaction", "crash loop → `pulumi up` fails, classified", crash["median"], "s", "≤ 30 s",
+                        note=f"{len(crash['runs'])} run(s); classified crash-loop: {crash['classified']}",
+                        met=crash["median"] <= 30 and crash["classified"]))
+    return rows
+
+
+def rows_status(r: dict, crash: Optional[dict]) -> list[Row]:
+    one, four = r["one"], r["four"]
+    rows = [
+        Row("status", "status projection, 1 replica: API calls", one["calls"], "calls", "≤ 3",
+            met=one["calls"] <= 3 and one["state"] == "READY", note=f"{one['state']}, {one['targets']} target(s)"),
+        Row("status", "status projection, 4 replicas: API calls", four["calls"], "calls", "≤ 3, = 1 replica",
+            one["calls"], "1 replica", ratio(four["calls"], one["calls"]),
+            four["calls"] <= 3 and four["calls"] == one["calls"] and four["state"] == "READY",
+            f"{four['state']}, {four['targets']} target(s), RWX weights"),
+        Row("status", "ModelStatus create, serving model: API calls", r["one-create-poll"]["calls"], "calls",
+            note="one wait poll: projection + a second read for rollout completion"),
+    ]
+    if crash and crash.get("evidence_projection"):
+        e = crash["evidence_projection"]
+        rows.append(Row("status", "status projection, crash-looping model: API calls", e["calls"], "calls",
+                        note=f"{e['state']} {e['reason']}: + log tail and events as evidence"))
+    return rows
+
+
+def rows_scale(r: dict) -> list[Row]:
+    rows = []
+    default, skip, cluster_skip, cli = (r["preview_default"], r["preview_skip_checkpoints"],
+                                        r["preview_cluster_skip_checkpoints"], r["cli"])
+
+    def engine_cpu(entry):
+        return entry["cpu"].get("engine (pulumi CLI)")
+
+    for count, entry in sorted(default.items()):
+        goal = "< 10 s" if count == 100 else ""
+        rows.append(Row("scale", f"preview, {count} models (render stack)", entry["seconds"], "s", goal,
+                        skip.get(count, {}).get("seconds"), "PULUMI_SKIP_CHECKPOINTS",
+                        ratio(entry["seconds"], skip.get(count, {}).get("seconds")),
+                        entry["seconds"] < 10 if count == 100 else None,
+                        (f"engine CPU {engine_cpu(entry):.1f} s" if engine_cpu(entry) is not None else "")
+                        + f"; machine busy {entry.get('machine_busy', 0):.0%}"))
+    for count, entry in sorted(skip.items()):
+        rows.append(Row("scale", f"preview, {count} models, PULUMI_SKIP_CHECKPOINTS", entry["seconds"], "s",
+                        "< 10 s" if count == 100 else "", met=entry["seconds"] < 10 if count == 100 else None,
+                        note=f"engine CPU {engine_cpu(entry) or 0:.1f} s, program+providers "
+                             f"{entry['cpu'].get('python (program, dynamic providers)', 0):.1f} s; "
+                             f"machine busy {entry.get('machine_busy', 0):.0%}"))
+    for count, entry in sorted(cluster_skip.items()):
+        rows.append(Row("scale", f"preview, {count} models (cluster stack), PULUMI_SKIP_CHECKPOINTS",
+                        entry["seconds"], "s", note="+ gate and status per model (dynamic providers)"))
+    seconds = {n: e["seconds"] for n, e in skip.items()}
+    slope_low, slope_high = (seconds[100] - seconds[10]) / 90 if 10 in seconds and 100 in seconds else None, None
+    if 100 in seconds and 300 in seconds:
+        slope_high = (seconds[300] - seconds[100]) / 200
+    if slope_low and slope_high:
+        growth = slope_high / slope_low
+        rows.append(Row("scale", "preview growth: s/model 100→300 over 10→100 (skip ckpt)", growth, "",
+                        "≈ 1 (linear)", met=growth <= 1.5,
+                        note=f"{slope_low * 1000:.0f} → {slope_high * 1000:.0f} ms per model"))
+    if 10 in default and 100 in default:
+        e10, e100 = engine_cpu(default[10]), engine_cpu(default[100])
+        if e10 and e100:
+            rows.append(Row("scale", "preview engine CPU growth 10→100 models (default)", e100 / e10, "×",
+                            "≈ 10× (linear)", met=e100 / e10 <= 15,
+                            note=f"{e10:.1f} → {e100:.1f} s: per-step snapshot of the whole state"))
+    for count, entry in sorted(cli.items()):
+        rows.append(Row("scale", f"validate + render, {count} models", entry["total"], "s",
+                        "< 2 s" if count == 100 else "", met=entry["total"] < 2 if count == 100 else None,
+                        note=f"validate {entry['validate']:.2f} s + render {entry['render']:.2f} s "
+                             f"(fresh interpreters, median of {entry['runs']}); CPU {entry['total_cpu']:.2f} s"))
+    cli_seconds = {n: e["total"] for n, e in cli.items()}
+    if {10, 100, 300} <= set(cli_seconds):
+        low, high = (cli_seconds[100] - cli_seconds[10]) / 90, (cli_seconds[300] - cli_seconds[100]) / 200
+        rows.append(Row("scale", "validate + render growth: s/model 100→300 over 10→100", high / low, "",
+                        "≈ 1 (linear)", met=high / low <= 1.5,
+                        note=f"{low * 1000:.1f} → {high * 1000:.1f} ms per model"))
+    return rows
+
+
+def rows_targets(r: dict) -> list[Row]:
+    rows = []
+    for endpoints, entry in sorted(r.items()):
+        ms, naive = entry["ours_s"] * 1000, entry["naive_s"] * 1000
+        rows.append(Row("targets", f"router targets, {endpoints:,} endpoints / {entry['slices']} slices", ms, "ms",
+                        "≤ 50 ms" if endpoints == 10_000 else "", naive, "naive list dedup", ms / naive,
+                        ms <= 50 if endpoints == 10_000 else None,
+                        f"{entry['targets']} targets, median of {entry['runs']}"))
+    return rows
+
+
+def rows_puller(r: dict) -> list[Row]:
+    return [Row("puller", f"puller throughput, {r['megabytes']:.0f} MB loopback", r["pull_mb_s"], "MB/s",
+                "report", r["copy_mb_s"], "plain file copy", r["pull_mb_s"] / r["copy_mb_s"],
+                note=f"fixed cost (no-op re-run) {r['noop_s']:.2f} s; transfer alone "
+                     + (f"{r['transfer_mb_s']:.0f} MB/s" if r["transfer_mb_s"] else "n/a (noise)")
+                     + f"; median of {r['runs']}")]
+
+
+# --- output --------------------------------------------------------------------------------
+
+def table(rows: list[Row]) -> str:
+    header = ("benchmark", "figure", "goal", "peer", "ratio", "met")
+    lines = [[r.name, fmt(r.figure, r.unit), r.goal or "—",
+              (f"{fmt(r.peer, r.unit)} ({r.peer_name})" if r.peer is not None else "—"),
+              (f"{r.ratio:.2f}×" if r.ratio is not None else "—"),
+              {True: "yes", False: "NO", None: ""}[r.met]] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
+           "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += ["| " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths)) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    pulumi = shutil.which("pulumi")
+    version = subprocess.run([pulumi, "version"], capture_output=True, text=True).stdout.strip() if pulumi else None
+    return {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu, "load_average_start": os.getloadavg(),
+            "python": platform.python_version(), "pulumi": version,
+            "pulumi_kubernetes": os.environ.get("LLM_SERVING_PULUMI_K8S_VERSION")}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples and sizes (under 4 minutes)")
+    parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
+                        help="profile the scale benchmark (default: on in full runs, off with --quick)")
+    args = parser.parse_args(argv)
+    selected = [n.strip() for n in (args.only.split(",") if args.only else NAMES)]
+    unknown = set(selected) - set(NAMES)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; choose from {', '.join(NAMES)}")
+
+    started = time.monotonic()
+    deadline = started + (225 if args.quick else 810)
+    results: dict = {}
+    rows: list[Row] = []
+    errors: dict[str, str] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="llm-serving-bench-"))
+    info = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mode": "quick" if args.quick else "full", "selected": selected}
+
+    def attempt(name: str, fn):
+        print(f"[{time.monotonic() - started:6.1f} s] {name} …", file=sys.stderr, flush=True)
+        try:
+            results[name] = fn()
+            return results[name]
+        except Exception as error:  # noqa: BLE001 - one benchmark's failure is reported, the rest run
+            errors[name] = f"{type(error).__name__}: {error}"
+            traceback.print_exc(file=sys.stderr)
+            rows.append(Row(name, f"{name}: did not complete", None, "", note=errors[name].splitlines()[0][:160]))
+            return None
+
+    try:
+        if CLUSTER & set(selected):
+            cluster.ensure_environment()
+        info["machine"] = machine()
+        if "targets" in selected:
+            import micro
+
+            if attempt("targets", lambda: micro.bench_targets(args.quick)):
+                rows += rows_targets(results["targets"])
+        if CLUSTER & (set(selected) - {"scale"}):
+            import engine
+
+            with cluster.VolumePool() as pool:
+                session = engine.Session(pool, workdir, deadline - (100 if "scale" in selected else 0)
+                                         - (30 if "puller" in selected else 0))
+                for name, fn, make_rows in (
+                    ("overhead", engine.overhead, rows_overhead),
+                    ("parallel", engine.parallel, rows_parallel),
+                ):
+                    if name in selected and attempt(name, lambda fn=fn: fn(session, args.quick)):
+                        rows += make_rows(results[name])
+                crash = None
+                if "reaction" in selected:
+                    if engine.needs_samples(session):
+                        attempt("reaction-samples", lambda: [session.up(p, cluster.models_named("tiny", 1))
+                                                             for p in ("ours", "plain")])
+                    crash = attempt("crash_loop", lambda: engine.crash_loop(session, args.quick))
+                    results["job_to_deployment"] = engine.job_to_deployment(session)
+                    rows += rows_reaction(results["job_to_deployment"], crash)
+                if "status" in selected and attempt("status", lambda: engine.status_cost(session, args.quick)):
+                    rows += rows_status(results["status"], crash)
+        if "scale" in selected:
+            import scale
+
+            if attempt("scale", lambda: scale.bench_scale(args.quick, workdir, not args.quick if args.profile is None else args.profile,
+                                                          deadline - (30 if "puller" in selected else 0))):
+                rows += rows_scale(results["scale"])
+        if "puller" in selected:
+            import micro
+
+            if attempt("puller", lambda: micro.bench_puller(args.quick)):
+                rows += rows_puller(results["puller"])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    info["seconds"] = round(time.monotonic() - started, 1)
+    info.setdefault("machine", {})["load_average_end"] = os.getloadavg()
+    m = info["machine"]
+    print(f"\nllm-serving benchmarks, {info['mode']}, {info['date']}: {m.get('cores')} cores ({m.get('cpu')}), "
+          f"load average {m.get('load_average_start', (0,))[0]:.1f} → {m['load_average_end'][0]:.1f}, "
+          f"{m.get('pulumi') or ''}; {info['seconds']:.0f} s\n")
+    print(table(rows))
+    notes = [f"- {r.name}: {r.note}" for r in rows if r.note]
+    if notes:
+        print("\nnotes:\n" + "\n".join(notes))
+    profile = (results.get("scale") or {}).get("profile")
+    if profile:
+        engine_top = (profile.get("engine") or {}).get("cumulative_percent") or []
+        program = profile["program"]
+        print("\nprofile (preview, 100 models, render stack):")
+        print(f"- engine (Go pprof, {(profile.get('engine') or {}).get('total_samples')}): "
+              + ", ".join(f"{name} {pct:.0f}%" for name, pct in engine_top[:3]))
+        print(f"- program (cProfile, main thread): CPU {program['cpu_s']} s; self time by package: "
+              + ", ".join(f"{k} {v}" for k, v in list(program["self_time_by_package_s"].items())[:6]))
+        print(f"- validate+render 300 models in-process {profile['cli_300']['in_process_s']} s; cumulative: "
+              + ", ".join(f"{k} {v}" for k, v in profile["cli_300"]["cumulative_s"][:3]))
+    if errors:
+        print("\nerrors:\n" + "\n".join(f"- {k}: {v.splitlines()[0][:300]}" for k, v in errors.items()))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({**info, "rows": [asdict(r) for r in rows], "results": results,
+                                     "errors": errors}, indent=2, default=str))
+    print(f"\nwrote {args.json}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
