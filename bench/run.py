@@ -171,26 +171,30 @@ def rows_scale(r: dict) -> list[Row]:
     for count, entry in sorted(skip.items()):
         rows.append(Row("scale", f"preview, {count} models, PULUMI_SKIP_CHECKPOINTS", entry["seconds"], "s",
                         "< 10 s" if count == 100 else "", met=entry["seconds"] < 10 if count == 100 else None,
-                        note=f"engine CPU {engine_cpu(entry) or 0:.1f} s, program+providers "
+                        note=f"runs {', '.join(f'{x:.1f}' for x in entry.get('runs', []))} s; "
+                             f"engine CPU {engine_cpu(entry) or 0:.1f} s, program+providers "
                              f"{entry['cpu'].get('python (program, dynamic providers)', 0):.1f} s; "
                              f"machine busy {entry.get('machine_busy', 0):.0%}"))
     for count, entry in sorted(cluster_skip.items()):
         rows.append(Row("scale", f"preview, {count} models (cluster stack), PULUMI_SKIP_CHECKPOINTS",
                         entry["seconds"], "s", note="+ gate and status per model (dynamic providers)"))
-    seconds = {n: e["seconds"] for n, e in skip.items()}
-    slope_low, slope_high = (seconds[100] - seconds[10]) / 90 if 10 in seconds and 100 in seconds else None, None
-    if 100 in seconds and 300 in seconds:
-        slope_high = (seconds[300] - seconds[100]) / 200
-    if slope_low and slope_high:
-        growth = slope_high / slope_low
-        rows.append(Row("scale", "preview growth: s/model 100→300 over 10→100 (skip ckpt)", growth, "",
-                        "≈ 1 (linear)", met=growth <= 1.5,
-                        note=f"{slope_low * 1000:.0f} → {slope_high * 1000:.0f} ms per model"))
+    def total_cpu(entry):
+        return sum(entry["cpu"].values())
+
+    if {10, 100, 300} <= set(skip):
+        cpu = {n: total_cpu(e) for n, e in skip.items()}
+        wall = {n: e["seconds"] for n, e in skip.items()}
+        low, high = (cpu[100] - cpu[10]) / 90, (cpu[300] - cpu[100]) / 200
+        wall_growth = ((wall[300] - wall[100]) / 200) / ((wall[100] - wall[10]) / 90)
+        rows.append(Row("scale", "preview growth (skip ckpt): CPU s/model 100→300 over 10→100", high / low, "",
+                        "≈ 1 (linear)", met=high / low <= 1.5,
+                        note=f"CPU of engine + program + providers: {low * 1000:.0f} → {high * 1000:.0f} ms per model; "
+                             f"wall: {wall_growth:.2f} (two cores: wall also depends on how much of the work overlaps)"))
     if 10 in default and 100 in default:
         e10, e100 = engine_cpu(default[10]), engine_cpu(default[100])
         if e10 and e100:
             rows.append(Row("scale", "preview engine CPU growth 10→100 models (default)", e100 / e10, "×",
-                            "≈ 10× (linear)", met=e100 / e10 <= 15,
+                            "≤ 10× (linear)", met=e100 / e10 <= 10,
                             note=f"{e10:.1f} → {e100:.1f} s: per-step snapshot of the whole state"))
     for count, entry in sorted(cli.items()):
         rows.append(Row("scale", f"validate + render, {count} models", entry["total"], "s",

@@ -227,13 +227,20 @@ def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> d
                 result["notes"].append(f"{key} at {count} models skipped: over the time budget")
                 continue
             project.write_config(scale_config(count, render_to))
-            result[key][count] = timed_preview(project, env)
+            timed = timed_preview(project, env)
+            entry = result[key].setdefault(count, {"runs": [], "machine_busy_runs": []})
+            entry["runs"].append(round(timed["seconds"], 2))
+            entry["machine_busy_runs"].append(timed["machine_busy"])
+            entry["seconds"] = statistics.median(entry["runs"])
+            entry["machine_busy"] = statistics.median(entry["machine_busy_runs"])
+            entry.setdefault("cpu", timed["cpu"])
 
     # Default engine settings (what `pulumi preview` costs out of the box) alternating with the
-    # engine without its per-step snapshot (PULUMI_SKIP_CHECKPOINTS: see the profile). The default
-    # at 100 models takes 25-90 s here, most of a --quick budget: full runs only.
+    # engine without its per-step snapshot (PULUMI_SKIP_CHECKPOINTS: see the profile); sizes go
+    # up and down again so that a drift in the machine's load shows instead of bending the curve.
+    # The default at 100 models takes 25-90 s here, most of a --quick budget: full runs only.
     order = [("skip", 10), ("skip", 100)] if quick else [
-        ("default", 10), ("skip", 10), ("skip", 100), ("default", 100), ("skip", 300)]
+        ("default", 10), ("skip", 10), ("skip", 100), ("default", 100), ("skip", 300), ("skip", 100), ("skip", 10)]
     for variant, count in order:
         if variant == "default":
             preview((count,), "preview_default", estimate=lambda n: 0.5 * n)
