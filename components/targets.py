@@ -10,14 +10,23 @@ Rules (the upstream router's):
   and a terminating endpoint is not routable);
 - the same pod in several slices (dual-stack, slice churn) collapses to one target;
 - targets disappear when their endpoints do: a snapshot is computed from the slices alone;
-- snapshots are revisioned: the revision changes exactly when the target set changes.
+- snapshots are revisioned: the revision changes exactly when the target set changes;
+- an older copy of a slice never overwrites a newer one: copies of one slice (same namespace
+  and name) are ordered by ``metadata.resourceVersion``. Kubernetes calls resource versions
+  opaque, but every etcd-backed object's is a decimal integer that grows with each write, and
+  watch caches and informers order by it; copies whose versions cannot be compared (absent or
+  not decimal) are taken in arrival order, the order a watch delivers them.
+
+``routable_targets`` computes a snapshot from one listing (which may still hold several copies
+of a slice, e.g. merged from two sources); ``SliceCache`` keeps the newest copy of each slice
+across watch events and relists, the way the backend router follows a Service's slices.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping, Optional
 
 
 @dataclass(frozen=True, order=True)
@@ -46,6 +55,45 @@ class TargetSnapshot:
         return [t.pod for t in self.targets]
 
 
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+@dataclass(frozen=True)
+class RouterTargets:
+    """What the router forwards to: per fronted model, the targets of its Service's slices."""
+
+    by_model: Mapping[str, TargetSnapshot]
+
+    @property
+    def revision(self) -> str:
+        digest = hashlib.sha256()
+        for model in sorted(self.by_model):
+            digest.update(f"{model}={self.by_model[model].revision}\n".encode())
+        return digest.hexdigest()[:16]
+
+    @property
+    def count(self) -> int:
+        return sum(len(snapshot.targets) for snapshot in self.by_model.values())
+
+    def as_outputs(self) -> dict:
+        return {
+            "models": {model: self.by_model[model].pods for model in sorted(self.by_model)},
+            "count": self.count,
+            "revision": self.revision,
+        }
+
+
+def router_targets(services: Mapping[str, str], endpoint_slices: Iterable[dict]) -> RouterTargets:
+    """Group slices by the Service they belong to (their ``kubernetes.io/service-name`` label)
+    and compute each fronted model's targets; slices of other Services are ignored."""
+    by_service: dict[str, list[dict]] = {service: [] for service in services.values()}
+    for endpoint_slice in endpoint_slices:
+        service = ((endpoint_slice.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if service in by_service:
+            by_service[service].append(endpoint_slice)
+    return RouterTargets({model: routable_targets(by_service[service]) for model, service in services.items()})
+
+
 def _is_ready(endpoint: dict) -> bool:
     conditions = endpoint.get("conditions") or {}
     if conditions.get("terminating") is True:
@@ -53,9 +101,46 @@ def _is_ready(endpoint: dict) -> bool:
     return conditions.get("ready") is not False
 
 
+SliceKey = tuple[str, str]
+
+
+def slice_key(endpoint_slice: dict) -> Optional[SliceKey]:
+    """(namespace, name) of a slice; None for a slice without a name (it cannot be a copy)."""
+    metadata = endpoint_slice.get("metadata") or {}
+    name = metadata.get("name")
+    return (metadata.get("namespace") or "", name) if name else None
+
+
+def resource_version(endpoint_slice: dict) -> Optional[int]:
+    version = str((endpoint_slice.get("metadata") or {}).get("resourceVersion") or "")
+    return int(version) if version.isdecimal() else None
+
+
+def is_newer(candidate: Optional[int], current: Optional[int]) -> bool:
+    """Whether a copy at version ``candidate`` replaces one at ``current``: a strictly higher
+    version does, a lower one never; an equal one (the same write seen twice) changes nothing;
+    unorderable versions go by arrival."""
+    if candidate is None or current is None:
+        return True
+    return candidate > current
+
+
+def newest_copies(endpoint_slices: Iterable[dict]) -> list[dict]:
+    """One copy per slice: the newest by resource version (arrival order when unorderable)."""
+    newest: dict[SliceKey, dict] = {}
+    anonymous: list[dict] = []
+    for endpoint_slice in endpoint_slices:
+        key = slice_key(endpoint_slice)
+        if key is None:
+            anonymous.append(endpoint_slice)
+        elif key not in newest or is_newer(resource_version(endpoint_slice), resource_version(newest[key])):
+            newest[key] = endpoint_slice
+    return [*newest.values(), *anonymous]
+
+
 def routable_targets(endpoint_slices: Iterable[dict]) -> TargetSnapshot:
     by_pod: dict[str, tuple[set[str], str]] = {}
-    for endpoint_slice in endpoint_slices:
+    for endpoint_slice in newest_copies(endpoint_slices):
         for endpoint in endpoint_slice.get("endpoints") or []:
             ref = endpoint.get("targetRef") or {}
             if ref.get("kind", "Pod") != "Pod" or not ref.get("name") or not _is_ready(endpoint):
@@ -67,3 +152,88 @@ def routable_targets(endpoint_slices: Iterable[dict]) -> TargetSnapshot:
     return TargetSnapshot(tuple(sorted(
         Target(pod, tuple(sorted(addresses)), node) for pod, (addresses, node) in by_pod.items()
     )))
+
+
+class SliceCache:
+    """The newest copy of each EndpointSlice seen through watch events and relists.
+
+    ``observe`` applies one watch event; ``relist`` applies a full listing (after a watch
+    expired, or at start). Neither lets an older copy replace a newer one: a late event for a
+    version already superseded, or a relist served by a lagging API server, is ignored for that
+    slice. A deletion is remembered with its version, so a stale ADDED/MODIFIED for a deleted
+    slice does not bring its endpoints back. ``generation`` counts changes of the target set.
+    """
+
+    def __init__(self) -> None:
+        self._slices: dict[SliceKey, dict] = {}
+        self._deleted: dict[SliceKey, Optional[int]] = {}
+        self._listed_as_of: Optional[int] = None
+        self._snapshot = TargetSnapshot()
+        self.generation = 0
+
+    @property
+    def slices(self) -> list[dict]:
+        return list(self._slices.values())
+
+    def snapshot(self) -> TargetSnapshot:
+        return self._snapshot
+
+    def _current_version(self, key: SliceKey) -> tuple[bool, Optional[int]]:
+        if key in self._slices:
+            return True, resource_version(self._slices[key])
+        if key in self._deleted:
+            return True, self._deleted[key]
+        return False, None
+
+    def _accepts(self, key: SliceKey, version: Optional[int]) -> bool:
+        known, current = self._current_version(key)
+        if known:
+            return is_newer(version, current)
+        # Unknown to the cache: new, unless a listing at least as new as this copy already
+        # showed that the slice no longer existed (its deletion record may have been dropped).
+        return version is None or self._listed_as_of is None or version > self._listed_as_of
+
+    def _refresh(self) -> bool:
+        snapshot = routable_targets(self._slices.values())
+        if snapshot.revision == self._snapshot.revision:
+            return False
+        self._snapshot, self.generation = snapshot, self.generation + 1
+        return True
+
+    def observe(self, event_type: str, endpoint_slice: dict) -> bool:
+        """Apply a watch event (ADDED, MODIFIED, DELETED); True when the target set changed.
+        BOOKMARK and ERROR events carry no slice and change nothing."""
+        key = slice_key(endpoint_slice)
+        if event_type not in ("ADDED", "MODIFIED", "DELETED") or key is None:
+            return False
+        version = resource_version(endpoint_slice)
+        if not self._accepts(key, version):
+            return False
+        if event_type == "DELETED":
+            self._slices.pop(key, None)
+            self._deleted[key] = version
+        else:
+            self._slices[key] = endpoint_slice
+            self._deleted.pop(key, None)
+        return self._refresh()
+
+    def relist(self, endpoint_slices: Iterable[dict], list_version: Optional[str] = None) -> bool:
+        """Apply a full listing taken at ``list_version`` (the list's own resourceVersion);
+        True when the target set changed. A slice the listing lacks is gone, unless the cache
+        holds a copy newer than the listing (created or changed after it was taken)."""
+        listed = {key: s for s in newest_copies(endpoint_slices) if (key := slice_key(s)) is not None}
+        as_of = int(list_version) if list_version and str(list_version).isdecimal() else None
+        for key, endpoint_slice in listed.items():
+            if self._accepts(key, resource_version(endpoint_slice)):
+                self._slices[key] = endpoint_slice
+                self._deleted.pop(key, None)
+        for key in [k for k in self._slices if k not in listed]:
+            held = resource_version(self._slices[key])
+            if as_of is None or held is None or held <= as_of:
+                del self._slices[key]
+                self._deleted[key] = as_of
+        if as_of is not None and (self._listed_as_of is None or as_of > self._listed_as_of):
+            self._listed_as_of = as_of
+            # Deletion records the listing covers are implied by it from now on.
+            self._deleted = {k: v for k, v in self._deleted.items() if v is None or v > as_of}
+        return self._refresh()

@@ -45,3 +45,15 @@ class WorkloadKindGuard(Resource, module="llm-serving", name="WorkloadKindGuard"
     def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(provider, name, props, opts)
+
+
+class RouterTargets(Resource, module="llm-serving", name="RouterTargets"):
+    """Per fronted model, the pods the router forwards to (the backend router's computation)."""
+
+    targets: pulumi.Output[dict]
+    observed_at: pulumi.Output[str]
+    error: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(provider, name, {**props, "targets": None, "observed_at": None, "error": None}, opts)

@@ -1,8 +1,10 @@
 """ModelStatus: waits for a model to serve, fails fast with the reason, and reports its status.
 
-create / update: wait until at least one routable target exists for the current rollout
-(READY), or stop at the first classified ERROR (crash loop, OOMKilled, puller failure, image pull,
-pending too long) with its evidence, instead of a generic ten-minute await timeout.
+create / update: wait until the model is READY (at least one routable target) and its rollout is
+whole (every desired replica of the current spec ready, no old pod left), or stop at the first
+classified ERROR (crash loop, OOMKilled, puller failure, image pull, pending too long — also for one
+replica of a model that otherwise serves) with its evidence, instead of a generic ten-minute await
+timeout. The recorded targets are those of the finished rollout.
 read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be read.
 """
 
@@ -35,7 +37,9 @@ def _ref(props: dict):
 
 
 def rollout_complete(deployment: dict | None) -> bool:
-    """The Deployment controller has acted on the current spec and no old pod is left."""
+    """The Deployment controller has acted on the current spec, no old pod is left and every
+    desired replica is ready: what `up` promises when it returns (as the Kubernetes provider's
+    own Deployment await does), so a scale-up is not reported done at its first pod."""
     if not deployment:
         return False
     meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
@@ -44,7 +48,21 @@ def rollout_complete(deployment: dict | None) -> bool:
         int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
         and int(status.get("updatedReplicas") or 0) >= desired
         and int(status.get("replicas") or 0) <= desired
+        and int(status.get("readyReplicas") or 0) >= desired
     )
+
+
+def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status | None:
+    """A server pod Pending past the timeout while others serve: the model is READY, but the
+    rollout cannot finish, so `up` stops with the pod's reason instead of waiting it out."""
+    from .observe import add_evidence
+    from .projection import _component, _name, diagnose_pending
+
+    for pod in observation.pods:
+        if _component(pod) == "server" and diagnose_pending(pod, observation) is not None:
+            add_evidence(clients, namespace, observation, _name(pod))  # the scheduler's reason
+            return diagnose_pending(pod, observation)
+    return None
 
 
 def status_outputs(props: dict, status: Status) -> dict:
@@ -67,6 +85,7 @@ def describe(model: str, status: Status) -> str:
 
 def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, connect=kube.connect) -> Status:
     from .observe import current_status, observe
+    from .projection import project_status
 
     clients = connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
     ref = _ref(props)
@@ -79,10 +98,18 @@ def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, conn
             raise ModelNotServing(describe(ref.model, status))
         if status.state == READY:
             try:
-                if rollout_complete(observe(clients, ref).deployment):
-                    return status
+                observation = observe(clients, ref)
+                if rollout_complete(observation.deployment):
+                    # Re-projected from the read that saw the rollout done: its targets are
+                    # every ready replica, not the first one that made the model READY.
+                    final = project_status(observation)
+                    if final.state == READY:
+                        return final
+                stuck = stuck_replica(clients, ref.namespace, observation)
             except Exception:  # noqa: BLE001 - a failed read is retried until the deadline
-                pass
+                stuck = None
+            if stuck is not None:
+                raise ModelNotServing(describe(ref.model, stuck))
             status = Status(status.state, status.message + " (rollout in progress)", "rolling-out",
                             status.details, status.ready_replicas, status.targets)
         sleep(poll)

@@ -14,3 +14,5 @@ pulumi stack select --create local --non-interactive >/dev/null
 log "pulumi up -s local"
 pulumi up --yes --skip-preview --non-interactive -s local
 pulumi stack output -s local --json
+log "what the router forwards to (python -m components targets --stack local)"
+"$VENV/bin/python" -m components targets --stack local

@@ -157,11 +157,15 @@ def model_backends(stack: StackConfig) -> dict[str, str]:
     }
 
 
+def fronted_services(stack: StackConfig) -> dict[str, str]:
+    """Model name → the Service whose EndpointSlices hold its pods, for every fronted model (the
+    operator names its Service after the NIMService, as the raw path does after the model)."""
+    return {m.name: nim.names(m, stack).service if m.on_operator else common.ModelNames.of(m).service
+            for m in _fronted(stack)}
+
+
 def model_services(stack: StackConfig) -> list[str]:
-    """The Services whose EndpointSlices hold the fronted models' pods (the operator names its
-    Service after the NIMService, as the raw path does after the model)."""
-    return [nim.names(m, stack).service if m.on_operator else common.ModelNames.of(m).service
-            for m in _fronted(stack)]
+    return list(fronted_services(stack).values())
 
 
 def port_name(router: RouterConfig) -> str:

@@ -5,7 +5,8 @@ pulumi-kubernetes with ``parent=self`` and wires the order:
 
     backend ServiceAccount, Role ─▶ RoleBinding ─▶ backend Deployment ─▶ backend Service ─┐
     Issuer ─▶ Certificate ─────────────────────────────────────────────────────────────────┤
-    headless Service, workload-kind guard, the fronted models ─────────────────────────────┴▶ router workload ─▶ Service, PDB
+    headless Service, workload-kind guard, the fronted models ─────────────────────────────┴▶ router workload ─▶ Service, PDB,
+                                                                                                                 RouterTargets
 
 Workload kind: the router workload is always the child ``<name>-workload``; its Pulumi type is
 its kind, so a kind switch is a different resource: the preview shows a create of the new kind
@@ -22,12 +23,12 @@ from typing import Any, Optional, Sequence
 
 import pulumi
 
-from ..compile.router import compile_router, endpoint_url
+from ..compile.router import compile_router, endpoint_url, fronted_services
 from ..config.router import fronted_models
 from ..config.model import StackConfig
 from . import kubernetes as kube_resources
 from .model import Deploy
-from providers.resources import WorkloadKindGuard
+from providers.resources import RouterTargets, WorkloadKindGuard
 from providers.router_guard import WorkloadKindGuardProvider
 
 class RequestRouter(pulumi.ComponentResource):
@@ -85,6 +86,21 @@ class RequestRouter(pulumi.ComponentResource):
         if manifests.pod_disruption_budget is not None:
             kube_resources.apply(f"{name}-pdb", manifests.pod_disruption_budget, after(self.workload))
 
+        if not deploy.rendering:
+            from providers.router_targets import RouterTargetsProvider
+
+            # Read, not awaited: each fronted model already waited for its rollout. The models'
+            # recorded targets are inputs, so whenever a model's status is re-recorded (a
+            # rollout, a scale) the router's view is re-read with it, in the same `up`.
+            self.targets = RouterTargets(f"{name}-targets", {
+                "router": name,
+                "namespace": stack.platform.namespace,
+                "services": fronted_services(stack),
+                "fronted_targets": [front.status.targets for front in fronts if getattr(front, "status", None) is not None],
+                "kubeconfig": deploy.cluster.kubeconfig or "",
+                "context": deploy.cluster.context or "",
+            }, RouterTargetsProvider(), after(self.workload))
+
         url = endpoint_url(stack)
         self.endpoint_url = pulumi.Output.from_input(url)
         self.workload_kind = pulumi.Output.from_input(topology.kind)
@@ -103,4 +119,7 @@ class RequestRouter(pulumi.ComponentResource):
                 **({"certificate": names.certificate, "tls_secret": names.tls_secret} if router.tls.enabled else {}),
             },
         }
+        if not deploy.rendering:
+            # Per fronted model, the pods the router forwards to; `pulumi refresh` re-reads them.
+            self.outputs["targets"] = self.targets.targets
         self.register_outputs(self.outputs)

@@ -6,9 +6,8 @@ import pulumi
 import pytest
 
 import providers.nim_status as nim_status
-import providers.resources as dynamic_resources
+from component_kit import Mocks, deploy_platform, record_graph
 from components.config import load_stack_config
-from components.resources import kubernetes as kube_resources
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 OPERATOR = {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
@@ -20,70 +19,15 @@ VLLM = {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory"
 STACK = {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [OPERATOR, RAW]}
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self):
-        self.created: dict[str, pulumi.runtime.MockResourceArgs] = {}
-
-    def new_resource(self, args):
-        self.created[args.name] = args
-        outputs = dict(args.inputs)
-        if args.typ.endswith("ModelStatus"):
-            outputs.update(state="READY", message="serving", targets=["op-0"], ready_replicas=1)
-        return [f"{args.name}-id", outputs]
-
-    def call(self, args):
-        return {}
-
-
-class Graph:
-    def __init__(self):
-        self.opts: dict[str, pulumi.ResourceOptions] = {}
-        self.objects: dict[str, pulumi.Resource] = {}
-        self.manifests: dict[str, dict] = {}
-        self.props: dict[str, dict] = {}
-        self.providers: dict[str, object] = {}
-
-    def depends(self, name: str) -> list[str]:
-        by_id = {id(r): n for n, r in self.objects.items()}
-        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
-
-
-def _recording(module, cls_name: str, recorded: Graph, monkeypatch):
-    original = getattr(module, cls_name)
-
-    class Recording(original, module="llm-serving", name=cls_name):
-        def __init__(self, name, props, provider, opts=None):
-            recorded.opts[name], recorded.props[name], recorded.providers[name] = opts, props, provider
-            super().__init__(name, props, provider, opts)
-            recorded.objects[name] = self
-
-    monkeypatch.setattr(module, cls_name, Recording)
-
-
 @pytest.fixture
 def graph(monkeypatch):
-    recorded = Graph()
-    original_apply = kube_resources.apply
-
-    def apply(name, manifest, opts=None):
-        recorded.opts[name], recorded.manifests[name] = opts, manifest
-        recorded.objects[name] = original_apply(name, manifest, opts)
-        return recorded.objects[name]
-
-    monkeypatch.setattr(kube_resources, "apply", apply)
-    for cls_name in ("WeightsGate", "ModelStatus"):
-        _recording(dynamic_resources, cls_name, recorded, monkeypatch)
-    _recording(nim_status, "NimOperatorCheck", recorded, monkeypatch)
-    return recorded
+    return record_graph(monkeypatch, (nim_status, "NimOperatorCheck"))
 
 
 def deploy_stack(raw: dict):
-    from components.resources import Deploy, NimModel, Platform, VllmModel
+    from components.resources import NimModel, VllmModel
 
-    pulumi.runtime.set_mocks(Mocks(), preview=False)
-    stack = load_stack_config(raw)
-    platform = Platform("platform", stack, None)
-    deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    stack, deploy = deploy_platform(raw, Mocks(status_target="op-0"))
     return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
 
 

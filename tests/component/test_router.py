@@ -6,9 +6,7 @@ import pulumi
 import pytest
 
 import components.resources.router as router_resources
-import providers.resources as dynamic_resources
-from components.config import load_stack_config
-from components.resources import kubernetes as kube_resources
+from component_kit import Graph, deploy_platform, record_graph
 from providers.router_guard import WorkloadKindGuardProvider
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
@@ -21,63 +19,17 @@ MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "backendRouter": {"image": BACKEN
          "tls": {"enabled": True}}
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def new_resource(self, args):
-        outputs = dict(args.inputs)
-        if args.typ.endswith("ModelStatus"):
-            outputs.update(state="READY", message="serving", targets=["alpha-0"], ready_replicas=1)
-        return [f"{args.name}-id", outputs]
-
-    def call(self, args):
-        return {}
-
-
-class Graph:
-    def __init__(self):
-        self.opts: dict[str, pulumi.ResourceOptions] = {}
-        self.objects: dict[str, pulumi.Resource] = {}
-        self.manifests: dict[str, dict] = {}
-        self.props: dict[str, dict] = {}
-        self.mocks = Mocks()
-
-    def depends(self, name: str) -> list[str]:
-        by_id = {id(r): n for n, r in self.objects.items()}
-        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
-
-
 @pytest.fixture
 def graph(monkeypatch):
-    recorded = Graph()
-    original_apply = kube_resources.apply
-
-    def apply(name, manifest, opts=None):
-        recorded.opts[name], recorded.manifests[name] = opts, manifest
-        recorded.objects[name] = original_apply(name, manifest, opts)
-        return recorded.objects[name]
-
-    monkeypatch.setattr(kube_resources, "apply", apply)
-    for module, cls_name in ((dynamic_resources, "WeightsGate"), (dynamic_resources, "ModelStatus"),
-                             (router_resources, "WorkloadKindGuard")):
-        original = getattr(module, cls_name)
-
-        class Recording(original, module="llm-serving", name=cls_name):
-            def __init__(self, name, props, provider, opts=None):
-                recorded.opts[name], recorded.props[name] = opts, props
-                super().__init__(name, props, provider, opts)
-                recorded.objects[name] = self
-
-        monkeypatch.setattr(module, cls_name, Recording)
-    return recorded
+    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"))
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
     from components.config.router import fronted_models
-    from components.resources import Deploy, Platform, RequestRouter, VllmModel
+    from components.resources import RequestRouter, VllmModel
 
-    pulumi.runtime.set_mocks(graph.mocks, preview=False)
-    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": MODELS, "router": router, **extra})
-    platform = Platform("platform", stack, None)
-    deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    stack, deploy = deploy_platform(
+        {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": MODELS, "router": router, **extra})
     models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}
     graph.objects.update(models)
     fronts = [models[n] for n in fronted_models(stack.router, models)]
@@ -106,13 +58,32 @@ def test_multi_replica_graph_and_order(graph):
     ]
     assert graph.depends("llm-router-service") == ["llm-router-workload"]
     assert graph.depends("llm-router-pdb") == ["llm-router-workload"]
+    # Read after the router workload: the models it fronts already waited for their targets.
+    assert graph.depends("llm-router-targets") == ["llm-router-workload"]
+
+
+@pulumi.runtime.test
+def test_router_targets_read_the_fronted_models_services(graph):
+    component = deploy_stack(graph, MULTI)
+    props = graph.props["llm-router-targets"]
+    assert props["services"] == {"alpha": "alpha", "beta": "beta"}
+    assert (props["router"], props["namespace"]) == ("llm-router", "llm-serving")
+    assert "targets" in component.outputs
+    assert type(graph.providers["llm-router-targets"]).__name__ == "RouterTargetsProvider"
+    # The models' recorded targets are inputs: a model status re-recorded re-reads the router's.
+    assert len(props["fronted_targets"]) == 2
+    return pulumi.Output.all(*props["fronted_targets"]).apply(lambda lists: _check_fronted(lists))
+
+
+def _check_fronted(lists):
+    assert lists == [["alpha-0"], ["alpha-0"]]
 
 
 @pulumi.runtime.test
 def test_every_child_is_parented_to_the_router(graph):
     component = deploy_stack(graph, MULTI)
     mine = [n for n in graph.opts if n.startswith("llm-router-")]
-    assert len(mine) == 13
+    assert len(mine) == 14
     for name in mine:
         assert graph.opts[name].parent is component, name
 
@@ -130,7 +101,7 @@ def test_every_child_is_parented_to_the_router(graph):
 def test_single_replica_has_no_backend_router_objects(graph):
     deploy_stack(graph, {"image": ROUTER_IMAGE})
     assert sorted(n for n in graph.opts if n.startswith("llm-router-")) == [
-        "llm-router-service", "llm-router-workload", "llm-router-workload-kind",
+        "llm-router-service", "llm-router-targets", "llm-router-workload", "llm-router-workload-kind",
     ]
 
 
@@ -178,6 +149,8 @@ def test_guard_knows_when_the_kind_came_from_the_default(graph):
 def test_render_mode_keeps_the_guard(graph):
     deploy_stack(graph, {"image": ROUTER_IMAGE}, cluster={"renderYamlToDirectory": "/tmp/render"})
     assert "llm-router-workload-kind" in graph.depends("llm-router-workload")
+    # No cluster to read in render mode: no targets resource, no targets output.
+    assert "llm-router-targets" not in graph.opts
 
 
 @pulumi.runtime.test

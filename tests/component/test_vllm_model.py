@@ -5,9 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-import providers.resources as dynamic_resources
-from components.config import load_stack_config
-from components.resources import kubernetes as kube_resources
+from component_kit import deploy_platform, record_graph
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi"},
@@ -19,66 +17,15 @@ STACK = {
 }
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self):
-        self.created: dict[str, pulumi.runtime.MockResourceArgs] = {}
-
-    def new_resource(self, args):
-        self.created[args.name] = args
-        outputs = dict(args.inputs)
-        if args.typ.endswith("ModelStatus"):
-            outputs.update(state="READY", message="serving", targets=["alpha-0"], ready_replicas=1)
-        return [f"{args.name}-id", outputs]
-
-    def call(self, args):
-        return {}
-
-
-class Graph:
-    """Every child resource declared, with the options it was declared with."""
-
-    def __init__(self):
-        self.opts: dict[str, pulumi.ResourceOptions] = {}
-        self.objects: dict[str, pulumi.Resource] = {}
-        self.manifests: dict[str, dict] = {}
-
-    def depends(self, name: str) -> list[str]:
-        by_id = {id(r): n for n, r in self.objects.items()}
-        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
-
-
 @pytest.fixture
 def graph(monkeypatch):
-    recorded = Graph()
-    original_apply = kube_resources.apply
-
-    def apply(name, manifest, opts=None):
-        recorded.opts[name] = opts
-        recorded.manifests[name] = manifest
-        recorded.objects[name] = original_apply(name, manifest, opts)
-        return recorded.objects[name]
-
-    monkeypatch.setattr(kube_resources, "apply", apply)
-    for cls_name in ("WeightsGate", "ModelStatus"):
-        original = getattr(dynamic_resources, cls_name)
-
-        class Recording(original, module="llm-serving", name=cls_name):
-            def __init__(self, name, props, provider, opts=None, _original=original):
-                recorded.opts[name] = opts
-                super().__init__(name, props, provider, opts)
-                recorded.objects[name] = self
-
-        monkeypatch.setattr(dynamic_resources, cls_name, Recording)
-    return recorded
+    return record_graph(monkeypatch)
 
 
 def deploy_stack(raw: dict):
-    from components.resources import Deploy, Platform, VllmModel
+    from components.resources import VllmModel
 
-    pulumi.runtime.set_mocks(Mocks(), preview=False)
-    stack = load_stack_config(raw)
-    platform = Platform("platform", stack, None)
-    deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    stack, deploy = deploy_platform(raw)
     return [VllmModel(m, stack, deploy) for m in stack.models]
 
 

@@ -207,10 +207,29 @@ def pvc(name: str = CLAIM) -> dict:
 
 # --- the fake API ----------------------------------------------------------------------------
 
+def _selector_terms(selector: str) -> list[str]:
+    """Split a label selector at the commas that separate terms (not those inside ``in (…)``)."""
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    return [*terms, current]
+
+
 def _matches(labels: dict, selector: Optional[str]) -> bool:
+    """Equality (``k=v``) and set-based (``k in (a,b)``) terms, as the API server reads them."""
     if not selector:
         return True
-    for term in selector.split(","):
+    for term in _selector_terms(selector):
+        key, operator, values = term.strip().partition(" in ")
+        if operator:
+            if labels.get(key.strip()) not in {v.strip() for v in values.strip().strip("()").split(",")}:
+                return False
+            continue
         key, _, value = term.partition("=")
         if labels.get(key.strip()) != value.strip():
             return False

@@ -13,7 +13,7 @@ import pytest
 
 from fakes import (
     DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, api_error, container_status, deployment,
-    event, job, pod, protocol_error, ready_server_pod, ready_slices,
+    event, job, pod, protocol_error, ready_server_pod, ready_slices, unschedulable,
 )
 from providers import kube, status as status_module
 from providers.projection import ERROR, PENDING, READY, UNKNOWN
@@ -71,6 +71,39 @@ def test_ready_waits_for_the_rollout_to_complete() -> None:
 
     assert status.state == READY and "rollout" not in status.message
     assert len(clock.sleeps) == 4
+
+
+def test_a_scale_up_is_done_when_every_replica_is_ready_and_reports_them_all() -> None:
+    """READY at the first routable pod, but `up` returns only once the rollout is whole: the
+    recorded targets are every ready replica (the router's view of the finished rollout)."""
+    cluster, clock = FakeCluster(), FakeClock()
+    second = "llama-server-7d9f8c6b5-x8y9z"
+    cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=real_now()),
+                pod(second, now=real_now(), age=1, containers=[container_status(running=True)]), *ready_slices([SERVER]))
+    clock.on_sleep.append(lambda n: n == 3 and cluster.put(
+        deployment(replicas=2, ready=2), ready_server_pod(second, now=real_now()), *ready_slices([SERVER, second])))
+
+    status = wait(cluster, clock)
+
+    assert status.state == READY and sorted(status.targets) == sorted([SERVER, second])
+    assert status.ready_replicas == 2
+    assert len(clock.sleeps) == 3
+
+
+def test_a_replica_pending_past_the_timeout_stops_the_up_while_the_model_serves() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    stuck = "llama-server-7d9f8c6b5-stuck"
+    cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=real_now()), *ready_slices([SERVER]),
+                pod(stuck, phase="Pending", age=120, now=real_now(), conditions=unschedulable(
+                    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")),
+                event(stuck, "FailedScheduling", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", now=real_now()))
+
+    with pytest.raises(ModelNotServing) as raised:
+        wait(cluster, clock, pending_timeout_seconds=60)
+
+    message = str(raised.value)
+    assert f"pod {stuck} has been Pending" in message and "reason: insufficient-gpus" in message
+    assert clock.sleeps == []
 
 
 def test_a_crash_loop_fails_fast_with_reason_and_log_tail() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.targets import Target, TargetSnapshot, routable_targets
+from components.targets import SliceCache, Target, TargetSnapshot, routable_targets
 
 
 def endpoint(pod: str | None, *addresses: str, ready=True, terminating=None, node="node-a",
@@ -199,3 +199,162 @@ def test_not_ready_copies_never_add_a_target(data):
         for pod, (addresses, node, _, _) in truth.items()
     ]}]
     assert routable_targets(slices + stale) == expected(truth)
+
+
+# --- stale copies: an older copy of a slice never overwrites a newer one ----------------------
+
+def test_the_newest_copy_of_a_slice_wins_in_either_order():
+    old = endpoint_slice("chat-a", endpoint("chat-0"), endpoint("chat-1", "10.0.0.2"), version="41")
+    new = endpoint_slice("chat-a", endpoint("chat-0"), version="42")
+    assert routable_targets([old, new]).pods == ["chat-0"]
+    assert routable_targets([new, old]).pods == ["chat-0"]
+
+
+def test_versions_compare_as_numbers_not_strings():
+    old = endpoint_slice("chat-a", endpoint("chat-old"), version="9")
+    new = endpoint_slice("chat-a", endpoint("chat-new"), version="10")
+    assert routable_targets([new, old]).pods == ["chat-new"]
+
+
+def test_copies_without_comparable_versions_go_by_arrival():
+    first = endpoint_slice("chat-a", endpoint("chat-first"), version="")
+    second = endpoint_slice("chat-a", endpoint("chat-second"), version="opaque")
+    assert routable_targets([first, second]).pods == ["chat-second"]
+
+
+def test_slices_with_the_same_name_in_other_namespaces_are_not_copies():
+    one = endpoint_slice("chat-a", endpoint("chat-0"), version="5")
+    other = endpoint_slice("chat-a", endpoint("chat-9"), version="1")
+    other["metadata"]["namespace"] = "elsewhere"
+    assert routable_targets([one, other]).pods == ["chat-0", "chat-9"]
+
+
+def test_the_cache_ignores_a_late_event_for_a_superseded_version():
+    cache = SliceCache()
+    assert cache.observe("ADDED", endpoint_slice("chat-a", endpoint("chat-0"), version="5"))
+    assert cache.observe("MODIFIED", endpoint_slice("chat-a", endpoint("chat-0"), endpoint("chat-1"), version="7"))
+    assert not cache.observe("MODIFIED", endpoint_slice("chat-a", endpoint("chat-0"), version="6"))
+    assert cache.snapshot().pods == ["chat-0", "chat-1"]
+    assert cache.generation == 2
+
+
+def test_a_deleted_slice_is_not_revived_by_a_stale_event():
+    cache = SliceCache()
+    cache.observe("ADDED", endpoint_slice("chat-a", endpoint("chat-0"), version="5"))
+    assert cache.observe("DELETED", endpoint_slice("chat-a", endpoint("chat-0"), version="8"))
+    assert not cache.observe("MODIFIED", endpoint_slice("chat-a", endpoint("chat-0"), version="6"))
+    assert cache.snapshot().pods == []
+    assert cache.observe("ADDED", endpoint_slice("chat-a", endpoint("chat-2"), version="9"))  # re-created later
+    assert cache.snapshot().pods == ["chat-2"]
+
+
+def test_bookmarks_errors_and_nameless_slices_change_nothing():
+    cache = SliceCache()
+    assert not cache.observe("BOOKMARK", {"metadata": {"resourceVersion": "99"}})
+    assert not cache.observe("ERROR", {"metadata": {"name": "x"}})
+    assert not cache.observe("ADDED", {"metadata": {}, "endpoints": [endpoint("chat-0")]})
+    assert cache.snapshot() == TargetSnapshot() and cache.generation == 0
+
+
+def test_a_relist_drops_what_it_lacks_but_keeps_what_is_newer_than_it():
+    cache = SliceCache()
+    cache.observe("ADDED", endpoint_slice("chat-a", endpoint("chat-0"), version="5"))
+    cache.observe("ADDED", endpoint_slice("chat-b", endpoint("chat-1"), version="12"))
+    # Listed at 10: chat-a is gone by then; chat-b was created after the listing was taken.
+    cache.relist([endpoint_slice("chat-c", endpoint("chat-2"), version="9")], list_version="10")
+    assert cache.snapshot().pods == ["chat-1", "chat-2"]
+    # A stale event for chat-a (older than the listing) does not bring it back.
+    assert not cache.observe("MODIFIED", endpoint_slice("chat-a", endpoint("chat-0"), version="7"))
+
+
+def test_a_lagging_relist_never_rolls_the_cache_back():
+    cache = SliceCache()
+    cache.relist([endpoint_slice("chat-a", endpoint("chat-0"), endpoint("chat-1"), version="20")], list_version="20")
+    cache.observe("MODIFIED", endpoint_slice("chat-a", endpoint("chat-1"), version="25"))
+    cache.observe("DELETED", endpoint_slice("chat-b", version="23"))
+    # A listing served by an API server that lags behind (taken at 15) holds older copies.
+    cache.relist([endpoint_slice("chat-a", endpoint("chat-0"), version="14"),
+                  endpoint_slice("chat-b", endpoint("chat-9"), version="11")], list_version="15")
+    assert cache.snapshot().pods == ["chat-1"]
+
+
+# A history of writes to a few slices, each write with the next resource version (as etcd
+# assigns them): the truth is the last write of each slice. Whatever order the events arrive
+# in, duplicated or not, with relists taken at any point interleaved, the cache ends on the truth.
+
+SLICE_NAMES = st.sampled_from(["s0", "s1", "s2", "s3"])
+
+
+@st.composite
+def histories(draw):
+    writes = []
+    for version in range(1, draw(st.integers(1, 14)) + 1):
+        name = draw(SLICE_NAMES)
+        pods_in_slice = draw(st.lists(st.sampled_from(["p0", "p1", "p2", "p3", "p4"]), max_size=3, unique=True))
+        ready = draw(st.booleans())
+        deleted = draw(st.booleans()) and draw(st.booleans())  # deletions rarer than writes
+        writes.append((name, version, None if deleted else [endpoint(p, ready=ready) for p in pods_in_slice]))
+    return writes
+
+
+def state_after(writes) -> dict:
+    state = {}
+    for name, version, endpoints in writes:
+        if endpoints is None:
+            state.pop(name, None)
+        else:
+            state[name] = endpoint_slice(name, *endpoints, version=str(version))
+    return state
+
+
+def events_of(writes) -> list[tuple[str, dict]]:
+    seen, events = set(), []
+    for name, version, endpoints in writes:
+        if endpoints is None:
+            events.append(("DELETED", endpoint_slice(name, version=str(version))))
+            seen.discard(name)
+        else:
+            events.append(("MODIFIED" if name in seen else "ADDED", endpoint_slice(name, *endpoints, version=str(version))))
+            seen.add(name)
+    return events
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_stale_events_never_win_whatever_the_arrival_order(data):
+    writes = data.draw(histories())
+    events = events_of(writes)
+    arrivals = data.draw(st.permutations(events + data.draw(st.lists(st.sampled_from(events), max_size=4))))
+    cache = SliceCache()
+    for event_type, endpoint_slice_ in arrivals:
+        cache.observe(event_type, endpoint_slice_)
+    assert cache.snapshot() == routable_targets(state_after(writes).values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_relists_at_any_point_and_in_any_order_converge_on_the_truth(data):
+    writes = data.draw(histories())
+    events = events_of(writes)
+    # Listings taken after k writes (k drawn), delivered at any position among the events.
+    listings = [("RELIST", k) for k in data.draw(st.lists(st.integers(0, len(writes)), min_size=1, max_size=3))]
+    arrivals = data.draw(st.permutations(events + listings))
+    cache = SliceCache()
+    for kind, item in arrivals:
+        if kind == "RELIST":
+            cache.relist(list(state_after(writes[:item]).values()), list_version=str(item))
+        else:
+            cache.observe(kind, item)
+    assert cache.snapshot() == routable_targets(state_after(writes).values())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_the_generation_counts_target_set_changes(data):
+    writes = data.draw(histories())
+    cache, revisions = SliceCache(), [TargetSnapshot().revision]
+    for event_type, endpoint_slice_ in events_of(writes):
+        cache.observe(event_type, endpoint_slice_)
+        if cache.snapshot().revision != revisions[-1]:
+            revisions.append(cache.snapshot().revision)
+    assert cache.generation == len(revisions) - 1
