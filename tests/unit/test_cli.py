@@ -118,6 +118,19 @@ def test_render_matches_compile_stack(tmp_path):
     assert rendered == compile_stack(fixture_stack("rich"))
 
 
+def test_render_bytes_are_the_pure_python_emitters(tmp_path):
+    """`render` uses libyaml's dumper for speed; its files must be byte for byte what the
+    pure-Python emitter writes (diffs between renders stay meaningful whichever is installed)."""
+    fixture = ROOT / "tests" / "fixtures" / "stacks" / "Pulumi.rich.yaml"
+    out = tmp_path / "out"
+    assert cli.main(["render", "--config", str(fixture), "--out", str(out)]) == 0
+    files = sorted(out.iterdir())
+    manifests = compile_stack(fixture_stack("rich"))
+    assert len(files) == len(manifests)
+    for path, manifest in zip(files, manifests):
+        assert path.read_text() == yaml.dump(manifest, Dumper=yaml.SafeDumper, sort_keys=True), path.name
+
+
 def test_stack_option_reads_shipped_stacks(capsys):
     stacks = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
     if not stacks:
