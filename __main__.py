@@ -62,8 +62,11 @@ if stack.platform.preflight.enabled and not stack.cluster.render_yaml_to_directo
     # volume sizes. Off with platform.preflight.enabled: false; never when rendering.
     from components.preflight import PreflightError, preflight_stack
 
+    # The stack's own token, when it has one, for the models whose puller will use it. Read
+    # here and handed only to the hub client: it never enters the config model or a message.
+    hf_token = pulumi.runtime.get_config(f"{PROJECT}:hfToken") if "hfToken" in raw else None
     try:
-        report = preflight_stack(stack)
+        report = preflight_stack(stack, stack_token=hf_token)
     except PreflightError as error:
         raise pulumi.RunError(str(error)) from None
     for line in report.warnings:

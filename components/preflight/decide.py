@@ -67,6 +67,9 @@ class Check:
     headroom_percent: int = 10
     on_unreachable: Literal["fail", "warn"] = "fail"
     token_secret: Optional[str] = None  # "name/key" of the puller's Secret, for messages
+    # Preflight used the stack's `llm-serving:hfToken` (the value of that very Secret) instead of
+    # the token of the machine running preview.
+    token_from_stack: bool = False
 
     @property
     def ref(self) -> str:
@@ -140,9 +143,15 @@ def _access_problem(check: Check, error: HubError) -> Problem:
         "unauthorized": "HTTP 401: no valid token was sent, and the repo is gated or private "
                         "(the hub also answers 401 for a repo that does not exist: check source.repo)",
     }[error.kind]
-    where = (f"the puller reads Secret {check.token_secret}; preflight used this machine's token "
-             "(HF_TOKEN or `hf auth login`), give it the same token" if check.token_secret
-             else "the model sets no hfTokenSecret")
+    if check.token_from_stack:
+        where = (f"the puller reads Secret {check.token_secret}, made from the stack's "
+                 "llm-serving:hfToken, which preflight used: set a token with access "
+                 "(`pulumi config set --secret llm-serving:hfToken ...`)")
+    elif check.token_secret:
+        where = (f"the puller reads Secret {check.token_secret}; preflight used this machine's token "
+                 "(HF_TOKEN or `hf auth login`), give it the same token")
+    else:
+        where = "the model sets no hfTokenSecret"
     return Problem("hfTokenSecret" if check.token_secret else "source.repo",
                    f"token lacks access to {check.repo}; request access or fix the secret ({why}; {where})")
 

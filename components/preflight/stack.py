@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import HF_TOKEN_SECRET, ModelConfig, StackConfig
 from .decide import Check, Verdict, decide
 from . import hub
 
@@ -53,7 +53,14 @@ def preflight_endpoint(model: ModelConfig, stack: StackConfig, env: Mapping[str,
     return model.hf_endpoint or stack.platform.hf_endpoint
 
 
-def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) -> Check:
+def reads_stack_token(model: ModelConfig) -> bool:
+    """The model's puller reads the Secret made from the stack's `llm-serving:hfToken`."""
+    secret = model.hf_token_secret
+    return secret is not None and (secret.name, secret.key) == (HF_TOKEN_SECRET.name, HF_TOKEN_SECRET.key)
+
+
+def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
+              token_from_stack: bool = False) -> Check:
     preflight = stack.platform.preflight
     secret = model.hf_token_secret
     return Check(
@@ -67,6 +74,7 @@ def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) ->
         headroom_percent=preflight.headroom_percent,
         on_unreachable=preflight.on_unreachable,
         token_secret=f"{secret.name}/{secret.key}" if secret else None,
+        token_from_stack=token_from_stack,
     )
 
 
@@ -77,9 +85,15 @@ def pinned(model: ModelConfig, revision: str) -> ModelConfig:
 
 
 def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
-                    env: Optional[Mapping[str, str]] = None, token=None) -> PreflightReport:
+                    env: Optional[Mapping[str, str]] = None, token=None,
+                    stack_token: Optional[str] = None) -> PreflightReport:
     """Check every puller-downloaded model; raise ``PreflightError`` listing every problem, or
-    return the stack to deploy (revisions pinned where ``pin``)."""
+    return the stack to deploy (revisions pinned where ``pin``).
+
+    ``stack_token`` is the stack's `llm-serving:hfToken`: a model whose puller reads the Secret
+    made from it is checked with it (the token that will download, not the one on the machine
+    running preview); other models with ``token`` (None: huggingface_hub's own, HF_TOKEN or
+    `hf auth login`)."""
     env = os.environ if env is None else env
     problems: list[str] = []
     report = PreflightReport(stack)
@@ -88,9 +102,11 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
         if not downloads_with_puller(model):
             models.append(model)
             continue
-        check = check_for(model, stack, env)
+        from_stack = bool(stack_token) and reads_stack_token(model)
+        check = check_for(model, stack, env, token_from_stack=from_stack)
         answer, access = fetch(check.endpoint, check.repo, check.revision,
-                               check.allow_patterns, check.ignore_patterns, token=token)
+                               check.allow_patterns, check.ignore_patterns,
+                               token=stack_token if from_stack else token)
         verdict = decide(check, answer, access)
         report.verdicts[model.name] = verdict
         report.revisions[model.name] = {"repo": check.repo, "requested": check.revision,

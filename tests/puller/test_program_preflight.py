@@ -40,15 +40,20 @@ def program(hub, monkeypatch):
 
     monkeypatch.setattr(kube_resources, "apply", apply)
 
-    def run(platform: dict | None = None, cluster: dict | None = None, size: str = "1Gi") -> dict:
+    def run(platform: dict | None = None, cluster: dict | None = None, size: str = "1Gi",
+            hf_token: str | None = None) -> dict:
         config = {
             "llm-serving:models": json.dumps([{"name": "tiny", "source": {"repo": REPO}, "weights": {"size": size}}]),
             "llm-serving:platform": json.dumps({"sharedMemorySizeLimit": "1Gi", **(platform or {})}),
         }
         if cluster:
             config["llm-serving:cluster"] = json.dumps(cluster)
+        secret_keys = []
+        if hf_token is not None:
+            config["llm-serving:hfToken"] = hf_token  # the engine hands the program the decrypted value
+            secret_keys.append("llm-serving:hfToken")
         pulumi.runtime.set_mocks(Mocks(), preview=True)
-        pulumi.runtime.set_all_config(config)
+        pulumi.runtime.set_all_config(config, secret_keys)
 
         @pulumi.runtime.test
         def main():
@@ -87,3 +92,25 @@ def test_disabled_or_rendering_never_asks_the_hub(hub, program, platform, cluste
     hub.commit(REPO, tiny_model_files())
     assert puller_revision(program(platform, cluster)) == "main"
     assert hub.requests == []
+
+
+def test_a_gated_repo_is_checked_with_the_stacks_token_not_the_machines(hub, program, monkeypatch, tmp_path):
+    # The machine running preview has no token of its own (no HF_TOKEN, no `hf auth login`).
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    commit = hub.commit(REPO, tiny_model_files(), gated=True, allowed_tokens={"hf_stack_token"})
+    assert puller_revision(program(hf_token="hf_stack_token")) == commit
+    assert hub.requests and all(request.authorization for request in hub.requests)
+
+
+def test_a_stack_token_without_access_names_the_setting_and_never_the_token(hub, program, monkeypatch, tmp_path):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    hub.commit(REPO, tiny_model_files(), gated=True, allowed_tokens={"hf_stack_token"})
+    with pytest.raises(pulumi.RunError) as refused:
+        program(hf_token="hf_wrong_token")
+    message = str(refused.value)
+    assert "models.0.hfTokenSecret: token lacks access to acme/tiny" in message
+    assert "llm-serving:hfToken" in message
+    assert "hf_wrong_token" not in message
+    assert program.declared == {}

@@ -227,6 +227,7 @@ class FakeHub:
 
     def __call__(self, endpoint, repo, revision, allow, ignore, token=None):
         self.asked.append((endpoint, repo, revision))
+        self.tokens = [*getattr(self, "tokens", []), (repo, token)]
         answer = self.answers[repo]
         return answer if isinstance(answer, tuple) else (answer, None)
 
@@ -288,3 +289,32 @@ def test_nim_operator_models_are_not_asked():
     report = preflight_stack(stack(operator, model("v", weights={"size": "5Gi"})), fetch=fake, env={})
     assert [name for name in report.revisions] == ["v"] and len(fake.asked) == 1
     assert report.stack.models[0].source.revision == "main"
+
+
+def test_models_reading_the_stack_token_are_checked_with_it():
+    """The puller of a model without its own hfTokenSecret reads the Secret made from the stack's
+    `llm-serving:hfToken`: preflight asks the hub with that token, not the preview machine's."""
+    from components.config import load_stack_config
+
+    config = load_stack_config({
+        "hfToken": {"secure": "(held by the Pulumi engine)"},
+        "models": [model("uses-stack", source={"repo": "org/a"}, weights={"size": "5Gi"}),
+                   model("own-secret", source={"repo": "org/b"}, weights={"size": "5Gi"},
+                         hfTokenSecret={"name": "team-token", "key": "token"})],
+    })
+    fake = FakeHub({"org/a": small(), "org/b": small()})
+    preflight_stack(config, fetch=fake, env={}, token="machine", stack_token="from-stack")
+    assert fake.tokens == [("org/a", "from-stack"), ("org/b", "machine")]
+    fake = FakeHub({"org/a": small(), "org/b": small()})
+    preflight_stack(config, fetch=fake, env={}, token="machine")  # no stack token: the machine's
+    assert fake.tokens == [("org/a", "machine"), ("org/b", "machine")]
+
+
+def test_a_refused_stack_token_says_which_setting_to_fix():
+    verdict = decide(check(token_secret="llm-serving-hf-token/token", token_from_stack=True),
+                     state(), HubError("forbidden", "x", 403))
+    problem = only_error(verdict)
+    assert problem.field == "hfTokenSecret"
+    assert "made from the stack's llm-serving:hfToken, which preflight used" in problem.message
+    assert "pulumi config set --secret llm-serving:hfToken" in problem.message
+    assert "this machine's token" not in problem.message
