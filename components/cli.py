@@ -56,7 +56,13 @@ def render(stack: StackConfig, out: Path) -> list[Path]:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     stack = _load(args)
-    print(f"valid: {len(stack.models)} model(s) in namespace {stack.platform.namespace}")
+    line = f"valid: {len(stack.models)} model(s) in namespace {stack.platform.namespace}"
+    if stack.router is not None:
+        from .compile.router import compile_router
+
+        topology = compile_router(stack).topology
+        line += f"; router {stack.router.name}: {topology.reason}"
+    print(line)
     return 0
 
 
