@@ -246,6 +246,17 @@ def diagnose_pending(pod: dict, observation: Observation) -> Optional[Status]:
     )
 
 
+def lagging_replica(observation: Observation) -> Optional[Status]:
+    """A server pod Pending past the timeout, whether or not other replicas serve: the reason a
+    rollout cannot finish (with the scheduler's events when the observation holds them)."""
+    for pod in observation.pods:
+        if _component(pod) == "server":
+            pending = diagnose_pending(pod, observation)
+            if pending is not None:
+                return pending
+    return None
+
+
 def pods_needing_logs(observation: Observation) -> list[str]:
     """Pods whose log tail the diagnosis will quote (fetch only these)."""
     names = []

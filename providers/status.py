@@ -56,13 +56,13 @@ def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status 
     """A server pod Pending past the timeout while others serve: the model is READY, but the
     rollout cannot finish, so `up` stops with the pod's reason instead of waiting it out."""
     from .observe import add_evidence
-    from .projection import _component, _name, diagnose_pending
+    from .projection import lagging_replica
 
-    for pod in observation.pods:
-        if _component(pod) == "server" and diagnose_pending(pod, observation) is not None:
-            add_evidence(clients, namespace, observation, _name(pod))  # the scheduler's reason
-            return diagnose_pending(pod, observation)
-    return None
+    stuck = lagging_replica(observation)
+    if stuck is not None:
+        add_evidence(clients, namespace, observation, stuck.pod)  # the scheduler's reason
+        stuck = lagging_replica(observation) or stuck
+    return stuck
 
 
 def status_outputs(props: dict, status: Status) -> dict:
