@@ -63,15 +63,16 @@ wait_for() { # wait_for <seconds> <description> <command...>: like wait_until, b
   wait_until "$secs" "$@" || die "timed out after ${secs}s waiting for $what"
 }
 
-gpu_nodes_yaml() {
-  local i
-  for ((i = 0; i < GPU_NODES; i++)); do
-    cat <<EOF
+# node_yaml <name> <instance type> <zone> <pod CIDR> <capacity> <extra labels> <extra spec>:
+# one fake node (KWOK plays its kubelet); GPU and CPU nodes differ only in the arguments.
+node_yaml() {
+  local name=$1 instance=$2 zone=$3 cidr=$4 capacity=$5 labels=$6 spec=$7
+  cat <<EOF
 ---
 apiVersion: v1
 kind: Node
 metadata:
-  name: gpu-node-$i
+  name: $name
   annotations:
     kwok.x-k8s.io/node: fake
     node.alpha.kubernetes.io/ttl: "0"
@@ -79,13 +80,32 @@ metadata:
     type: kwok
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
-    kubernetes.io/hostname: gpu-node-$i
+    kubernetes.io/hostname: $name
     beta.kubernetes.io/os: linux
     beta.kubernetes.io/arch: amd64
-    node.kubernetes.io/instance-type: a2-ultragpu-8g
+    node.kubernetes.io/instance-type: $instance
     topology.kubernetes.io/region: sim-region-1
-    topology.kubernetes.io/zone: sim-region-1-$( [[ $((i % 2)) == 0 ]] && echo a || echo b )
-    node-role.kubernetes.io/gpu-worker: ""
+    topology.kubernetes.io/zone: $zone
+$labels
+spec:
+  podCIDR: $cidr
+  podCIDRs: [$cidr]
+${spec:+$spec
+}status:
+  capacity: $capacity
+  allocatable: $capacity
+  nodeInfo:
+    architecture: amd64
+    operatingSystem: linux
+    kubeletVersion: $K8S_VERSION
+    kubeProxyVersion: $K8S_VERSION
+    containerRuntimeVersion: containerd://2.0.0
+    osImage: Ubuntu 22.04.4 LTS
+    kernelVersion: 5.15.0-kwok
+EOF
+}
+
+GPU_NODE_LABELS='    node-role.kubernetes.io/gpu-worker: ""
     nvidia.com/gpu.present: "true"
     nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB
     nvidia.com/gpu.count: "8"
@@ -94,63 +114,25 @@ metadata:
     nvidia.com/gpu.machine: a2-ultragpu-8g
     nvidia.com/cuda.driver.major: "550"
     nvidia.com/cuda.runtime.major: "12"
-    nvidia.com/mig.capable: "true"
-spec:
-  podCIDR: 10.244.$((i + 1)).0/24
-  podCIDRs: [10.244.$((i + 1)).0/24]
-  taints:
+    nvidia.com/mig.capable: "true"'
+# Tainted like a real GPU pool: only pods that tolerate it (the model servers) land there.
+GPU_NODE_TAINTS='  taints:
   - key: nvidia.com/gpu
     value: present
-    effect: NoSchedule
-status:
-  capacity: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 2Ti}
-  allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 2Ti}
-  nodeInfo:
-    architecture: amd64
-    operatingSystem: linux
-    kubeletVersion: $K8S_VERSION
-    kubeProxyVersion: $K8S_VERSION
-    containerRuntimeVersion: containerd://2.0.0
-    osImage: Ubuntu 22.04.4 LTS
-    kernelVersion: 5.15.0-kwok
-EOF
+    effect: NoSchedule'
+
+gpu_nodes_yaml() {
+  local i zone
+  for ((i = 0; i < GPU_NODES; i++)); do
+    if ((i % 2 == 0)); then zone=sim-region-1-a; else zone=sim-region-1-b; fi
+    node_yaml "gpu-node-$i" a2-ultragpu-8g "$zone" "10.244.$((i + 1)).0/24" \
+      '{cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "110", ephemeral-storage: 2Ti}' \
+      "$GPU_NODE_LABELS" "$GPU_NODE_TAINTS"
   done
   for ((i = 0; i < CPU_NODES; i++)); do
-    cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: cpu-node-$i
-  annotations:
-    kwok.x-k8s.io/node: fake
-    node.alpha.kubernetes.io/ttl: "0"
-  labels:
-    type: kwok
-    kubernetes.io/os: linux
-    kubernetes.io/arch: amd64
-    kubernetes.io/hostname: cpu-node-$i
-    beta.kubernetes.io/os: linux
-    beta.kubernetes.io/arch: amd64
-    node.kubernetes.io/instance-type: n2-standard-16
-    topology.kubernetes.io/region: sim-region-1
-    topology.kubernetes.io/zone: sim-region-1-a
-    node-role.kubernetes.io/cpu-worker: ""
-spec:
-  podCIDR: 10.244.$((100 + i)).0/24
-  podCIDRs: [10.244.$((100 + i)).0/24]
-status:
-  capacity: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 500Gi}
-  allocatable: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 500Gi}
-  nodeInfo:
-    architecture: amd64
-    operatingSystem: linux
-    kubeletVersion: $K8S_VERSION
-    kubeProxyVersion: $K8S_VERSION
-    containerRuntimeVersion: containerd://2.0.0
-    osImage: Ubuntu 22.04.4 LTS
-    kernelVersion: 5.15.0-kwok
-EOF
+    node_yaml "cpu-node-$i" n2-standard-16 sim-region-1-a "10.244.$((100 + i)).0/24" \
+      '{cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 500Gi}' \
+      '    node-role.kubernetes.io/cpu-worker: ""' ""
   done
 }
 
