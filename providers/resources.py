@@ -36,6 +36,11 @@ class ModelStatus(Resource, module="llm-serving", name="ModelStatus"):
         outs = dict.fromkeys(("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at"))
         super().__init__(provider, name, {**props, **outs}, opts)
 
+    def summary(self) -> dict[str, pulumi.Output]:
+        """What a model component exports as its ``status``."""
+        return {"state": self.state, "message": self.message, "reason": self.reason,
+                "ready_replicas": self.ready_replicas, "targets": self.targets}
+
 
 class WorkloadKindGuard(Resource, module="llm-serving", name="WorkloadKindGuard"):
     """The router's workload kind as last deployed."""

@@ -119,11 +119,7 @@ class ModelServer(pulumi.ComponentResource):
                 "context": deploy.cluster.context or "",
             }, ModelStatusProvider(), after(self.deployment, self.service))
             self.state = self.status.state
-            outputs["status"] = {
-                "state": self.status.state, "message": self.status.message,
-                "reason": self.status.reason, "ready_replicas": self.status.ready_replicas,
-                "targets": self.status.targets,
-            }
+            outputs["status"] = self.status.summary()
         self.outputs = outputs
         self.register_outputs(outputs)
 
