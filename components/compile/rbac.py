@@ -4,22 +4,39 @@ Exactly get/list/watch/delete on what a model owns — no create, no patch, no w
 the NIM operator's resources whenever the stack has NIM models: upstream's engine-agnostic
 teardown 403'd on a NIMService delete because the identity lacked that verb, and the whole
 teardown stopped there.
+
+Secrets are the exception to "everything of a kind": the stack owns only the Secrets it makes from
+its stack secrets (``compile.secrets.stack_secrets``), so get and delete are limited to those names
+(``resourceNames``), and a stack that makes none gets no Secrets rule at all. list and watch on
+Secrets cannot be limited that way: pulumi-kubernetes (4.25) awaits every delete with a
+namespace-wide informer on the deleted object's resource (an unfiltered list + watch, no
+``metadata.name`` field selector), whose cache sync never finishes when the list is refused, so
+`pulumi destroy` hangs on the Secret (tests/faults/test_fault_teardown_identity.py). Those two
+verbs therefore cover every Secret of the namespace, and a list returns their data: the
+resourceNames rule narrows what the identity can delete, not what it can read.
 """
 
 from __future__ import annotations
 
 from ..config.model import StackConfig
 from . import common
+from .secrets import stack_secrets
 
 TEARDOWN_COMPONENT = "teardown"
 TEARDOWN_VERBS = ["get", "list", "watch", "delete"]
 OWNED = (
-    ("", ["persistentvolumeclaims", "pods", "secrets", "services"]),
+    ("", ["persistentvolumeclaims", "pods", "services"]),
     ("apps", ["deployments"]),
     ("batch", ["jobs"]),
 )
 OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
 OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy
+# The stack's own Secrets, by name: get (the delete await's lookup: without it a Secret already
+# gone when the informer starts is never seen deleted) and delete.
+SECRET_VERBS_BY_NAME = ["get", "delete"]
+# Namespace-wide, because the delete await's informer lists and watches without a field selector
+# (a resourceNames-limited list is refused and the destroy hangs on the Secret).
+SECRET_VERBS_ALL = ["list", "watch"]
 
 
 def _labels() -> dict[str, str]:
@@ -30,14 +47,29 @@ def _labels() -> dict[str, str]:
     }
 
 
+def owned_secret_names(stack: StackConfig) -> list[str]:
+    """The Secrets the stack creates (none when rendering: `render` never writes them)."""
+    if stack.cluster.render_yaml_to_directory:
+        return []
+    return [secret.ref.name for secret in stack_secrets(stack)]
+
+
 def teardown_rules(stack: StackConfig) -> list[dict]:
     owned = list(OWNED)
     if any(model.engine == "nim" for model in stack.models):
         owned.append(OWNED_NIM)
     if stack.platform.network_policy.enabled:
         owned.append(OWNED_NETWORK_POLICIES)
-    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(TEARDOWN_VERBS)}
-            for group, resources in owned]
+    rules = [{"apiGroups": [group], "resources": list(resources), "verbs": list(TEARDOWN_VERBS)}
+             for group, resources in owned]
+    secrets = owned_secret_names(stack)
+    if secrets:
+        rules += [
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets,
+             "verbs": list(SECRET_VERBS_BY_NAME)},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": list(SECRET_VERBS_ALL)},
+        ]
+    return rules
 
 
 def compile_teardown_identity(stack: StackConfig) -> list[dict]:

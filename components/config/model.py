@@ -106,7 +106,10 @@ class TeardownIdentity(Strict):
         False,
         description="Create a ServiceAccount with a Role of exactly get/list/watch/delete on what "
         "the models own (and the NIM operator's resources when NIM is used), for an in-cluster "
-        "runner of `pulumi destroy` or a clean-up job.",
+        "runner of `pulumi destroy` or a clean-up job. Secrets: get/delete only on the ones the stack "
+        "makes from `hfToken`/`ngcApiKey` (by name), list/watch on all Secrets of the namespace "
+        "(pulumi-kubernetes' delete await needs them). It removes the models, not the namespace, "
+        "the ServiceAccounts or its own Role.",
     )
     service_account_name: Annotated[str, AfterValidator(values.check_dns1123_label)] = Field(
         "llm-serving-teardown", description="Name of that ServiceAccount, its Role and RoleBinding."

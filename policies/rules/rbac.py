@@ -8,7 +8,7 @@ ServiceAccount bound to nothing.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from .base import resource_rule, stack_rule
 from .kube import (
@@ -20,12 +20,19 @@ RULE_FIELDS = ("apiGroups", "resources", "verbs")
 TEARDOWN_VERBS = ("get", "list", "watch", "delete")
 # What a model owns, as (API group, resource): what teardown must be able to find and delete.
 TEARDOWN_OWNS = (
-    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "secrets"),
+    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"),
     ("apps", "deployments"), ("batch", "jobs"),
 )
 TEARDOWN_OWNS_NIM = ((NIM_GROUP, "nimservices"), (NIM_GROUP, "nimcaches"))
 # Owned only when the stack declares them (platform.networkPolicy).
 TEARDOWN_OWNS_NETWORK = (("networking.k8s.io", "networkpolicies"),)
+# Secrets: only those the stack declares, and get/delete only by name (resourceNames). list and
+# watch must be namespace-wide: pulumi-kubernetes awaits a delete with an informer that lists and
+# watches the whole namespace (no field selector); refused, its cache never syncs and the destroy
+# hangs on the Secret. (So the identity can still read every Secret through a list.)
+SECRETS = ("", "secrets")
+SECRET_VERBS_BY_NAME = ("get", "delete")
+SECRET_VERBS_ALL = ("list", "watch")
 ROUTER_GROUP, ROUTER_RESOURCE, ROUTER_VERBS = "discovery.k8s.io", "endpointslices", ("get", "list", "watch")
 
 
@@ -96,9 +103,11 @@ def _teardown_roles(stack: Stack) -> tuple[list[tuple[Any, K8sObject]], list[Fin
     return roles, findings
 
 
-def _grants(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+def _grants(rules: list[dict], group: str, resource: str, verb: str, name: Optional[str] = None) -> bool:
+    """Whether ``rules`` grant ``verb``: on every object of the kind, or (``name``) on that one."""
     return any(
-        not rule["resourceNames"]  # a rule limited to named objects cannot list or find them all
+        # A rule limited to named objects cannot list or find them all: it counts for its names only.
+        (not rule["resourceNames"] or (name is not None and name in rule["resourceNames"]))
         and (group in rule["apiGroups"] or "*" in rule["apiGroups"])
         and (resource in rule["resources"] or "*" in rule["resources"])
         and (verb in rule["verbs"] or "*" in rule["verbs"])
@@ -106,13 +115,31 @@ def _grants(rules: list[dict], group: str, resource: str, verb: str) -> bool:
     )
 
 
+def _declared_secrets(stack: Stack) -> tuple[list[str], list[Finding]]:
+    """Names of the Secrets the stack declares (the ones teardown deletes), and unknown names."""
+    names, unknown = [], []
+    for resource, obj in stack.k8s_objects():
+        if obj.kind != "Secret" or obj.group != "":
+            continue
+        name = get(obj.props, "metadata", "name")
+        if name is UNKNOWN or not isinstance(name, str):
+            unknown.append(unchecked(f"{obj.display}: metadata.name", resource.urn))
+        else:
+            names.append(name)
+    return sorted(set(names)), unknown
+
+
 @stack_rule(
     "llm-serving-rbac-teardown-verbs",
     "The teardown identity (Role/ClusterRole labelled app.kubernetes.io/component: teardown) can "
-    "get/list/watch/delete everything a model owns: core pods, services, persistentvolumeclaims, "
-    "secrets; apps deployments; batch jobs; and apps.nvidia.com nimservices/nimcaches when the "
-    "stack declares NIMService or NIMCache objects. A missing verb makes a destroy 403 half-way "
-    "and orphan objects. Fix: add the missing verbs/resources to the teardown Role.",
+    "get/list/watch/delete everything a model owns: core pods, services, persistentvolumeclaims; "
+    "apps deployments; batch jobs; apps.nvidia.com nimservices/nimcaches when the stack declares "
+    "NIMService or NIMCache objects; networking.k8s.io networkpolicies when it declares "
+    "NetworkPolicies; and the Secrets the stack declares: get/delete on each by name (resourceNames "
+    "may limit them to it) and list/watch on secrets namespace-wide, which pulumi-kubernetes' delete "
+    "await needs (a resourceNames-limited list makes the destroy hang on the Secret). A missing verb "
+    "makes a destroy 403 half-way and orphan objects. Fix: add the missing verbs/resources to the "
+    "teardown Role.",
 )
 def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     roles, findings = _teardown_roles(stack)
@@ -124,8 +151,9 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
         needed += TEARDOWN_OWNS_NIM
     if any(obj.kind == "NetworkPolicy" for _, obj in stack.k8s_objects()):
         needed += TEARDOWN_OWNS_NETWORK
+    secrets, unknown_secrets = _declared_secrets(stack)
     granted: list[dict] = []
-    undecided: list[Finding] = []
+    undecided: list[Finding] = list(unknown_secrets)
     for resource, obj in roles:
         rules, unknown = role_rules(obj)
         granted.extend(rule for _, rule in rules)
@@ -133,25 +161,46 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     yield from undecided
     names = ", ".join(obj.display for _, obj in roles)
     urn = roles[0][0].urn
+
+    def report(what: str, fix: str) -> Finding:
+        if undecided:
+            return unchecked(f"teardown identity ({names}): {what}", urn)
+        return violation(f"teardown identity ({names}) cannot {what}; {fix}", urn)
+
     for group, resource in needed:
         missing = [verb for verb in TEARDOWN_VERBS if not _grants(granted, group, resource, verb)]
-        if not missing:
-            continue
-        what = f"{'/'.join(missing)} on {_group(group)} {resource}"
-        if undecided:
-            yield unchecked(f"teardown identity ({names}): {what}", urn)
-        else:
-            yield violation(f"teardown identity ({names}) cannot {what}; add a rule "
-                            f"{{apiGroups: [\"{group}\"], resources: [\"{resource}\"], "
-                            f"verbs: [{', '.join(TEARDOWN_VERBS)}]}}", urn)
+        if missing:
+            yield report(f"{'/'.join(missing)} on {_group(group)} {resource}",
+                         f"add a rule {{apiGroups: [\"{group}\"], resources: [\"{resource}\"], "
+                         f"verbs: [{', '.join(TEARDOWN_VERBS)}]}}")
+    if secrets or unknown_secrets:
+        group, resource = SECRETS
+        missing = [verb for verb in SECRET_VERBS_ALL if not _grants(granted, group, resource, verb)]
+        if missing:
+            yield report(
+                f"{'/'.join(missing)} on core secrets namespace-wide",
+                "pulumi-kubernetes awaits a Secret's delete with an informer that lists and watches "
+                "every Secret of the namespace (a resourceNames-limited rule is refused for it, and "
+                f"the destroy hangs); add a rule {{apiGroups: [\"\"], resources: [secrets], "
+                f"verbs: [{', '.join(SECRET_VERBS_ALL)}]}}")
+        for name in secrets:
+            missing = [verb for verb in SECRET_VERBS_BY_NAME if not _grants(granted, group, resource, verb, name)]
+            if missing:
+                yield report(
+                    f"{'/'.join(missing)} on core secrets '{name}'",
+                    f"add '{name}' to the resourceNames of the rule {{apiGroups: [\"\"], resources: "
+                    f"[secrets], resourceNames: [...], verbs: [{', '.join(SECRET_VERBS_BY_NAME)}]}}")
 
 
 @resource_rule(
     "llm-serving-rbac-teardown-least-privilege",
     "The teardown identity grants nothing beyond get/list/watch/delete on what a model owns (core "
     "pods/services/persistentvolumeclaims/secrets, apps deployments, batch jobs, apps.nvidia.com "
-    "nimservices/nimcaches). Fix: remove other verbs (create, update, patch, ...) and other "
-    "resources from the Role labelled app.kubernetes.io/component: teardown.",
+    "nimservices/nimcaches, networking.k8s.io networkpolicies), and get/delete on secrets only by "
+    "name: the stack owns only the Secrets it declares, not the namespace's other credentials. Fix: "
+    "remove other verbs (create, update, patch, ...) and other resources from the Role labelled "
+    "app.kubernetes.io/component: teardown, and grant get/delete on secrets in a rule with "
+    "resourceNames: [the stack's Secrets] (list/watch stay namespace-wide: the delete await needs them).",
     ROLE_KINDS,
     config={"allowedVerbs": {
         "type": "array", "items": {"type": "string"}, "default": list(TEARDOWN_VERBS),
@@ -164,7 +213,7 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if component != TEARDOWN:
         return
     allowed_verbs = set(config["allowedVerbs"] or [])
-    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM) | set(TEARDOWN_OWNS_NETWORK)
+    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM) | set(TEARDOWN_OWNS_NETWORK) | {SECRETS}
     rules, findings = role_rules(obj)
     yield from findings
     for index, rule in rules:
@@ -179,6 +228,13 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
                             "owns; remove them")
         if rule["nonResourceURLs"]:
             yield violation(f"{obj.display}: rules[{index}] grants nonResourceURLs; remove them")
+        secrets_group, secrets_resource = SECRETS
+        if secrets_group in rule["apiGroups"] and secrets_resource in rule["resources"] and not rule["resourceNames"]:
+            by_name = [v for v in rule["verbs"] if v not in SECRET_VERBS_ALL and v in allowed_verbs]
+            if by_name:
+                yield violation(f"{obj.display}: rules[{index}] grants {', '.join(by_name)} on every Secret of "
+                                "the namespace; grant them in a rule limited to the stack's Secrets "
+                                "(resourceNames)")
 
 
 @resource_rule(

@@ -1,9 +1,9 @@
 """A compliant world for the policy rules, and the small tools to mutate it one field at a time.
 
 Every object comes from the project's own compilers (models on both NIM paths, the router and
-its backend router), so the pack is proven to accept what they emit. The one exception is the
-teardown identity, which no compiler emits yet: it is written here as the pack's convention
-requires it (the contract a future compiler must meet). The resource graph mirrors the components' wiring
+its backend router, the teardown identity, and the Secret the stack makes from `hfToken`, as
+compile/secrets.py declares it: value-free, the program adds the value), so the pack is proven to
+accept what they emit. The resource graph mirrors the components' wiring
 (PVC -> puller Job -> WeightsGate -> Deployment -> Service); ``test_policy_component_graph.py``
 checks the real components produce a graph the stack rules accept.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from components.compile import compile_stack
+from components.compile.secrets import stack_secrets
 from components.config import load_stack_config
 from policies.rules.base import Rule, violations
 from policies.rules.kube import Finding, K8sObject, Stack, StackResource, type_token
@@ -24,7 +25,11 @@ NAMESPACE = "llm-serving"
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3"
 
 STACK = {
-    "platform": {"sharedMemorySizeLimit": "1Gi", "imagePullSecrets": ["registry-credentials"]},
+    "platform": {"sharedMemorySizeLimit": "1Gi", "imagePullSecrets": ["registry-credentials"],
+                 "teardownIdentity": {"enabled": True}},
+    # A stack secret (`pulumi config set --secret hfToken`): the stack's one Secret, which the
+    # pullers of the models without their own hfTokenSecret read and teardown deletes by name.
+    "hfToken": {"secure": "v1:policy-tests"},
     "models": [
         # Two GPUs, tensor parallel, LoRA (an init container), shared weights, two replicas.
         {"name": "llama", "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct",
@@ -46,27 +51,9 @@ STACK = {
 }
 
 
-def teardown_rules() -> list[dict]:
-    verbs = ["get", "list", "watch", "delete"]
-    return [
-        {"apiGroups": [""], "resources": ["pods", "services", "persistentvolumeclaims", "secrets"], "verbs": verbs},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": verbs},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
-        {"apiGroups": ["apps.nvidia.com"], "resources": ["nimservices", "nimcaches"], "verbs": verbs},
-    ]
-
-
-def contract_objects() -> list[dict]:
-    """The teardown identity, which no compiler emits yet, as the pack's convention requires it."""
-    labels = {"app.kubernetes.io/part-of": "llm-serving", "app.kubernetes.io/component": "teardown"}
-    meta = {"name": "llm-serving-teardown", "namespace": NAMESPACE, "labels": labels}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta), "rules": teardown_rules()},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-serving-teardown"},
-         "subjects": [{"kind": "ServiceAccount", "name": "llm-serving-teardown", "namespace": NAMESPACE}]},
-    ]
+def stack_secret_manifests(raw: Optional[dict] = None) -> list[dict]:
+    """The Secrets the program creates from stack secrets (compile_stack leaves them out)."""
+    return [secret.manifest for secret in stack_secrets(load_stack_config(raw or STACK))]
 
 
 def compiled_manifests(raw: Optional[dict] = None) -> list[dict]:
@@ -191,7 +178,7 @@ class World:
 
 
 def compliant(rendering: bool = False) -> World:
-    return World(compiled_manifests() + contract_objects(), rendering=rendering)
+    return World(compiled_manifests() + ([] if rendering else stack_secret_manifests()), rendering=rendering)
 
 
 def run(rule: Rule, world: World, config: Optional[dict] = None) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""RBAC rules: no wildcards, no cluster-admin, teardown verbs and scope, backend-router scope."""
+"""RBAC rules: no wildcards, no cluster-admin, teardown verbs and scope (Secrets by name), backend-router scope."""
 
 from __future__ import annotations
 
@@ -14,6 +14,20 @@ def _teardown(world):
 
 def _router_role(world):
     return world.one("Role", "backend-router")
+
+
+def _rule_of(world, group, resource, named=False):
+    """The teardown rule on ``group``/``resource`` (``named``: the one limited by resourceNames)."""
+    (found,) = [rule for rule in _teardown(world)["rules"] if group in rule["apiGroups"]
+                and resource in rule["resources"] and bool(rule.get("resourceNames")) == named]
+    return found
+
+
+def _all_secrets_back(world):
+    """The Role before Secrets were limited: secrets beside pods, with every teardown verb."""
+    rules = _teardown(world)["rules"]
+    rules[:] = [rule for rule in rules if "secrets" not in rule["resources"]]
+    rules[0]["resources"].append("secrets")
 
 
 def _drop_verb(world, resource, verb):
@@ -66,8 +80,22 @@ FAIL_CASES = [
          "cannot get/list on apps.nvidia.com nimcaches"),
     Case(rbac.teardown_verbs, "resourceNames-limited rule cannot find everything",
          lambda w: _teardown(w)["rules"][2].update(resourceNames=["qwen-pull-1234"]), "on batch jobs"),
+    Case(rbac.teardown_verbs, "the stack's Secret is not among the named ones",
+         lambda w: _rule_of(w, "", "secrets", named=True).update(resourceNames=["registry-credentials"]),
+         "cannot get/delete on core secrets 'llm-serving-hf-token'"),
+    Case(rbac.teardown_verbs, "list/watch on Secrets limited by name: the delete await hangs",
+         lambda w: _rule_of(w, "", "secrets").update(resourceNames=["llm-serving-hf-token"]),
+         "cannot list/watch on core secrets namespace-wide"),
+    Case(rbac.teardown_verbs, "cannot get the stack's Secret",
+         lambda w: _rule_of(w, "", "secrets", named=True)["verbs"].remove("get"),
+         "cannot get on core secrets 'llm-serving-hf-token'"),
     Case(rbac.teardown_least_privilege, "teardown may create", lambda w: _teardown(w)["rules"][1]["verbs"].append("create"),
          "rules[1] grants create"),
+    Case(rbac.teardown_least_privilege, "teardown can read all Secrets", _all_secrets_back,
+         "rules[0] grants get, delete on every Secret of the namespace"),
+    Case(rbac.teardown_least_privilege, "teardown can get any Secret",
+         lambda w: _rule_of(w, "", "secrets")["verbs"].append("get"),
+         "grants get on every Secret of the namespace"),
     Case(rbac.teardown_least_privilege, "teardown reaches nodes",
          lambda w: _teardown(w)["rules"].append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}),
          "covers core nodes, which no model owns"),
@@ -94,14 +122,36 @@ def test_compiled_stack_passes(rule):
 def test_teardown_needs_nim_verbs_only_when_nim_objects_exist():
     world = compliant()
     _remove_nim_objects(world)
-    _teardown(world)["rules"].pop()  # the apps.nvidia.com rule
+    _teardown(world)["rules"].remove(_rule_of(world, "apps.nvidia.com", "nimcaches"))
     assert run(rbac.teardown_verbs, world) == []
+
+
+def test_the_compiled_teardown_limits_get_and_delete_on_secrets_to_the_stacks_secret():
+    named, everywhere = _rule_of(compliant(), "", "secrets", named=True), _rule_of(compliant(), "", "secrets")
+    assert named["resourceNames"] == ["llm-serving-hf-token"] and set(named["verbs"]) == {"get", "delete"}
+    assert set(everywhere["verbs"]) == {"list", "watch"}
+
+
+def test_teardown_needs_no_secrets_rule_when_the_stack_declares_no_secret():
+    world = compliant()
+    world.remove(world.one("Secret"))
+    rules = _teardown(world)["rules"]
+    rules[:] = [rule for rule in rules if "secrets" not in rule["resources"]]
+    assert run(rbac.teardown_verbs, world) == [] and run(rbac.teardown_least_privilege, world) == []
+
+
+def test_the_old_all_secrets_rule_still_covers_teardown_but_fails_least_privilege():
+    world = compliant()
+    _all_secrets_back(world)
+    assert run(rbac.teardown_verbs, world) == []
+    assert run(rbac.teardown_least_privilege, world)
 
 
 def test_teardown_split_across_role_and_cluster_role_counts_together():
     world = compliant()
     role = _teardown(world)
-    nim_rule = role["rules"].pop()
+    nim_rule = _rule_of(world, "apps.nvidia.com", "nimcaches")
+    role["rules"].remove(nim_rule)
     world.manifests.append({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "llm-serving-teardown-nim", "labels": {"app.kubernetes.io/component": "teardown"}},

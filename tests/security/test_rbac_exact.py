@@ -1,10 +1,11 @@
 """RBAC asserted exactly: every Role/ClusterRole (and binding) the shipped stacks render, rule by
-rule, by set equality of apiGroups, resources and verbs (and no resourceNames/nonResourceURLs):
-one extra verb, resource or rule fails. Checked twice: in what `render` writes (compile_stack)
-and in what the Pulumi program declares (under mocks), so neither can drift from the table.
+rule, by set equality of apiGroups, resources, verbs, resourceNames and nonResourceURLs: one extra
+verb, resource, name or rule fails. Checked twice: in what `render` writes (compile_stack) and in
+what the Pulumi program declares (under mocks), so neither can drift from the table.
 
-Variants cover the paths the shipped stacks do not take: a cluster-scoped backend router, and the
-teardown identity of a vLLM-only stack with the NetworkPolicy option on.
+Variants cover the paths the shipped stacks do not take: a cluster-scoped backend router, the
+teardown identity of a vLLM-only stack with the NetworkPolicy option on, and one with stack
+secrets (hfToken, ngcApiKey), whose Secrets teardown may get/delete by name only.
 """
 
 from __future__ import annotations
@@ -29,17 +30,25 @@ TEARDOWN = ("get", "list", "watch", "delete")
 READ = ("get", "list", "watch")
 
 
-def rule(groups, resources, verbs):
-    return (frozenset(groups), frozenset(resources), frozenset(verbs), frozenset(), frozenset())
+def rule(groups, resources, verbs, names=()):
+    return (frozenset(groups), frozenset(resources), frozenset(verbs), frozenset(names), frozenset())
 
 
 TEARDOWN_CORE = (
-    rule([""], ["persistentvolumeclaims", "pods", "secrets", "services"], TEARDOWN),
+    rule([""], ["persistentvolumeclaims", "pods", "services"], TEARDOWN),
     rule(["apps"], ["deployments"], TEARDOWN),
     rule(["batch"], ["jobs"], TEARDOWN),
 )
 TEARDOWN_NIM = rule(["apps.nvidia.com"], ["nimcaches", "nimservices"], TEARDOWN)
 TEARDOWN_NETWORK_POLICIES = rule(["networking.k8s.io"], ["networkpolicies"], TEARDOWN)
+
+
+def teardown_secrets(*names):
+    """The stack's own Secrets: get/delete by name; list/watch namespace-wide, which the provider's
+    delete await (an unfiltered informer) needs — tests/faults/test_fault_teardown_identity.py."""
+    return (rule([""], ["secrets"], ["get", "delete"], names), rule([""], ["secrets"], ["list", "watch"]))
+
+
 ENDPOINTSLICES = rule(["discovery.k8s.io"], ["endpointslices"], READ)
 
 # (kind, namespace or None, name) -> the exact rules.
@@ -79,7 +88,20 @@ VARIANTS = {
          "models": [MODEL], "router": {"image": ROUTER["image"]}},
         {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NETWORK_POLICIES)},
     ),
+    "teardown-with-stack-secrets": (
+        {"platform": {"teardownIdentity": {"enabled": True}}, "hfToken": "hf_exact", "ngcApiKey": "ngc_exact",
+         "models": [MODEL, {"name": "nim-chat", "engine": "nim", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
+                            "source": {"repo": "acme/chat"}}]},
+        {("Role", "llm-serving", "llm-serving-teardown"): (
+            *TEARDOWN_CORE, TEARDOWN_NIM, *teardown_secrets("llm-serving-hf-token", "llm-serving-ngc-api-key"))},
+    ),
 }
+SECRET_KEYS = ("hfToken", "ngcApiKey")
+
+
+def as_stack_file(raw: dict) -> dict:
+    """A variant's config as `validate`/`render` read the stack file: stack secrets encrypted."""
+    return {k: ({"secure": "v1:exact"} if k in SECRET_KEYS else v) for k, v in raw.items()}
 
 
 def normalized(rules: list[dict]) -> Counter:
@@ -129,11 +151,11 @@ def test_rendered_roles_are_exactly_the_table(stack):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_roles_are_exactly_the_table(variant):
     raw, expected = VARIANTS[variant]
-    assert_exact(rbac_of(compile_stack(load_stack_config(raw))), expected)
+    assert_exact(rbac_of(compile_stack(load_stack_config(as_stack_file(raw)))), expected)
 
 
 def _declared_roles(config: dict) -> dict:
-    recorder, _, _ = run_program(config, secret_keys=[])
+    recorder, _, _ = run_program(config, secret_keys=[k for k in SECRET_KEYS if k in config])
     found = {}
     for resource in recorder.registered.values():
         kind = resource["type"].rsplit(":", 1)[-1]
@@ -181,4 +203,31 @@ def test_one_extra_grant_fails_the_comparison(mutation):
         rules[0]["resourceNames"] = ["x"]
     with pytest.raises(AssertionError):
         assert_exact(rbac_of(manifests), EXPECTED["gpu-cluster"])
+
+
+def _secrets_variant_rules():
+    raw, expected = VARIANTS["teardown-with-stack-secrets"]
+    manifests = compile_stack(load_stack_config(as_stack_file(raw)))
+    role = next(m for m in manifests if m["kind"] == "Role" and m["metadata"]["name"] == "llm-serving-teardown")
+    assert_exact(rbac_of(manifests), expected)  # the unmutated control passes
+    return manifests, role["rules"], expected
+
+
+@pytest.mark.parametrize("mutation", ["all-secrets-back", "named-secret-listed", "foreign-secret-named",
+                                      "get-on-every-secret"])
+def test_a_wider_secrets_grant_fails_the_comparison(mutation):
+    manifests, rules, expected = _secrets_variant_rules()
+    named = next(r for r in rules if r.get("resourceNames"))
+    listed = next(r for r in rules if "secrets" in r["resources"] and not r.get("resourceNames"))
+    if mutation == "all-secrets-back":  # the Role before Secrets were limited by name
+        rules[:] = [r for r in rules if "secrets" not in r["resources"]]
+        rules[0]["resources"].append("secrets")
+    elif mutation == "named-secret-listed":
+        named["verbs"] += ["list", "watch"]
+    elif mutation == "foreign-secret-named":
+        named["resourceNames"].append("registry-credentials")
+    else:
+        listed["verbs"].append("get")
+    with pytest.raises(AssertionError):
+        assert_exact(rbac_of(manifests), expected)
 
