@@ -39,7 +39,7 @@ ROUTER_TYPE = "llm-serving:index:RequestRouter"
 PLATFORM_TYPE = "llm-serving:index:Platform"
 GATE_TYPE = "pulumi-python:dynamic/llm-serving:WeightsGate"
 # Dynamic resources that only record or wait: their updates follow from the changes reported.
-BOOKKEEPING_SUFFIXES = ("-status", "-nim-status", "-nim-operator-check", "-workload-kind", "-targets")
+BOOKKEEPING_SUFFIXES = ("-status", "-nim-status", "-nim-operator-check", "-workload-kind", "-targets", "-crd-check")
 REPLACE_OPS = {"replace", "create-replacement", "delete-replaced", "discard-replaced"}
 CHILD_SUFFIXES = ("-weights-gate", "-weights", "-puller", "-server", "-service", "-status",
                   "-network-policy", "-nim-cache", "-nim-service", "-nim-status", "-nim-operator-check")

@@ -60,19 +60,9 @@ def missing_crds(clients: kube.Clients, api: Any, names: tuple[str, ...] = CRD_N
 
     404 means missing; any other failure to read (403, unreachable) is raised: it proves nothing.
     """
-    missing = []
-    for name in names:
-        try:
-            crd = kube.to_dict(clients, kube.call(clients, api.read_custom_resource_definition, name))
-        except Exception as error:  # noqa: BLE001
-            if kube.is_not_found(error):
-                missing.append(name)
-                continue
-            raise
-        versions = ((crd or {}).get("spec") or {}).get("versions") or []
-        if not any(v.get("name") == VERSION and v.get("served") for v in versions):
-            missing.append(f"{name} (version {VERSION} not served)")
-    return missing
+    from .crd_check import missing_crds as missing_of
+
+    return missing_of(clients, api, [(name, VERSION) for name in names])
 
 
 def check_operator(props: dict, connect: Optional[Callable[[kube.Target], kube.Clients]] = None,

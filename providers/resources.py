@@ -62,3 +62,13 @@ class RouterTargets(Resource, module="llm-serving", name="RouterTargets"):
     def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(provider, name, {**props, "targets": None, "observed_at": None, "error": None}, opts)
+
+
+class RequiredCrds(Resource, module="llm-serving", name="RequiredCrds"):
+    """Stands once the cluster serves the custom resource definitions a setting needs."""
+
+    checked_at: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(provider, name, {**props, "checked_at": None}, opts)

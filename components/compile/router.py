@@ -473,3 +473,38 @@ def compile_router(stack: StackConfig) -> RouterManifests:
         service=compile_router_service(stack, names),
         **parts,
     )
+
+
+# --- what the cluster must already serve ----------------------------------------------------
+
+CERT_MANAGER_FIX = ("install cert-manager with its CRDs (helm install cert-manager jetstack/cert-manager "
+                    "-n cert-manager --create-namespace --set crds.enabled=true), or set router.tls.enabled: false")
+SERVICE_MONITOR_FIX = ("install the Prometheus Operator with its CRDs (e.g. the kube-prometheus-stack chart), "
+                       "or set router.backendRouter.serviceMonitor: false")
+
+
+def required_crds(manifests: RouterManifests) -> list[dict]:
+    """The other operators' CRDs the router's objects need, per setting, with the fix: checked at
+    preview (providers.crd_check) so a cluster without them stops the stack before anything is
+    created, instead of an `up` failing half-way with "no matches for kind"."""
+    requirements = []
+    tls_objects = [m for m in (manifests.issuer, manifests.certificate) if m is not None]
+    if tls_objects:
+        kinds = [m["kind"] for m in tls_objects]
+        issuer_ref = (manifests.certificate or {}).get("spec", {}).get("issuerRef", {})
+        if issuer_ref.get("kind") and issuer_ref["kind"] not in kinds:
+            kinds.append(issuer_ref["kind"])  # an existing Issuer / ClusterIssuer, by reference
+        requirements.append({
+            "field": "router.tls",
+            "crds": [f"{kind.lower()}s.{CERT_MANAGER_GROUP}" for kind in dict.fromkeys(kinds)],
+            "version": "v1",
+            "fix": CERT_MANAGER_FIX,
+        })
+    if manifests.service_monitor is not None:
+        requirements.append({
+            "field": "router.backendRouter.serviceMonitor",
+            "crds": ["servicemonitors.monitoring.coreos.com"],
+            "version": "v1",
+            "fix": SERVICE_MONITOR_FIX,
+        })
+    return requirements

@@ -4,7 +4,8 @@ Thin: the manifests come from ``components.compile.router``; this class hands th
 pulumi-kubernetes with ``parent=self`` and wires the order:
 
     backend ServiceAccount, Role ─▶ RoleBinding ─▶ backend Deployment ─▶ backend Service ─┐
-    Issuer ─▶ Certificate ─────────────────────────────────────────────────────────────────┤
+    RequiredCrds ─▶ Issuer ─▶ Certificate ─────────────────────────────────────────────────┤
+    (RequiredCrds, backend Service ─▶ ServiceMonitor)                                      │
     headless Service, workload-kind guard, the fronted models ─────────────────────────────┴▶ router workload ─▶ Service, PDB,
                                                                                                                  RouterTargets
 
@@ -23,12 +24,12 @@ from typing import Any, Optional, Sequence
 
 import pulumi
 
-from ..compile.router import compile_router, endpoint_url, fronted_services
+from ..compile.router import compile_router, endpoint_url, fronted_services, required_crds
 from ..config.router import fronted_models
 from ..config.model import StackConfig
 from . import kubernetes as kube_resources
 from .model import Deploy
-from providers.resources import RouterTargets, WorkloadKindGuard
+from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
 from providers.router_guard import WorkloadKindGuardProvider
 
 class RequestRouter(pulumi.ComponentResource):
@@ -54,6 +55,20 @@ class RequestRouter(pulumi.ComponentResource):
 
         base = tuple(deploy.depends_on)
         workload_after: list[pulumi.Resource] = list(base)
+        # Another operator's kinds (cert-manager, Prometheus Operator) wait for the check that
+        # the cluster serves them: without it, preview stops with the setting and the fix.
+        crd_check: tuple[pulumi.Resource, ...] = ()
+        requirements = required_crds(manifests)
+        if requirements and not deploy.rendering:
+            from providers.crd_check import RequiredCrdsProvider
+
+            self.crd_check = RequiredCrds(f"{name}-crd-check", {
+                "owner": f"router {name}",
+                "requirements": requirements,
+                "kubeconfig": deploy.cluster.kubeconfig or "",
+                "context": deploy.cluster.context or "",
+            }, RequiredCrdsProvider(), after(*base))
+            crd_check = (self.crd_check,)
         if manifests.backend_deployment is not None:
             account = kube_resources.apply(f"{name}-backend-service-account", manifests.backend_service_account, after(*base))
             role = kube_resources.apply(f"{name}-backend-role", manifests.backend_role, after(*base))
@@ -62,12 +77,13 @@ class RequestRouter(pulumi.ComponentResource):
             backend_service = kube_resources.apply(f"{name}-backend-service", manifests.backend_service, after(backend))
             kube_resources.apply(f"{name}-backend-pdb", manifests.backend_pod_disruption_budget, after(backend))
             if manifests.service_monitor is not None:
-                kube_resources.apply(f"{name}-backend-service-monitor", manifests.service_monitor, after(backend_service))
+                kube_resources.apply(f"{name}-backend-service-monitor", manifests.service_monitor,
+                                     after(backend_service, *crd_check))
             workload_after.append(backend_service)
         if manifests.certificate is not None:
-            issued_by: tuple[pulumi.Resource, ...] = base
+            issued_by: tuple[pulumi.Resource, ...] = crd_check or base
             if manifests.issuer is not None:
-                issued_by = (kube_resources.apply(f"{name}-issuer", manifests.issuer, after(*base)),)
+                issued_by = (kube_resources.apply(f"{name}-issuer", manifests.issuer, after(*(crd_check or base))),)
             workload_after.append(kube_resources.apply(f"{name}-certificate", manifests.certificate, after(*issued_by)))
         if manifests.headless_service is not None:
             # Before the StatefulSet: its pods' DNS names come from this Service.

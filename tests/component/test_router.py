@@ -21,7 +21,8 @@ MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "backendRouter": {"image": BACKEN
 
 @pytest.fixture
 def graph(monkeypatch):
-    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"))
+    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"),
+                        (router_resources, "RequiredCrds"))
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
@@ -47,8 +48,10 @@ def test_multi_replica_graph_and_order(graph):
     assert graph.depends("llm-router-backend") == ["llm-router-backend-role-binding"]
     assert graph.depends("llm-router-backend-service") == ["llm-router-backend"]
     assert graph.depends("llm-router-backend-pdb") == ["llm-router-backend"]
-    assert graph.depends("llm-router-backend-service-monitor") == ["llm-router-backend-service"]
-    assert graph.depends("llm-router-issuer") == base
+    # Another operator's kinds wait for the check that the cluster serves them.
+    assert graph.depends("llm-router-crd-check") == base
+    assert graph.depends("llm-router-backend-service-monitor") == ["llm-router-backend-service", "llm-router-crd-check"]
+    assert graph.depends("llm-router-issuer") == ["llm-router-crd-check"]
     assert graph.depends("llm-router-certificate") == ["llm-router-issuer"]
     assert graph.depends("llm-router-workload-kind") == base
     # The router pods come after everything they talk to, and after the models they front.
@@ -60,6 +63,23 @@ def test_multi_replica_graph_and_order(graph):
     assert graph.depends("llm-router-pdb") == ["llm-router-workload"]
     # Read after the router workload: the models it fronts already waited for their targets.
     assert graph.depends("llm-router-targets") == ["llm-router-workload"]
+
+
+@pulumi.runtime.test
+def test_the_crd_check_names_each_setting_and_its_crds(graph):
+    deploy_stack(graph, MULTI)
+    requirements = graph.props["llm-router-crd-check"]["requirements"]
+    assert [(r["field"], r["crds"]) for r in requirements] == [
+        ("router.tls", ["issuers.cert-manager.io", "certificates.cert-manager.io"]),
+        ("router.backendRouter.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
+    ]
+    assert type(graph.providers["llm-router-crd-check"]).__name__ == "RequiredCrdsProvider"
+
+
+@pulumi.runtime.test
+def test_no_crd_check_when_nothing_needs_another_operator(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE})
+    assert "llm-router-crd-check" not in graph.opts
 
 
 @pulumi.runtime.test
@@ -83,7 +103,7 @@ def _check_fronted(lists):
 def test_every_child_is_parented_to_the_router(graph):
     component = deploy_stack(graph, MULTI)
     mine = [n for n in graph.opts if n.startswith("llm-router-")]
-    assert len(mine) == 14
+    assert len(mine) == 15
     for name in mine:
         assert graph.opts[name].parent is component, name
 

@@ -101,6 +101,23 @@ def test_an_acknowledged_migration_shows_the_create_and_the_delete(deployed):
     assert ("delete", "kubernetes:apps/v1:StatefulSet") in workload_ops, workload_ops
 
 
+def test_tls_without_cert_manager_stops_the_preview_with_the_fix(deployed):
+    # The simulated cluster has no cert-manager: the preview says so, not an `up` half-way.
+    with_tls = config(deployed.namespace)
+    with_tls["router"]["tls"] = {"enabled": True, "dnsNames": [f"edge.{deployed.namespace}.svc.cluster.local"],
+                                 "allowedDomains": [f"{deployed.namespace}.svc.cluster.local"]}
+    deployed.write_config(with_tls)
+    try:
+        result = deployed.run("preview", check=False)
+    finally:
+        deployed.write_config(config(deployed.namespace))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "router.tls needs issuers.cert-manager.io, certificates.cert-manager.io, missing on this cluster" in output, \
+        output[-3000:]
+    assert "router.tls.enabled: false" in output
+
+
 def test_scaling_the_model_changes_the_targets(deployed, kube):
     before = deployed.outputs()["router"]["targets"]
     deployed.write_config(config(deployed.namespace, replicas=2))

@@ -1,0 +1,114 @@
+"""RequiredCrds: a stack that needs another operator's custom resources fails at preview, with the
+setting that needs them and how to install them or switch it off, instead of half-way through an
+`up` with "no matches for kind".
+
+``check`` runs during preview as well: a definite answer (the CRD is missing, or does not serve
+the version we write) fails it; a cluster that cannot be read now (unreachable, 403) is undecided
+there and checked again by ``create``. Used by the router (cert-manager for TLS, the Prometheus
+Operator for the ServiceMonitor) and by operator-path NIM models (``nim_status``).
+
+Pickled into the stack's state: no import-time side effects, clients built inside methods.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from . import kube
+
+UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+class CrdsMissing(Exception):
+    """The cluster lacks custom resource definitions the stack needs; the message says what to do."""
+
+
+def apiextensions(clients: kube.Clients) -> Any:
+    from kubernetes import client
+
+    return client.ApiextensionsV1Api(clients.core.api_client)
+
+
+def missing_crds(clients: kube.Clients, api: Any, required: list[tuple[str, str]]) -> list[str]:
+    """Of ``required`` (CRD name, version), those the cluster lacks or does not serve.
+
+    404 means missing; any other failure to read (403, unreachable) is raised: it proves nothing.
+    """
+    missing = []
+    for name, version in required:
+        try:
+            crd = kube.to_dict(clients, kube.call(clients, api.read_custom_resource_definition, name))
+        except Exception as error:  # noqa: BLE001
+            if kube.is_not_found(error):
+                missing.append(name)
+                continue
+            raise
+        versions = ((crd or {}).get("spec") or {}).get("versions") or []
+        if not any(v.get("name") == version and v.get("served") for v in versions):
+            missing.append(f"{name} (version {version} not served)")
+    return missing
+
+
+def missing_message(owner: str, requirements: list[dict], missing: list[str]) -> str:
+    """One line per setting whose CRDs are missing: the setting, the CRDs, the fix."""
+    lines = []
+    for requirement in requirements:
+        gone = [m for m in missing if m.split(" ", 1)[0] in requirement["crds"]]
+        if gone:
+            lines.append(f"{requirement['field']} needs {', '.join(gone)}, missing on this cluster: {requirement['fix']}")
+    return f"{owner}: " + "; ".join(lines)
+
+
+def check_required(props: dict, connect: Optional[Callable[[kube.Target], kube.Clients]] = None,
+                   api_for: Optional[Callable[[kube.Clients], Any]] = None) -> None:
+    clients = (connect or kube.connect)(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
+    requirements = list(props.get("requirements") or [])
+    required = list(dict.fromkeys((name, r["version"]) for r in requirements for name in r["crds"]))
+    missing = missing_crds(clients, (api_for or apiextensions)(clients), required)
+    if missing:
+        raise CrdsMissing(missing_message(props.get("owner", "?"), requirements, missing))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RequiredCrdsProvider(ResourceProvider):
+    serialize_as_secret_always = False
+
+    def __init__(self, connect: Optional[Callable] = None):
+        # Tests hand in a fake; the deployed provider connects from its props.
+        self._connect = connect
+
+    def _check(self, props: dict) -> None:
+        check_required(props, self._connect)
+
+    def check(self, _olds: dict, news: dict) -> CheckResult:
+        try:
+            self._check(news)
+        except CrdsMissing as missing:
+            return CheckResult(news, [CheckFailure("requirements", str(missing))])
+        except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
+            pass
+        return CheckResult(news, [])
+
+    def create(self, props: dict) -> CreateResult:
+        self._check(props)
+        return CreateResult(f"{props['owner']}-crds", {**props, "checked_at": _now()})
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        self._check(news)
+        return UpdateResult({**news, "checked_at": _now()})
+
+    def read(self, id_: str, props: dict) -> ReadResult:
+        return ReadResult(id_, props)
+
+    def delete(self, _id: str, _props: dict) -> None:
+        return None

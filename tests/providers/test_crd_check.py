@@ -1,0 +1,98 @@
+"""RequiredCrds: another operator's CRDs missing stop the preview with the setting and the fix;
+a cluster that cannot be read now is undecided at preview and checked again at create."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from components.compile.router import compile_router, required_crds
+from components.config import load_stack_config
+from providers import crd_check
+from providers.crd_check import CrdsMissing, RequiredCrdsProvider, check_required
+
+ROUTER = {"image": "registry.example.com/llm/router:1.0.0", "replicas": 2,
+          "backendRouter": {"image": "registry.example.com/llm/backend:1.0.0", "serviceMonitor": True},
+          "tls": {"enabled": True, "issuer": {"kind": "ClusterIssuer", "name": "internal-ca"},
+                  "dnsNames": ["llm-router.llm-serving.svc.cluster.local"], "allowedDomains": ["llm-serving.svc.cluster.local"]}}
+
+
+def requirements(router: dict = ROUTER) -> list[dict]:
+    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi"},
+                               "models": [{"name": "m", "source": {"repo": "org/m"}}], "router": router})
+    return required_crds(compile_router(stack))
+
+
+def crd(name: str, version: str = "v1", served: bool = True) -> dict:
+    return {"metadata": {"name": name}, "spec": {"versions": [{"name": version, "served": served}]}}
+
+
+class FakeApiextensions:
+    def __init__(self, crds: dict[str, Any]):
+        self.crds = crds
+
+    def read_custom_resource_definition(self, name: str):
+        value = self.crds.get(name, ApiException(status=404, reason="Not Found"))
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    crds: dict[str, Any] = {}
+    monkeypatch.setattr(crd_check, "apiextensions", lambda clients: FakeApiextensions(crds))
+    return crds
+
+
+def props(reqs=None) -> dict:
+    return {"owner": "router llm-router", "requirements": requirements() if reqs is None else reqs,
+            "kubeconfig": "", "context": ""}
+
+
+def test_requirements_follow_the_objects_the_router_declares():
+    assert [(r["field"], r["crds"]) for r in requirements()] == [
+        ("router.tls", ["certificates.cert-manager.io", "clusterissuers.cert-manager.io"]),
+        ("router.backendRouter.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
+    ]
+    assert requirements({"image": ROUTER["image"]}) == []
+
+
+def test_missing_crds_fail_the_preview_with_each_setting_and_its_fix(cluster):
+    cluster["servicemonitors.monitoring.coreos.com"] = crd("servicemonitors.monitoring.coreos.com")
+    result = RequiredCrdsProvider(connect=lambda target: None).check({}, props())
+    [failure] = result.failures
+    assert failure.property == "requirements"
+    assert failure.reason.startswith("router llm-router: router.tls needs certificates.cert-manager.io, "
+                                     "clusterissuers.cert-manager.io, missing on this cluster: install cert-manager")
+    assert "router.tls.enabled: false" in failure.reason
+    assert "serviceMonitor" not in failure.reason  # its CRD is there
+
+
+def test_a_crd_that_does_not_serve_the_version_counts_as_missing(cluster):
+    for name in ("certificates.cert-manager.io", "clusterissuers.cert-manager.io"):
+        cluster[name] = crd(name)
+    cluster["servicemonitors.monitoring.coreos.com"] = crd("servicemonitors.monitoring.coreos.com", served=False)
+    with pytest.raises(CrdsMissing, match=r"servicemonitors.monitoring.coreos.com \(version v1 not served\)"):
+        check_required(props(), connect=lambda target: None)
+
+
+def test_a_cluster_with_everything_passes_and_create_records_the_check(cluster):
+    for r in requirements():
+        for name in r["crds"]:
+            cluster[name] = crd(name)
+    provider = RequiredCrdsProvider(connect=lambda target: None)
+    assert provider.check({}, props()).failures == []
+    assert provider.create(props()).outs["checked_at"]
+
+
+def test_an_unreadable_cluster_is_undecided_at_preview_and_fails_at_create(cluster):
+    for r in requirements():
+        for name in r["crds"]:
+            cluster[name] = ApiException(status=403, reason="Forbidden")
+    provider = RequiredCrdsProvider(connect=lambda target: None)
+    assert provider.check({}, props()).failures == []
+    with pytest.raises(ApiException):
+        provider.create(props())
