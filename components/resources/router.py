@@ -58,6 +58,7 @@ class RequestRouter(pulumi.ComponentResource):
         # Another operator's kinds (cert-manager, Prometheus Operator) wait for the check that
         # the cluster serves them: without it, preview stops with the setting and the fix.
         crd_check: tuple[pulumi.Resource, ...] = ()
+        self.crd_check = self.targets = None
         requirements = required_crds(manifests)
         if requirements and not deploy.rendering:
             from providers.crd_check import RequiredCrdsProvider
