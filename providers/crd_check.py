@@ -18,11 +18,12 @@ from typing import Any, Callable, Optional
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .failures import Reported, reported
 
 UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
-class CrdsMissing(Exception):
+class CrdsMissing(Reported):
     """The cluster lacks custom resource definitions the stack needs; the message says what to do."""
 
 
@@ -95,6 +96,7 @@ class RequiredCrdsProvider(ResourceProvider):
             pass
         return CheckResult(news, [])
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         self._check(props)
         return CreateResult(f"{props['owner']}-crds", {**props, "checked_at": _now()})
@@ -103,6 +105,7 @@ class RequiredCrdsProvider(ResourceProvider):
         changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
+    @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         self._check(news)
         return UpdateResult({**news, "checked_at": _now()})

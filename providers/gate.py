@@ -27,6 +27,7 @@ from typing import Any
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .failures import Reported, reported
 from .projection import diagnose_puller_failure, job_failed, job_succeeded
 
 # A change of any of these means other weights: replace the gate (and wait again).
@@ -39,7 +40,7 @@ GATE_FIELD_MANAGER = "llm-serving-weights-gate"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for a preview-time unknown
 
 
-class WeightsNotReady(Exception):
+class WeightsNotReady(Reported):
     """The weights of a model could not be made ready; the message says why and what to do."""
 
 
@@ -266,6 +267,7 @@ class WeightsGateProvider(ResourceProvider):
 
     serialize_as_secret_always = False
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         clients = kube.connect(_target(props))
         job = wait_for_job(clients, props)
@@ -277,6 +279,7 @@ class WeightsGateProvider(ResourceProvider):
         changed = replaces or [k for k in news if k != "__provider" and olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
+    @reported
     def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
         # Only settings that do not name other weights changed (deadline, poll): keep the record.
         kept = {k: olds[k] for k in ("weights_ready", "completed_at") if k in olds}

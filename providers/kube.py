@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
+from .failures import Reported
+
 T = TypeVar("T")
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -19,7 +21,7 @@ MAX_BACKOFF_SECONDS = 8.0
 MAX_RETRY_AFTER_SECONDS = 30.0
 
 
-class ClusterUnreachable(Exception):
+class ClusterUnreachable(Reported):
     """The API could not be read this time (after bounded retries)."""
 
 

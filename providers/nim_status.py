@@ -25,6 +25,7 @@ from pulumi.dynamic import (
 )
 
 from . import kube
+from .failures import Reported, reported
 from .nim_projection import NimObservation, crd_missing_message, project_nim_status
 from .projection import ERROR, READY, UNKNOWN, Observation, Status
 
@@ -35,11 +36,11 @@ STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targe
 SERVER_COMPONENT = "server"
 
 
-class NimOperatorMissing(Exception):
+class NimOperatorMissing(Reported):
     """The cluster cannot serve operator-path NIM models; the message says what to do."""
 
 
-class NimModelNotServing(Exception):
+class NimModelNotServing(Reported):
     """An operator-path NIM model did not reach READY; the message says why."""
 
 
@@ -91,6 +92,7 @@ class NimOperatorCheckProvider(ResourceProvider):
             pass
         return CheckResult(news, [])
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         check_operator(props)
         return CreateResult(f"{props['model']}-nim-operator", {**props, "checked_at": _now()})
@@ -99,6 +101,7 @@ class NimOperatorCheckProvider(ResourceProvider):
         changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
+    @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         check_operator(news)
         return UpdateResult({**news, "checked_at": _now()})
@@ -212,6 +215,7 @@ def status_outputs(props: dict, status: Status) -> dict:
 class NimStatusProvider(ResourceProvider):
     serialize_as_secret_always = False
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         status = wait_until_serving(props)
         return CreateResult(f"{props['namespace']}/{props['model']}", status_outputs(props, status))
@@ -220,6 +224,7 @@ class NimStatusProvider(ResourceProvider):
         changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
+    @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         return UpdateResult(status_outputs(news, wait_until_serving(news)))
 

@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .failures import Reported, reported
 from .projection import ERROR, READY, UNKNOWN, Status
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
-class ModelNotServing(Exception):
+class ModelNotServing(Reported):
     """A model did not reach READY; the message says why and what to do."""
 
 
@@ -122,6 +123,7 @@ def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, conn
 class ModelStatusProvider(ResourceProvider):
     serialize_as_secret_always = False
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         status = wait_until_serving(props)
         return CreateResult(f"{props['namespace']}/{props['model']}", status_outputs(props, status))
@@ -135,6 +137,7 @@ class ModelStatusProvider(ResourceProvider):
             changed = ["state"]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
+    @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         return UpdateResult(status_outputs(news, wait_until_serving(news)))
 

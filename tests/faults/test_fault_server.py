@@ -49,6 +49,8 @@ def test_crash_loop_fails_up_with_its_reason_quickly(scene):
     assert "model crashy is ERROR: the model server in pod crashy-" in out, out[-6000:]
     assert "reason: crash-loop" in out
     assert "keeps crashing (exit code 1)" in out
+    # The reason is the whole story: no provider-host traceback in front of it.
+    assert "Traceback" not in out and "error: providers.status.ModelNotServing: model crashy is ERROR" in out
     seconds = waited(scene["failed"], "crashy")
     print(f"(b) crash loop reported after {seconds:.0f} s of waiting")
     assert seconds <= 30
