@@ -221,8 +221,9 @@ class NimStatusProvider(ResourceProvider):
         return CreateResult(f"{props['namespace']}/{props['model']}", status_outputs(props, status))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+        from .status import status_diff
+
+        return status_diff(olds, news)
 
     @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:

@@ -120,6 +120,17 @@ def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, conn
     )
 
 
+def status_diff(olds: dict, news: dict) -> DiffResult:
+    """A status record changes when its inputs do, and whenever it says the model is not serving
+    (a refresh saw it down, or could not read it): the next `up` then waits again, so it records
+    READY or fails with the reason, instead of reporting success over a stale PENDING / ERROR /
+    UNKNOWN. Shared by the raw path and the NIM operator path."""
+    changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+    if not changed and olds.get("state") not in (None, READY):
+        changed = ["state"]
+    return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+
 class ModelStatusProvider(ResourceProvider):
     serialize_as_secret_always = False
 
@@ -129,13 +140,7 @@ class ModelStatusProvider(ResourceProvider):
         return CreateResult(f"{props['namespace']}/{props['model']}", status_outputs(props, status))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
-        if not changed and olds.get("state") not in (None, READY):
-            # The record says the model is not serving (a refresh saw it down, or could not read
-            # it): the next `up` waits again, so it records READY or fails with the reason,
-            # instead of reporting success over a stale PENDING / ERROR / UNKNOWN.
-            changed = ["state"]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+        return status_diff(olds, news)
 
     @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:

@@ -280,6 +280,15 @@ def test_status_diff_treats_unknown_inputs_as_changes():
     assert not provider.diff("id", PROPS, {**PROPS, "__provider": "other"}).changes
 
 
+@pytest.mark.parametrize("state", ["ERROR", "PENDING", "UNKNOWN"])
+def test_a_record_that_is_not_ready_is_waited_on_again(state):
+    """After a refresh recorded the model not serving, the next `up` must wait again (and fail
+    with the reason or record READY), not succeed over the stale record: as the raw path does."""
+    provider = NimStatusProvider()
+    assert provider.diff("id", {**PROPS, "state": state}, dict(PROPS)).changes
+    assert not provider.diff("id", {**PROPS, "state": "READY"}, dict(PROPS)).changes
+
+
 @pytest.mark.parametrize("cls", [NimOperatorCheckProvider, NimStatusProvider])
 def test_providers_pickle_with_dill_as_the_engine_does(cls, fake_api):
     import base64
