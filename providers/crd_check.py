@@ -18,9 +18,9 @@ from typing import Any, Callable, Optional
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .inputs import changed_inputs
 from .failures import Reported, reported
 
-UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 class CrdsMissing(Reported):
@@ -78,20 +78,30 @@ def _now() -> str:
 
 
 class RequiredCrdsProvider(ResourceProvider):
+    """The check as a resource. Subclasses (the NIM operator check) change what is checked
+    (``_check``), the property a preview failure names and the resource's id."""
+
     serialize_as_secret_always = False
+    failure_property = "requirements"
+    # Tests hand in a fake; the deployed provider connects from its props (and, pickled into
+    # the stack's state, carries no instance state).
+    _connect: Optional[Callable] = None
 
     def __init__(self, connect: Optional[Callable] = None):
-        # Tests hand in a fake; the deployed provider connects from its props.
-        self._connect = connect
+        if connect is not None:
+            self._connect = connect
 
     def _check(self, props: dict) -> None:
         check_required(props, self._connect)
+
+    def _resource_id(self, props: dict) -> str:
+        return f"{props['owner']}-crds"
 
     def check(self, _olds: dict, news: dict) -> CheckResult:
         try:
             self._check(news)
         except CrdsMissing as missing:
-            return CheckResult(news, [CheckFailure("requirements", str(missing))])
+            return CheckResult(news, [CheckFailure(self.failure_property, str(missing))])
         except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
             pass
         return CheckResult(news, [])
@@ -99,10 +109,10 @@ class RequiredCrdsProvider(ResourceProvider):
     @reported
     def create(self, props: dict) -> CreateResult:
         self._check(props)
-        return CreateResult(f"{props['owner']}-crds", {**props, "checked_at": _now()})
+        return CreateResult(self._resource_id(props), {**props, "checked_at": _now()})
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+        changed = changed_inputs(olds, news)
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     @reported

@@ -20,23 +20,21 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult,
-)
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from . import kube
+from .crd_check import CrdsMissing, RequiredCrdsProvider, apiextensions
 from .failures import Reported, reported
 from .nim_projection import NimObservation, crd_missing_message, project_nim_status
 from .projection import ERROR, READY, UNKNOWN, Observation, Status
 
 GROUP, VERSION = "apps.nvidia.com", "v1alpha1"
 CRD_NAMES = ("nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com")
-UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 SERVER_COMPONENT = "server"
 
 
-class NimOperatorMissing(Reported):
+class NimOperatorMissing(CrdsMissing):
     """The cluster cannot serve operator-path NIM models; the message says what to do."""
 
 
@@ -46,12 +44,6 @@ class NimModelNotServing(Reported):
 
 def _target(props: dict) -> kube.Target:
     return kube.Target(props.get("kubeconfig") or None, props.get("context") or None)
-
-
-def apiextensions(clients: kube.Clients) -> Any:
-    from kubernetes import client
-
-    return client.ApiextensionsV1Api(clients.core.api_client)
 
 
 # --- preflight ------------------------------------------------------------------------------
@@ -75,42 +67,18 @@ def check_operator(props: dict, connect: Optional[Callable[[kube.Target], kube.C
         raise NimOperatorMissing(crd_missing_message(props.get("model", "?"), missing))
 
 
-class NimOperatorCheckProvider(ResourceProvider):
-    """No state on the instance: it is pickled into the stack's state."""
+class NimOperatorCheckProvider(RequiredCrdsProvider):
+    """``RequiredCrdsProvider`` for the NIM operator's CRDs, with the NIM install instructions.
+    Runs during preview too, so a missing operator stops `pulumi preview` before the Kubernetes
+    provider reports an unknown kind. No state on the instance: it is pickled into the state."""
 
-    serialize_as_secret_always = False
+    failure_property = "crds"
 
-    def check(self, _olds: dict, news: dict) -> CheckResult:
-        # Runs during preview too, so a missing operator stops `pulumi preview` before the
-        # Kubernetes provider reports an unknown kind. Only a definite answer fails here; a
-        # cluster that cannot be read now is checked again by `create`.
-        try:
-            check_operator(news)
-        except NimOperatorMissing as missing:
-            return CheckResult(news, [CheckFailure("crds", str(missing))])
-        except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
-            pass
-        return CheckResult(news, [])
+    def _check(self, props: dict) -> None:
+        check_operator(props, self._connect)
 
-    @reported
-    def create(self, props: dict) -> CreateResult:
-        check_operator(props)
-        return CreateResult(f"{props['model']}-nim-operator", {**props, "checked_at": _now()})
-
-    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
-
-    @reported
-    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
-        check_operator(news)
-        return UpdateResult({**news, "checked_at": _now()})
-
-    def read(self, id_: str, props: dict) -> ReadResult:
-        return ReadResult(id_, props)
-
-    def delete(self, _id: str, _props: dict) -> None:
-        return None
+    def _resource_id(self, props: dict) -> str:
+        return f"{props['model']}-nim-operator"
 
 
 class NimOperatorCheck(Resource, module="llm-serving", name="NimOperatorCheck"):

@@ -20,9 +20,9 @@ from typing import Optional
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .inputs import changed_inputs
 
 OUTPUT_KEYS = ("targets", "observed_at", "error")
-UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 def service_selector(services: dict[str, str]) -> str:
@@ -69,7 +69,7 @@ class RouterTargetsProvider(ResourceProvider):
         return CreateResult(f"{props['namespace']}/{props['router']}", _outputs(props, self._read(props)))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+        changed = changed_inputs(olds, news)
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:

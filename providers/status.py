@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
+from .inputs import changed_inputs
 from .failures import Reported, reported
 from .projection import ERROR, READY, UNKNOWN, Status
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
-UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 class ModelNotServing(Reported):
@@ -125,7 +125,7 @@ def status_diff(olds: dict, news: dict) -> DiffResult:
     (a refresh saw it down, or could not read it): the next `up` then waits again, so it records
     READY or fails with the reason, instead of reporting success over a stale PENDING / ERROR /
     UNKNOWN. Shared by the raw path and the NIM operator path."""
-    changed = [k for k in news if k != "__provider" and (news[k] == UNKNOWN_INPUT or olds.get(k) != news[k])]
+    changed = changed_inputs(olds, news)
     if not changed and olds.get("state") not in (None, READY):
         changed = ["state"]
     return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)

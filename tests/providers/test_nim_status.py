@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 import providers.nim_status as nim_status
 from components.compile import nim as nim_compile
 from providers import kube
+from providers.inputs import UNKNOWN_INPUT
 from providers.nim_status import (
     CRD_NAMES, NimModelNotServing, NimOperatorCheckProvider, NimOperatorMissing, NimStatusProvider, check_operator,
     current_nim_status, missing_crds, observe_nim, wait_until_serving,
@@ -276,7 +277,7 @@ def test_refresh_reports_unknown_when_the_cluster_is_unreachable(monkeypatch):
 
 def test_status_diff_treats_unknown_inputs_as_changes():
     provider = NimStatusProvider()
-    assert provider.diff("id", PROPS, {**PROPS, "service_revision": nim_status.UNKNOWN_INPUT}).changes
+    assert provider.diff("id", PROPS, {**PROPS, "service_revision": UNKNOWN_INPUT}).changes
     assert not provider.diff("id", PROPS, {**PROPS, "__provider": "other"}).changes
 
 

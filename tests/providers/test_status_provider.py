@@ -17,7 +17,8 @@ from fakes import (
 )
 from providers import kube, status as status_module
 from providers.projection import ERROR, PENDING, READY, UNKNOWN
-from providers.status import STATUS_KEYS, UNKNOWN_INPUT, ModelNotServing, ModelStatusProvider, wait_until_serving
+from providers.inputs import UNKNOWN_INPUT
+from providers.status import STATUS_KEYS, ModelNotServing, ModelStatusProvider, wait_until_serving
 
 PROPS = {
     "namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
