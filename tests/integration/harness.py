@@ -8,6 +8,7 @@ when either is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 import uuid
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -66,6 +68,17 @@ class Project:
         existing = yaml.safe_load(self.config_file.read_text()) if self.config_file.exists() else {}
         document = {**(existing or {}), "config": {f"llm-serving:{k}": v for k, v in config.items()}}
         self.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    @contextlib.contextmanager
+    def config_for_now(self, config: dict) -> Iterator[None]:
+        """The stack file says ``config`` inside the block (a preview of a change), and exactly
+        what it said before afterwards, whatever the block raised."""
+        before = self.config_file.read_text()
+        self.write_config(config)
+        try:
+            yield
+        finally:
+            self.config_file.write_text(before)
 
     def run(self, *args: str, check: bool = True, stack_flag: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
         command = ["pulumi", *args, "--non-interactive"] + (["-s", self.stack] if stack_flag else [])

@@ -59,11 +59,8 @@ def _ops(steps: list[dict]) -> dict[str, set[str]]:
 
 def test_image_change_updates_the_deployment_in_place(deployed):
     config = stack_config(deployed.namespace, [small_model(image="docker.io/vllm/vllm-openai:v0.11.1")])
-    deployed.write_config(config)
-    try:
+    with deployed.config_for_now(config):
         ops = _ops(deployed.preview_steps())
-    finally:
-        deployed.write_config(stack_config(deployed.namespace, [small_model()]))
     assert ops["tiny-server"] == {"update"}
     for name in ("tiny-weights", "tiny-puller", "tiny-weights-gate"):
         assert ops.get(name, {"same"}) == {"same"}, (name, ops.get(name))
@@ -74,11 +71,8 @@ def test_image_change_updates_the_deployment_in_place(deployed):
 
 def test_revision_change_replaces_the_weights(deployed):
     config = stack_config(deployed.namespace, [small_model(revision="v2")])
-    deployed.write_config(config)
-    try:
+    with deployed.config_for_now(config):
         ops = _ops(deployed.preview_steps())
-    finally:
-        deployed.write_config(stack_config(deployed.namespace, [small_model()]))
     for name in ("tiny-weights", "tiny-puller", "tiny-weights-gate"):
         assert ops[name] & {"replace", "create-replacement"}, (name, ops[name])
     # The server rolls onto the new volume in place: no downtime from a replacement.

@@ -437,12 +437,8 @@ def test_without_crds_an_operator_model_stops_at_preview(nim_project, kube):
 
 def test_without_crds_a_vllm_stack_previews_as_usual(nim_project, kube):
     """Same stack, cluster and missing CRDs; its one model on vLLM instead: nothing asks for them."""
-    operator = operator_config(nim_project.namespace, "nimop")
-    nim_project.write_config(stack_config(nim_project.namespace, [small_model("nimop")]))
-    try:
+    with nim_project.config_for_now(stack_config(nim_project.namespace, [small_model("nimop")])):
         preview = nim_project.run("preview", "--diff")
-    finally:
-        nim_project.write_config(operator)
     assert installed_crds(kube) == {}
     text = output_text(preview)
     assert "nimcaches" not in text and "NimOperatorCheck" not in text and "k8s-nim-operator" not in text, text[-3000:]

@@ -24,16 +24,13 @@ def deployed(make_project):
 
 
 def _report(project, tmp_path, config: dict, pack_config: str = "policies/config.example.json") -> tuple[int, str, str]:
-    project.write_config(config)
     out, saved = tmp_path / "report.md", tmp_path / "preview.jsonl"
-    try:
+    with project.config_for_now(config):
         result = subprocess.run(
             [sys.executable, "-m", "components", "preview-report", "--stack", project.stack,
              "--policy-pack", "policies", "--policy-pack-config", pack_config,
              "--out", str(out), "--save-json", str(saved), "--timeout", str(TIMEOUT)],
             cwd=project.root, env=project.env, capture_output=True, text=True, timeout=TIMEOUT + 60)
-    finally:
-        project.write_config(stack_config(project.namespace, [small_model()]))
     assert out.exists(), result.stderr[-4000:]
     return result.returncode, out.read_text(), saved.read_text()
 

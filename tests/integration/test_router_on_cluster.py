@@ -79,22 +79,16 @@ def test_the_pin_holds_with_no_diff(deployed):
 
 def test_dropping_the_pin_stops_the_preview_instead_of_flipping_the_kind(deployed):
     # With `kind` unset the default (Deployment) applies: a default must never flip an install.
-    deployed.write_config(config(deployed.namespace, kind=None))
-    try:
+    with deployed.config_for_now(config(deployed.namespace, kind=None)):
         result = deployed.run("preview", check=False)
-    finally:
-        deployed.write_config(config(deployed.namespace))
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "StatefulSet" in output and "migrateFrom" in output, output[-3000:]
 
 
 def test_an_acknowledged_migration_shows_the_create_and_the_delete(deployed):
-    deployed.write_config(config(deployed.namespace, kind="Deployment", migrate_from="StatefulSet"))
-    try:
+    with deployed.config_for_now(config(deployed.namespace, kind="Deployment", migrate_from="StatefulSet")):
         steps = deployed.preview_steps()
-    finally:
-        deployed.write_config(config(deployed.namespace))
     workload_ops = {(s["op"], s["urn"].split("::")[-2].split("$")[-1]) for s in steps
                     if s["urn"].endswith("::edge-workload")}
     assert ("create", "kubernetes:apps/v1:Deployment") in workload_ops, workload_ops
@@ -106,11 +100,8 @@ def test_tls_without_cert_manager_stops_the_preview_with_the_fix(deployed):
     with_tls = config(deployed.namespace)
     with_tls["router"]["tls"] = {"enabled": True, "dnsNames": [f"edge.{deployed.namespace}.svc.cluster.local"],
                                  "allowedDomains": [f"{deployed.namespace}.svc.cluster.local"]}
-    deployed.write_config(with_tls)
-    try:
+    with deployed.config_for_now(with_tls):
         result = deployed.run("preview", check=False)
-    finally:
-        deployed.write_config(config(deployed.namespace))
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "router.tls needs issuers.cert-manager.io, certificates.cert-manager.io, missing on this cluster" in output, \
