@@ -159,13 +159,17 @@ class Cluster:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
         })
+        return self.token_kubeconfig(path, namespace, name)
+
+    def token_kubeconfig(self, path: Path, namespace: str, service_account: str) -> Path:
+        """Write ``path`` as a kubeconfig holding a token of ``service_account`` (an hour long)."""
         token = self.core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+            service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config",
             "clusters": [{"name": "c", "cluster": {"server": self.host, "certificate-authority": self.ca}}],
-            "users": [{"name": name, "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": name, "namespace": namespace}}],
+            "users": [{"name": service_account, "user": {"token": token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": service_account, "namespace": namespace}}],
             "current-context": "c",
         }))
         return path

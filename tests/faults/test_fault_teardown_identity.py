@@ -44,7 +44,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
@@ -71,19 +70,6 @@ def config(namespace: str) -> dict:
 def normalized(rules) -> Counter:
     return Counter((frozenset(r.get("apiGroups") or []), frozenset(r.get("resources") or []),
                     frozenset(r.get("verbs") or []), frozenset(r.get("resourceNames") or [])) for r in rules)
-
-
-def token_kubeconfig(cluster, path, namespace: str, service_account: str) -> None:
-    """Rewrite ``path`` (the file the stack's provider reads) to a token of ``service_account``."""
-    token = cluster.core.create_namespaced_service_account_token(
-        service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": cluster.host, "certificate-authority": cluster.ca}}],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": service_account, "namespace": namespace}}],
-        "current-context": "c",
-    }))
 
 
 def allowed(cluster, namespace: str, verb: str, resource: str, name: str = "", group: str = "") -> bool:
@@ -190,7 +176,7 @@ def test_the_shipped_identity_tears_the_models_down(deployed, cluster):
     assert len(models) == len(MODELS) and len(secret) == 1, [r["urn"] for r in resources]
     assert cluster.core.read_namespaced_secret(STACK_SECRET, ns)  # control: it is there to delete
 
-    token_kubeconfig(cluster, kubeconfig, ns, IDENTITY)  # the same path, the shipped identity
+    cluster.token_kubeconfig(kubeconfig, ns, IDENTITY)  # the same path, the shipped identity
     targets = [arg for urn in (*models, *secret) for arg in ("--target", urn)]
     code, output, seconds = run_killable(project, "destroy", "--yes", "--skip-preview", "--target-dependents",
                                          *targets, timeout=DESTROY_TIMEOUT)
