@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..children import WEIGHTS_GATE, child
 from ..config.model import ModelConfig, PlatformConfig
 
 PART_OF = "llm-serving"
@@ -56,7 +57,7 @@ class ModelNames:
             service=model.name,
             weights=f"{model.name}-weights-{digest}",
             puller=f"{model.name}-pull-{digest}",
-            gate=f"{model.name}-weights-gate",
+            gate=child(model.name, WEIGHTS_GATE),
         )
 
 

@@ -22,6 +22,8 @@ import pulumi
 from ..compile import compile_model
 from ..compile.server import endpoint_url
 from ..config.model import ClusterConfig, ModelConfig, StackConfig
+from .. import children as roles
+from ..children import child as child_name
 from . import kubernetes as kube_resources
 
 
@@ -60,14 +62,14 @@ class ModelServer(pulumi.ComponentResource):
         def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(deps)))
 
-        self.weights = kube_resources.apply(f"{model.name}-weights", manifests.weights_pvc,
+        self.weights = kube_resources.apply(child_name(model.name, roles.WEIGHTS), manifests.weights_pvc,
                                             after(*deploy.depends_on))
-        self.puller = kube_resources.apply(f"{model.name}-puller", manifests.puller_job, after(self.weights))
+        self.puller = kube_resources.apply(child_name(model.name, roles.PULLER), manifests.puller_job, after(self.weights))
         serve_after: list[pulumi.Resource] = [self.puller]
         self.network_policy = None
         if manifests.network_policy is not None:
             # platform.networkPolicy: in place before the first server pod can accept a connection.
-            self.network_policy = kube_resources.apply(f"{model.name}-network-policy", manifests.network_policy,
+            self.network_policy = kube_resources.apply(child_name(model.name, roles.NETWORK_POLICY), manifests.network_policy,
                                                        after(*deploy.depends_on))
         self.gate = None
         if not deploy.rendering:
@@ -87,8 +89,8 @@ class ModelServer(pulumi.ComponentResource):
             serve_after = [self.gate]
         if self.network_policy is not None:
             serve_after.append(self.network_policy)
-        self.deployment = kube_resources.apply(f"{model.name}-server", manifests.deployment, after(*serve_after))
-        self.service = kube_resources.apply(f"{model.name}-service", manifests.service, after(self.deployment))
+        self.deployment = kube_resources.apply(child_name(model.name, roles.SERVER), manifests.deployment, after(*serve_after))
+        self.service = kube_resources.apply(child_name(model.name, roles.SERVICE), manifests.service, after(self.deployment))
 
         url = endpoint_url(model, stack.platform)
         self.endpoint_url = pulumi.Output.from_input(url)
@@ -105,7 +107,7 @@ class ModelServer(pulumi.ComponentResource):
             from providers.resources import ModelStatus
             from providers.status import ModelStatusProvider
 
-            self.status = ModelStatus(f"{model.name}-status", {
+            self.status = ModelStatus(child_name(model.name, roles.STATUS), {
                 "namespace": stack.platform.namespace,
                 "model": model.name,
                 "deployment": names.server,

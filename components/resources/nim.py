@@ -24,6 +24,8 @@ import pulumi
 
 from ..compile import nim as nim_compile
 from ..config.model import ModelConfig, StackConfig
+from .. import children as roles
+from ..children import child as child_name
 from . import kubernetes as kube_resources
 from .model import Deploy, ModelServer, spec_revision
 
@@ -59,22 +61,22 @@ class NimModel(ModelServer):
         if not deploy.rendering:
             from providers.nim_status import NimOperatorCheck, NimOperatorCheckProvider
 
-            self.operator_check = NimOperatorCheck(f"{model.name}-nim-operator-check", {
+            self.operator_check = NimOperatorCheck(child_name(model.name, roles.NIM_OPERATOR_CHECK), {
                 "model": model.name, "crds": list(nim_compile.CRD_NAMES), **cluster,
             }, NimOperatorCheckProvider(), after(*deploy.depends_on))
             cache_after = [self.operator_check]
         # The NIMCache spec is immutable: never patch it. Its name carries a digest of the spec,
         # so a change is a new cache created before the old one is deleted.
-        self.nim_cache = kube_resources.apply(f"{model.name}-nim-cache", manifests.cache,
+        self.nim_cache = kube_resources.apply(child_name(model.name, roles.NIM_CACHE), manifests.cache,
                                           after(*cache_after, replace_on_changes=["spec"]))
         serve_after: list[pulumi.Resource] = [self.nim_cache]
         self.network_policy = None
         if manifests.network_policy is not None:
             # platform.networkPolicy: in place before the operator starts a server pod.
-            self.network_policy = kube_resources.apply(f"{model.name}-network-policy", manifests.network_policy,
+            self.network_policy = kube_resources.apply(child_name(model.name, roles.NETWORK_POLICY), manifests.network_policy,
                                                        after(*deploy.depends_on))
             serve_after.append(self.network_policy)
-        self.nim_service = kube_resources.apply(f"{model.name}-nim-service", manifests.service, after(*serve_after))
+        self.nim_service = kube_resources.apply(child_name(model.name, roles.NIM_SERVICE), manifests.service, after(*serve_after))
 
         url = nim_compile.endpoint_url(model, platform)
         self.endpoint_url = pulumi.Output.from_input(url)
@@ -89,7 +91,7 @@ class NimModel(ModelServer):
             from providers.nim_status import NimStatusProvider
             from providers.resources import ModelStatus
 
-            self.status = ModelStatus(f"{model.name}-status", {
+            self.status = ModelStatus(child_name(model.name, roles.STATUS), {
                 "namespace": platform.namespace,
                 "model": model.name,
                 "nim_service": names.service,

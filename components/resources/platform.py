@@ -10,6 +10,8 @@ from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.model import StackConfig
+from .. import children as roles
+from ..children import child as child_name
 from . import kubernetes as kube_resources
 
 
@@ -24,10 +26,10 @@ class Platform(pulumi.ComponentResource):
         self.namespace = None
         deps: list[pulumi.Resource] = []
         if stack.platform.create_namespace:
-            self.namespace = kube_resources.apply(f"{name}-namespace", compile_namespace(stack.platform), child)
+            self.namespace = kube_resources.apply(child_name(name, roles.NAMESPACE), compile_namespace(stack.platform), child)
             deps.append(self.namespace)
         self.service_account = kube_resources.apply(
-            f"{name}-model-service-account", compile_model_service_account(stack.platform),
+            child_name(name, roles.MODEL_SERVICE_ACCOUNT), compile_model_service_account(stack.platform),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps)),
         )
         after_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=deps))

@@ -27,6 +27,8 @@ import pulumi
 from ..compile.router import compile_router, endpoint_url, fronted_services, required_crds
 from ..config.router import fronted_models
 from ..config.model import StackConfig
+from .. import children as roles
+from ..children import child as child_name
 from . import kubernetes as kube_resources
 from .model import Deploy
 from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
@@ -63,7 +65,7 @@ class RequestRouter(pulumi.ComponentResource):
         if requirements and not deploy.rendering:
             from providers.crd_check import RequiredCrdsProvider
 
-            self.crd_check = RequiredCrds(f"{name}-crd-check", {
+            self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), {
                 "owner": f"router {name}",
                 "requirements": requirements,
                 "kubeconfig": deploy.cluster.kubeconfig or "",
@@ -71,37 +73,37 @@ class RequestRouter(pulumi.ComponentResource):
             }, RequiredCrdsProvider(), after(*base))
             crd_check = (self.crd_check,)
         if manifests.backend_deployment is not None:
-            account = kube_resources.apply(f"{name}-backend-service-account", manifests.backend_service_account, after(*base))
-            role = kube_resources.apply(f"{name}-backend-role", manifests.backend_role, after(*base))
-            binding = kube_resources.apply(f"{name}-backend-role-binding", manifests.backend_role_binding, after(account, role))
-            backend = kube_resources.apply(f"{name}-backend", manifests.backend_deployment, after(binding))
-            backend_service = kube_resources.apply(f"{name}-backend-service", manifests.backend_service, after(backend))
-            kube_resources.apply(f"{name}-backend-pdb", manifests.backend_pod_disruption_budget, after(backend))
+            account = kube_resources.apply(child_name(name, roles.BACKEND_SERVICE_ACCOUNT), manifests.backend_service_account, after(*base))
+            role = kube_resources.apply(child_name(name, roles.BACKEND_ROLE), manifests.backend_role, after(*base))
+            binding = kube_resources.apply(child_name(name, roles.BACKEND_ROLE_BINDING), manifests.backend_role_binding, after(account, role))
+            backend = kube_resources.apply(child_name(name, roles.BACKEND), manifests.backend_deployment, after(binding))
+            backend_service = kube_resources.apply(child_name(name, roles.BACKEND_SERVICE), manifests.backend_service, after(backend))
+            kube_resources.apply(child_name(name, roles.BACKEND_PDB), manifests.backend_pod_disruption_budget, after(backend))
             if manifests.service_monitor is not None:
-                kube_resources.apply(f"{name}-backend-service-monitor", manifests.service_monitor,
+                kube_resources.apply(child_name(name, roles.BACKEND_SERVICE_MONITOR), manifests.service_monitor,
                                      after(backend_service, *crd_check))
             workload_after.append(backend_service)
         if manifests.certificate is not None:
             issued_by: tuple[pulumi.Resource, ...] = crd_check or base
             if manifests.issuer is not None:
-                issued_by = (kube_resources.apply(f"{name}-issuer", manifests.issuer, after(*(crd_check or base))),)
-            workload_after.append(kube_resources.apply(f"{name}-certificate", manifests.certificate, after(*issued_by)))
+                issued_by = (kube_resources.apply(child_name(name, roles.ROUTER_ISSUER), manifests.issuer, after(*(crd_check or base))),)
+            workload_after.append(kube_resources.apply(child_name(name, roles.ROUTER_CERTIFICATE), manifests.certificate, after(*issued_by)))
         if manifests.headless_service is not None:
             # Before the StatefulSet: its pods' DNS names come from this Service.
-            workload_after.append(kube_resources.apply(f"{name}-headless-service", manifests.headless_service, after(*base)))
+            workload_after.append(kube_resources.apply(child_name(name, roles.ROUTER_HEADLESS_SERVICE), manifests.headless_service, after(*base)))
         # State-only (no cluster access), so it runs in render mode too: a kind flip there is
         # worse, since `kubectl apply` of the rendered files never deletes the old kind.
-        self.kind_guard = WorkloadKindGuard(f"{name}-workload-kind", {
+        self.kind_guard = WorkloadKindGuard(child_name(name, roles.ROUTER_WORKLOAD_KIND), {
             "router": name,
             "kind": topology.kind,
             "migrate_from": router.workload.migrate_from or "",
             "kind_explicit": "kind" in router.workload.model_fields_set,
         }, WorkloadKindGuardProvider(), after(*base))
         workload_after.append(self.kind_guard)
-        self.workload = kube_resources.apply(f"{name}-workload", manifests.workload, after(*workload_after, *fronts))
-        self.service = kube_resources.apply(f"{name}-service", manifests.service, after(self.workload))
+        self.workload = kube_resources.apply(child_name(name, roles.ROUTER_WORKLOAD), manifests.workload, after(*workload_after, *fronts))
+        self.service = kube_resources.apply(child_name(name, roles.ROUTER_SERVICE), manifests.service, after(self.workload))
         if manifests.pod_disruption_budget is not None:
-            kube_resources.apply(f"{name}-pdb", manifests.pod_disruption_budget, after(self.workload))
+            kube_resources.apply(child_name(name, roles.ROUTER_PDB), manifests.pod_disruption_budget, after(self.workload))
 
         if not deploy.rendering:
             from providers.router_targets import RouterTargetsProvider
@@ -109,7 +111,7 @@ class RequestRouter(pulumi.ComponentResource):
             # Read, not awaited: each fronted model already waited for its rollout. The models'
             # recorded targets are inputs, so whenever a model's status is re-recorded (a
             # rollout, a scale) the router's view is re-read with it, in the same `up`.
-            self.targets = RouterTargets(f"{name}-targets", {
+            self.targets = RouterTargets(child_name(name, roles.ROUTER_TARGETS), {
                 "router": name,
                 "namespace": stack.platform.namespace,
                 "services": fronted_services(stack),

@@ -1,0 +1,62 @@
+"""Logical names of the children each component declares: the one place that defines them.
+
+A child's logical name is ``f"{parent}-{role}"``. Pulumi keys state by these names, so changing
+one strands a deployed stack (a delete and a create, not an update); the preview report reads
+the same constants to classify what a preview shows. Pure: no Pulumi import.
+"""
+
+from __future__ import annotations
+
+# --- a model's children (VllmModel, NimModel) ---------------------------------------------
+WEIGHTS = "weights"
+PULLER = "puller"
+WEIGHTS_GATE = "weights-gate"  # also the gate's object name in the cluster
+NETWORK_POLICY = "network-policy"
+SERVER = "server"
+SERVICE = "service"
+STATUS = "status"
+NIM_OPERATOR_CHECK = "nim-operator-check"
+NIM_CACHE = "nim-cache"
+NIM_SERVICE = "nim-service"
+
+# --- the router's children (RequestRouter) -------------------------------------------------
+ROUTER_CRD_CHECK = "crd-check"
+ROUTER_WORKLOAD_KIND = "workload-kind"
+ROUTER_TARGETS = "targets"
+ROUTER_WORKLOAD = "workload"
+ROUTER_SERVICE = "service"
+ROUTER_PDB = "pdb"
+ROUTER_HEADLESS_SERVICE = "headless-service"
+ROUTER_ISSUER = "issuer"
+ROUTER_CERTIFICATE = "certificate"
+BACKEND_SERVICE_ACCOUNT = "backend-service-account"
+BACKEND_ROLE = "backend-role"
+BACKEND_ROLE_BINDING = "backend-role-binding"
+BACKEND = "backend"
+BACKEND_SERVICE = "backend-service"
+BACKEND_PDB = "backend-pdb"
+BACKEND_SERVICE_MONITOR = "backend-service-monitor"
+
+# --- the platform's children ------------------------------------------------------------------
+NAMESPACE = "namespace"
+MODEL_SERVICE_ACCOUNT = "model-service-account"
+
+# Roles of a model whose objects hold or make its weights: a replace of one of these is a
+# re-download, which the preview report calls out.
+MODEL_WEIGHTS_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NIM_CACHE)
+# Roles of a model that run its server.
+MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
+# Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
+BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK)
+# Every role a model declares, longest first so a suffix match never stops at a shorter role
+# ("weights-gate" before "weights").
+MODEL_ROLES = tuple(sorted(
+    (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, SERVER, SERVICE, STATUS,
+     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE),
+    key=len, reverse=True,
+))
+
+
+def child(parent: str, role: str) -> str:
+    """The logical name of ``parent``'s child in ``role``."""
+    return f"{parent}-{role}"
