@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from ..compile.common import MODEL_SOURCE_ANNOTATION as SOURCE_ANNOTATION
 from .parsing import Resource

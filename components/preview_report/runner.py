@@ -3,7 +3,8 @@ anything) and writes the report; ``python -m components preview-report`` calls `
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from .markdown import render
 from .parsing import parse

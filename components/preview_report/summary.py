@@ -14,8 +14,9 @@ them with): a child of model ``m`` in role ``r`` is ``m-r``. What is said, per m
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Optional
 
 from .. import children as roles
 from ..children import child

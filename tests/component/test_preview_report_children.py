@@ -36,9 +36,10 @@ MODELS = [
 STACKS = {
     # Every optional child: the models' NetworkPolicy, the backend router, its ServiceMonitor,
     # TLS (issuer, certificate).
-    "deployment": ({"networkPolicy": {"enabled": True}}, {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
-                   "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0", "serviceMonitor": True},
-                   "tls": {"enabled": True}}),
+    "deployment": ({"networkPolicy": {"enabled": True}},
+                   {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
+                    "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0", "serviceMonitor": True},
+                    "tls": {"enabled": True}}),
     # A StatefulSet adds the headless Service.
     "statefulset": ({}, {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),
 }
