@@ -9,7 +9,8 @@ helper it calls, do at least one of
   convention those raise or fail on a mismatch; mock objects' ``assert_called_*`` count too).
 A helper is a function of the same module, or one imported from a module under tests/ (the kits:
 harness.py, component_kit.py, fault_kit.py, ...); it counts when it meets the rule itself, to any
-depth. A test that only runs code to see it does not raise is flagged: say what it must produce.
+depth (methods and fixtures are not followed). A test that only runs code to see it does not
+raise is flagged: say what it must produce.
 """
 
 from __future__ import annotations
