@@ -60,3 +60,18 @@ MODEL_ROLES = tuple(sorted(
 def child(parent: str, role: str) -> str:
     """The logical name of ``parent``'s child in ``role``."""
     return f"{parent}-{role}"
+
+
+def _longest_first(roles: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(roles, key=len, reverse=True))
+
+
+# Every role the router declares and every role the platform declares by a constant here (the
+# platform's teardown objects and stack secrets are named after what they hold). Longest first,
+# like MODEL_ROLES ("backend-service" before "service").
+ROUTER_ROLES = _longest_first((
+    ROUTER_CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_WORKLOAD, ROUTER_SERVICE, ROUTER_PDB,
+    ROUTER_HEADLESS_SERVICE, ROUTER_ISSUER, ROUTER_CERTIFICATE, BACKEND_SERVICE_ACCOUNT, BACKEND_ROLE,
+    BACKEND_ROLE_BINDING, BACKEND, BACKEND_SERVICE, BACKEND_PDB, BACKEND_SERVICE_MONITOR,
+))
+PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT))

@@ -9,6 +9,8 @@ start_cluster
 pulumi_env
 cd "$REPO"
 "$VENV/bin/python" scripts/gen_config_reference.py --check
+# The linter (config: ruff.toml) before any test: a finding fails the run like a failed test.
+"$VENV/bin/ruff" check .
 set +e
 "$VENV/bin/python" -m pytest "$@"
 status=$?

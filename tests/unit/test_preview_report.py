@@ -15,7 +15,13 @@ import pytest
 
 from components import cli
 from components.preview_report import (
-    get_path, image_change, parse, path_segments, preview_report, short_revision, source_change,
+    get_path,
+    image_change,
+    parse,
+    path_segments,
+    preview_report,
+    short_revision,
+    source_change,
     summarize,
 )
 
@@ -93,7 +99,8 @@ def test_model_removed():
 
 def test_router_kind_change_is_a_delete_and_create():
     lines = router_lines("router-kind-change.jsonl")
-    assert lines[0].startswith("**router workload kind changes (StatefulSet → Deployment): delete + create (downtime)**")
+    assert lines[0].startswith(
+        "**router workload kind changes (StatefulSet → Deployment): delete + create (downtime)**")
     assert "Service `router-headless-service` deleted" in lines
     text = report("router-kind-change.jsonl")
     assert "GPU pods" not in text  # the models do not move
@@ -258,8 +265,13 @@ def test_nim_operator_path_hand_written_events():
             "op": op, "urn": f"urn:pulumi:s::llm-serving::llm-serving:index:NimModel$kubernetes:{api}:{kind}::{name}",
             "type": f"kubernetes:{api}:{kind}", "old": {"inputs": old, "parent": model},
             "new": {"inputs": new, "parent": model}, "detailedDiff": diff, "keys": keys}}})
-    src = lambda rev: {"metadata": {"annotations": {"llm-serving.dev/model-source": f"meta/llama@{rev}"}}}
-    image = lambda tag: {"spec": {"image": {"repository": "nvcr.io/nim/meta/llama", "tag": tag}}}
+
+    def src(rev):
+        return {"metadata": {"annotations": {"llm-serving.dev/model-source": f"meta/llama@{rev}"}}}
+
+    def image(tag):
+        return {"spec": {"image": {"repository": "nvcr.io/nim/meta/llama", "tag": tag}}}
+
     text = "\n".join([
         event("replace", "NIMCache", "nim-nim-cache", src("main"), src("v2"), keys=["metadata.name"]),
         event("update", "NIMService", "nim-nim-service", image("1.8.4"), image("1.8.5"),

@@ -1,0 +1,82 @@
+"""The command: runs `pulumi preview --json` in its streaming form (the only code here that runs
+anything) and writes the report; ``python -m components preview-report`` calls ``command``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from .markdown import render
+from .parsing import parse
+from .summary import summarize
+
+EXIT_PREVIEW_FAILED = 4
+STREAMING = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW"
+
+
+def preview_report(text: str, stack: str) -> str:
+    """`pulumi preview --json` output (either form) -> the Markdown report."""
+    return render(summarize(parse(text), stack))
+
+
+class PreviewRunError(RuntimeError):
+    pass
+
+
+def preview_command(stack: str, policy_packs: Iterable[str] = (), policy_pack_configs: Iterable[str] = ()) -> list[str]:
+    command = ["pulumi", "preview", "--json", "--non-interactive", "--stack", stack]
+    for pack in policy_packs:
+        command += ["--policy-pack", pack]
+    for config in policy_pack_configs:
+        command += ["--policy-pack-config", config]
+    return command
+
+
+def run_preview(stack: str, policy_packs: Iterable[str] = (), policy_pack_configs: Iterable[str] = (),
+                cwd: Optional[str] = None, timeout: float = 900, env: Optional[dict] = None) -> str:
+    """Run `pulumi preview --json` in its streaming form and return what it printed.
+
+    A failing preview (a mandatory policy violation, a program error) still prints its events
+    and is reported, not raised; no output at all, or a timeout, raises PreviewRunError.
+    """
+    import os
+    import subprocess
+
+    environment = {**(os.environ if env is None else env), STREAMING: "1"}
+    command = preview_command(stack, policy_packs, policy_pack_configs)
+    try:
+        result = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise PreviewRunError("the pulumi CLI is not on PATH (source the toolchain's env.sh)") from None
+    except subprocess.TimeoutExpired:
+        raise PreviewRunError(f"`{' '.join(command)}` did not finish within {timeout:g}s") from None
+    if not result.stdout.strip():
+        raise PreviewRunError(f"`{' '.join(command)}` printed no JSON (exit {result.returncode}):\n"
+                              f"{result.stderr.strip()[-3000:]}")
+    return result.stdout
+
+
+def command(args: Any) -> int:
+    """`python -m components preview-report`: exit 0, or 4 when the preview failed (the report
+    is written either way), 1 when there was nothing to report."""
+    import sys
+    from pathlib import Path
+
+    try:
+        if args.json_in:
+            text = sys.stdin.read() if args.json_in == "-" else Path(args.json_in).read_text()
+        else:
+            text = run_preview(args.stack, args.policy_pack or (), args.policy_pack_config or (),
+                               cwd=args.cwd, timeout=args.timeout)
+            if args.save_json:
+                Path(args.save_json).write_text(text)
+        preview = parse(text)
+    except (PreviewRunError, OSError, ValueError) as error:
+        print(f"preview-report: {error}", file=sys.stderr)
+        return 1
+    markdown = render(summarize(preview, args.stack))
+    if args.out:
+        Path(args.out).write_text(markdown)
+    else:
+        sys.stdout.write(markdown)
+    return EXIT_PREVIEW_FAILED if preview.failed_run else 0

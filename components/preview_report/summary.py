@@ -1,0 +1,220 @@
+"""Steps grouped per component (each model, the router, the platform), each group said in a few
+lines: what the change will do to the model's weights, its server pods, the router's workload.
+
+Children are told apart by their role (components/children.py, the module the components name
+them with): a child of model ``m`` in role ``r`` is ``m-r``. What is said, per model:
+- weights PVC / puller Job / WeightsGate (or NIMCache) replaced: "weights will be re-downloaded",
+  old and new source from the ``llm-serving.dev/model-source`` annotation of the old/new inputs;
+- server Deployment (or NIMService) update touching the pod template: "GPU pods will restart"
+  with what changed (image tag, args, resources, env, weights volume, ...); no template change:
+  "metadata only", or a scale;
+- the model component created / deleted: a new model / a removed model;
+- the router's workload created as one kind and deleted as another: a kind change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import children as roles
+from ..children import child
+from .changes import server_lines, short_keys, source, source_change
+from .parsing import Preview, Resource, Step
+
+MODEL_TYPES = {"llm-serving:index:VllmModel": "vLLM", "llm-serving:index:NimModel": "NIM"}
+ROUTER_TYPE = "llm-serving:index:RequestRouter"
+PLATFORM_TYPE = "llm-serving:index:Platform"
+OP_WORDS = {"create": "created", "delete": "deleted", "update": "updated",
+            "replace": "replaced (delete + create)", "read": "read", "import": "imported"}
+
+
+def roles_of(component_type: str) -> tuple[str, ...]:
+    """The child roles a component of this type declares, longest first."""
+    if component_type in MODEL_TYPES:
+        return roles.MODEL_ROLES
+    if component_type == ROUTER_TYPE:
+        return roles.ROUTER_ROLES
+    if component_type == PLATFORM_TYPE:
+        return roles.PLATFORM_ROLES
+    return ()
+
+
+def role_of(name: str, parent: str, component_type: str) -> Optional[str]:
+    """The role of ``parent``'s child called ``name`` (None: not a child this report knows)."""
+    return next((role for role in roles_of(component_type) if name == child(parent, role)), None)
+
+
+def component_of(step: Step) -> tuple[str, str]:
+    """(component type, component name) of a step: its parent's URN, else its URN's type chain
+    (a step without a parent: the name less the longest child role it ends with)."""
+    if step.type in MODEL_TYPES or step.type in (ROUTER_TYPE, PLATFORM_TYPE):
+        return step.type, step.name
+    if step.parent:
+        parent_type = step.parent.rsplit("::", 2)[-2].rsplit("$", 1)[-1]
+        return parent_type, step.parent.rsplit("::", 1)[-1]
+    chain = step.urn.rsplit("::", 2)[-2].split("$")
+    if len(chain) > 1:
+        parent_type = chain[-2]
+        name = step.name
+        for role in roles_of(parent_type):
+            if name.endswith(f"-{role}"):
+                return parent_type, name[: -len(role) - 1]
+        return parent_type, name
+    return "", ""
+
+
+@dataclass
+class Section:
+    kind: str                     # "model" | "router" | "platform" | "other"
+    name: str
+    detail: str = ""              # engine, router kind, ...
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.lines)
+
+
+@dataclass
+class Report:
+    stack: str
+    preview: Preview
+    sections: list[Section]
+
+    @property
+    def models(self) -> list[Section]:
+        return [s for s in self.sections if s.kind == "model"]
+
+
+def _generic_line(resource: Resource) -> str:
+    words = OP_WORDS.get(resource.op, resource.op)
+    line = f"{resource.kind} `{resource.name}` {words}"
+    keys = resource.replace_keys if resource.op == "replace" else resource.diff
+    if keys and resource.op in ("update", "replace"):
+        line += ": " + ", ".join(short_keys(keys))
+    return line
+
+
+def _bookkeeping(resource: Resource, parent: str, component_type: str) -> bool:
+    """A dynamic resource that only records or waits: its updates follow from the changes reported."""
+    return (resource.type.startswith("pulumi-python:dynamic/")
+            and role_of(resource.name, parent, component_type) in roles.BOOKKEEPING_ROLES)
+
+
+def _in_roles(resources: Iterable[Resource], name: str, component_type: str, wanted: tuple[str, ...]) -> list[Resource]:
+    """``resources`` in ``wanted``'s order of roles (a replace's steps keep their own order)."""
+    by_role: dict[str, list[Resource]] = {}
+    for resource in resources:
+        by_role.setdefault(role_of(resource.name, name, component_type) or "", []).append(resource)
+    return [r for role in wanted for r in by_role.get(role, [])]
+
+
+def _model_section(name: str, component_type: str, resources: list[Resource]) -> Section:
+    section = Section("model", name, MODEL_TYPES.get(component_type, ""))
+    component = next((r for r in resources if r.type == component_type and r.name == name), None)
+    children = [r for r in resources if r is not component]
+    if component is not None and component.op == "create":
+        found = next((s for s in (source(r.new) for r in children) if s), None)
+        section.lines.append("**new model: downloads weights" + (f" ({found})" if found else "") + ", then serves**")
+        return section
+    if component is not None and component.op == "delete":
+        section.lines.append("**model removed: volume, puller and server deleted**")
+        return section
+
+    weights = [r for r in _in_roles(children, name, component_type, roles.MODEL_WEIGHTS_ROLES)
+               if r.op in ("replace", "create", "delete")]
+    handled: set[str] = set()
+    if weights:
+        change = ""
+        for resource in weights:
+            change = source_change(source(resource.old), source(resource.new))
+            if change:
+                break
+        if not change:
+            keys = [k for r in weights for k in r.replace_keys]
+            change = ("replaced: " + ", ".join(dict.fromkeys(keys))) if keys else "new weights volume"
+        replaced = [r for r in weights if r.op == "replace"]
+        how = ("a new volume and puller download them, the server moves over once they are complete, "
+               "then the old volume is deleted") if replaced else ""
+        section.lines.append(f"**weights will be re-downloaded** ({change})" + (f": {how}" if how else ""))
+        handled.update(r.urn for r in weights)
+    for server in _in_roles(children, name, component_type, roles.MODEL_SERVER_ROLES):
+        who = "NIMService" if server.kind == "NIMService" else "server Deployment"
+        section.lines.extend(server_lines(server, pods="GPU pods", who=who))
+        handled.add(server.urn)
+    for resource in children:
+        if resource.urn in handled or resource.op == "same" or _bookkeeping(resource, name, component_type):
+            continue
+        if role_of(resource.name, name, component_type) in roles.MODEL_WEIGHTS_ROLES and resource.op == "update":
+            section.lines.append(_generic_line(resource) + " (weights are kept)")
+            continue
+        section.lines.append(_generic_line(resource))
+    return section
+
+
+def _router_section(name: str, resources: list[Resource]) -> Section:
+    section = Section("router", name)
+    workload = [r for r in resources if r.name == child(name, roles.ROUTER_WORKLOAD)]
+    created = [r for r in workload if r.op == "create"]
+    deleted = [r for r in workload if r.op == "delete"]
+    handled: set[str] = set()
+    if created and deleted and {r.kind for r in created} != {r.kind for r in deleted}:
+        section.lines.append(
+            f"**router workload kind changes ({deleted[0].kind} → {created[0].kind}): delete + create "
+            f"(downtime)** — the {created[0].kind} is created first and the {deleted[0].kind} deleted "
+            f"last; requests in flight on the {deleted[0].kind}'s pods fail")
+        handled.update(r.urn for r in created + deleted)
+        section.detail = f"{deleted[0].kind} → {created[0].kind}"
+    for resource in workload:
+        if resource.urn in handled or resource.op == "same":
+            continue
+        if resource.op == "replace":
+            section.lines.append(f"**router workload replaced ({resource.kind}): delete + create (downtime)** — "
+                                 + ", ".join(short_keys(resource.replace_keys)))
+        else:
+            section.lines.extend(server_lines(resource, pods="router pods", who=f"router {resource.kind}")
+                                 if resource.op == "update" else [_generic_line(resource)])
+        section.detail = section.detail or resource.kind
+        handled.add(resource.urn)
+    component = next((r for r in resources if r.type == ROUTER_TYPE), None)
+    if component is not None and component.op in ("create", "delete"):
+        section.lines.insert(0, "**router added**" if component.op == "create" else "**router removed**")
+        return section
+    for resource in resources:
+        if (resource.urn in handled or resource is component or resource.op == "same"
+                or _bookkeeping(resource, name, ROUTER_TYPE)):
+            continue
+        section.lines.append(_generic_line(resource))
+    return section
+
+
+def summarize(preview: Preview, stack: str) -> Report:
+    resources: dict[str, Resource] = {}
+    components: dict[tuple[str, str], list[str]] = {}
+    for step in preview.steps:
+        resource = resources.setdefault(step.urn, Resource(step.urn, step.type, step.name))
+        resource.steps.append(step)
+        key = component_of(step)
+        urns = components.setdefault(key, [])
+        if step.urn not in urns:
+            urns.append(step.urn)
+    sections: list[Section] = []
+    others: list[Resource] = []
+    for (component_type, name), urns in components.items():
+        members = [resources[u] for u in urns]
+        if component_type in MODEL_TYPES:
+            sections.append(_model_section(name, component_type, members))
+        elif component_type == ROUTER_TYPE:
+            sections.append(_router_section(name, members))
+        elif component_type == PLATFORM_TYPE:
+            platform = Section("platform", name)
+            platform.lines = [_generic_line(r) for r in members if r.op != "same" and r.type != PLATFORM_TYPE
+                              and not _bookkeeping(r, name, PLATFORM_TYPE)]
+            sections.append(platform)
+        else:
+            others.extend(m for m in members if m.op != "same" and m.type != "pulumi:pulumi:Stack")
+    if others:
+        sections.append(Section("other", "stack", lines=[_generic_line(r) for r in others]))
+    return Report(stack, preview, sections)

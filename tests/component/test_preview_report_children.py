@@ -1,0 +1,199 @@
+"""The preview report classifies every child the components actually declare.
+
+The report knows a model's weights, server and bookkeeping children by their role names
+(components/children.py). This test declares real components under Pulumi mocks (a vLLM model, a
+NIM model on each path, a router of each workload kind, the platform), records every resource the
+engine would see (URN, type, parent) and checks that the report's classifier gives each child its
+component and a role, and that a preview built from that graph reads as it should. Renaming a
+child in components/resources without the report following fails here, where the report's own
+tests (on captured previews) would stay green.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from component_kit import Mocks
+from components import children as roles
+from components.config import load_stack_config
+from components.preview_report import Preview, Step, component_of, role_of, summarize
+from components.preview_report.summary import MODEL_TYPES, PLATFORM_TYPE, ROUTER_TYPE
+
+NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+MODELS = [
+    {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory": "8Gi"}},
+    {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
+     "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"},
+     "nim": {"authSecret": "ngc-api"}},
+    {"name": "raw", "engine": "nim", "image": NGC_IMAGE, "source": {"repo": "org/raw"},
+     "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}},
+]
+STACKS = {
+    # Every optional child: the models' NetworkPolicy, the backend router, its ServiceMonitor,
+    # TLS (issuer, certificate).
+    "deployment": ({"networkPolicy": {"enabled": True}},
+                   {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
+                    "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0", "serviceMonitor": True},
+                    "tls": {"enabled": True}}),
+    # A StatefulSet adds the headless Service.
+    "statefulset": ({}, {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),
+}
+# A model's children, by what the report must say about them.
+WEIGHTS_KINDS = {"PersistentVolumeClaim", "Job", "WeightsGate", "NIMCache"}
+SERVER_KINDS = {"Deployment", "NIMService"}
+
+
+@dataclass(frozen=True)
+class Registered:
+    urn: str
+    type: str
+    name: str
+    parent: str
+
+    @property
+    def kind(self) -> str:
+        return self.type.rsplit(":", 1)[-1]
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock engine, keeping every registration as the engine would: URN, type, parent URN."""
+
+    def __init__(self, mocks):
+        super().__init__(mocks)
+        self.registered: list[Registered] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (the engine's gRPC method name)
+        response = super().RegisterResource(request)
+        self.registered.append(Registered(response.urn, request.type, request.name, request.parent))
+        return response
+
+
+def declare(platform_config: dict, router: dict) -> list[Registered]:
+    """Every resource a stack of MODELS, ``platform_config`` and ``router`` declares."""
+    from components.config.router import fronted_models
+    from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+
+    mocks = Mocks(status_target="plain-0")
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, preview=False, monitor=monitor)
+
+    @pulumi.runtime.test
+    def program():
+        stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", **platform_config}, "models": MODELS,
+                                   "router": router})
+        platform = Platform("platform", stack, None)
+        deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+        models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}
+        RequestRouter(stack, deploy, fronts=[models[n] for n in fronted_models(stack.router, models)])
+
+    program()  # returns once every registration has reached the monitor
+    return [r for r in monitor.registered if r.type != "pulumi:pulumi:Stack"]
+
+
+@functools.cache
+def graph_of(variant: str) -> tuple[Registered, ...]:
+    return tuple(declare(*STACKS[variant]))
+
+
+@pytest.fixture(params=sorted(STACKS))
+def graph(request) -> tuple[Registered, ...]:
+    return graph_of(request.param)
+
+
+def _name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _type(urn: str) -> str:
+    return urn.rsplit("::", 2)[-2].rsplit("$", 1)[-1]
+
+
+def _children(graph: tuple[Registered, ...]) -> list[tuple[Registered, str, str]]:
+    """(child, parent component type, parent component name) for each child of a component."""
+    components = {r.urn for r in graph if r.type in MODEL_TYPES or r.type in (ROUTER_TYPE, PLATFORM_TYPE)}
+    return [(r, _type(r.parent), _name(r.parent)) for r in graph if r.parent in components]
+
+
+def test_the_graphs_hold_every_role_on_each_model_path():
+    found: dict[str, set[str]] = {}
+    for variant in STACKS:
+        for registered, _, parent in _children(graph_of(variant)):
+            found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
+    raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.SERVER,
+                roles.SERVICE, roles.STATUS}
+    assert found["plain"] == raw_path  # vLLM
+    assert found["raw"] == raw_path  # NIM, raw objects
+    assert found["op"] == {roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NETWORK_POLICY, roles.NIM_SERVICE,
+                           roles.STATUS}  # NIM operator CRs
+    assert found["llm-router"] == set(roles.ROUTER_ROLES)
+    assert found["platform"] == set(roles.PLATFORM_ROLES)
+    # Between them, the paths use every role a model can have.
+    assert found["plain"] | found["op"] == set(roles.MODEL_ROLES)
+
+
+def test_every_child_is_classified_with_its_component_with_or_without_a_parent(graph):
+    for registered, parent_type, parent_name in _children(graph):
+        with_parent = Step("same", registered.urn, registered.type, parent=registered.parent)
+        # The digest form's delete steps can lack a parent: the URN's type chain and the role decide.
+        urn_only = Step("same", registered.urn, registered.type)
+        assert component_of(with_parent) == (parent_type, parent_name), registered
+        assert component_of(urn_only) == (parent_type, parent_name), registered
+
+
+def test_every_model_and_router_child_has_a_role_the_report_knows(graph):
+    for registered, parent_type, parent_name in _children(graph):
+        role = role_of(registered.name, parent_name, parent_type)
+        if parent_type == PLATFORM_TYPE and role is None:
+            # Named after what they hold (a stack secret, a teardown object): reported generically.
+            assert registered.name.startswith(f"{parent_name}-"), registered
+            continue
+        assert role is not None, f"{registered.name} ({registered.kind}) under {parent_name}: no role"
+        if parent_type in MODEL_TYPES:
+            assert (role in roles.MODEL_WEIGHTS_ROLES) == (registered.kind in WEIGHTS_KINDS), registered
+            assert (role in roles.MODEL_SERVER_ROLES) == (registered.kind in SERVER_KINDS), registered
+        dynamic = registered.type.startswith("pulumi-python:dynamic/") and registered.kind != "WeightsGate"
+        assert (role in roles.BOOKKEEPING_ROLES) == dynamic, registered
+
+
+def _preview_of(graph: tuple[Registered, ...]) -> Preview:
+    """A preview of a change to every model's weights and image, and to the router's image:
+    weights children replaced, servers and the router workload updated in their pod template,
+    bookkeeping resources updated (as they are on any change), everything else unchanged."""
+    template = ("spec", "template", "spec")
+    preview = Preview("stream")
+    for registered, parent_type, parent_name in _children(graph):
+        role = role_of(registered.name, parent_name, parent_type)
+        op, old, new, diff = "same", None, None, ()
+        if role in roles.MODEL_WEIGHTS_ROLES:
+            op, diff = "replace", ("spec",)
+        elif role in roles.BOOKKEEPING_ROLES:
+            op, diff = "update", ("deployment_revision",)
+        elif registered.kind == "NIMService":
+            op, diff = "update", ("spec.image.tag",)
+            old, new = ({"spec": {"image": {"repository": "nvcr.io/nim/x", "tag": tag}}} for tag in ("1", "2"))
+        elif role in roles.MODEL_SERVER_ROLES or role == roles.ROUTER_WORKLOAD:
+            op, diff = "update", (".".join(template) + ".containers[0].image",)
+            old, new = ({"spec": {"template": {"spec": {"containers": [{"image": f"r.io/x:{tag}"}]}}}}
+                        for tag in ("1", "2"))
+        preview.steps.append(Step(op, registered.urn, registered.type, registered.parent, old, new, diff, diff))
+    return preview
+
+
+def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
+    report = summarize(_preview_of(graph), "s")
+    by_name = {s.name: s for s in report.sections}
+    assert {s.name for s in report.models} == {"plain", "op", "raw"}
+    for model in ("plain", "op", "raw"):
+        lines = by_name[model].lines
+        # One sentence for the weights, one for the pods: no child left to a generic line.
+        assert len(lines) == 2, (model, lines)
+        assert lines[0].startswith("**weights will be re-downloaded**"), (model, lines)
+        assert lines[1] == "**GPU pods will restart** (image tag 1 → 2)", (model, lines)
+    (router,) = [s for s in report.sections if s.kind == "router"]
+    assert router.lines == ["**router pods will restart** (image tag 1 → 2)"]
+    assert not [s for s in report.sections if s.kind in ("platform", "other") and s.changed]
