@@ -6,13 +6,19 @@ touches a cluster.
 
 from __future__ import annotations
 
+import difflib
+import json
+import types
+import typing
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .model import StackConfig
+from . import stack_secrets
+from .stack_secrets import SECRET_SECTIONS
 from .values import Problems
 
 PROJECT = "llm-serving"
@@ -20,10 +26,26 @@ PROJECT = "llm-serving"
 # new section is accepted as soon as it exists.
 SECTIONS = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
 
-_FRIENDLY = {
-    "extra_forbidden": "unknown field; remove it or fix its spelling (see docs/config-reference.md)",
+# Pydantic's own words ("Input should be a valid tuple", "instance of ModelSource") describe the
+# validator; these say what to write instead. Keyed by pydantic's error type.
+_TYPE_FIX = {
     "missing": "required; add it (see docs/config-reference.md)",
+    "tuple_type": "must be a list (one `- item` per line)",
+    "list_type": "must be a list (one `- item` per line)",
+    "model_type": "must be a mapping of keys (`key: value` lines; see docs/config-reference.md)",
+    "model_attributes_type": "must be a mapping of keys (`key: value` lines; see docs/config-reference.md)",
+    "dict_type": "must be a mapping (`key: value` lines)",
+    "string_type": "must be text; quote it (e.g. '1.0' or 'true')",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "int_type": "must be a whole number, e.g. 2",
+    "int_parsing": "must be a whole number, e.g. 2",
+    "int_from_float": "must be a whole number, e.g. 2",
+    "float_type": "must be a number, e.g. 0.5",
+    "float_parsing": "must be a number, e.g. 0.5",
 }
+_BOUNDS = {"greater_than_equal": ("ge", "greater than or equal to"), "greater_than": ("gt", "greater than"),
+           "less_than_equal": ("le", "less than or equal to"), "less_than": ("lt", "less than")}
 
 
 class ConfigError(Exception):
@@ -38,6 +60,74 @@ def _join(*parts: Any) -> str:
     return ".".join(str(p) for p in parts if p != "")
 
 
+def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
+    """The config model that holds the key at ``loc`` (a pydantic error location), if any."""
+    annotation: Any = StackConfig
+    for part in loc:
+        model = _unwrap(annotation)
+        if isinstance(part, int) or model is None:
+            annotation = _item(annotation)
+            continue
+        fields = {**{f.alias or n: f for n, f in model.model_fields.items()}, **model.model_fields}
+        if part not in fields:
+            return None
+        annotation = fields[part].annotation
+    return _unwrap(annotation)
+
+
+def _unwrap(annotation: Any) -> Optional[type[BaseModel]]:
+    while typing.get_origin(annotation) in (typing.Annotated, typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1 and typing.get_origin(annotation) is not typing.Annotated:
+            return None
+        annotation = args[0]
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _item(annotation: Any) -> Any:
+    """The element type of a list or mapping annotation (through Optional)."""
+    while typing.get_origin(annotation) in (typing.Annotated, typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict:
+        return args[1]
+    return args[0] if args else None  # tuple[X, ...] and list[X]
+
+
+def closest(key: str, choices: Iterable[str]) -> Optional[str]:
+    """The choice ``key`` most likely misspells (case-insensitive), or None when none is close."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(key.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def _unknown_key(loc: tuple) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "unknown field; remove it or fix its spelling (see docs/config-reference.md)"
+    keys = [field.alias or name for name, field in model.model_fields.items()]
+    match = closest(str(loc[-1]), keys)
+    if match:
+        return f"unknown field; did you mean `{match}`?"
+    return f"unknown field; remove it (valid keys here: {', '.join(keys)})"
+
+
+def _message(item: dict) -> str:
+    kind, ctx = item["type"], item.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return _unknown_key(tuple(item["loc"]))
+    if kind in _TYPE_FIX:
+        return _TYPE_FIX[kind]
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected', '')}"
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        return f"must be {words} {ctx.get(key)}"
+    message = item["msg"]
+    return message[len("Value error, "):] if message.startswith("Value error, ") else message
+
+
 def format_validation_error(error: ValidationError) -> list[str]:
     lines: list[str] = []
     for item in error.errors():
@@ -46,24 +136,36 @@ def format_validation_error(error: ValidationError) -> list[str]:
         if isinstance(cause, Problems):
             lines.extend(f"{_join(where, path)}: {message}" for path, message in cause.problems)
             continue
-        message = _FRIENDLY.get(item["type"], item["msg"])
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        lines.append(f"{where or '(stack)'}: {message}")
+        lines.append(f"{where or '(stack)'}: {_message(item)}")
     return lines
 
 
 def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
     """Validate the `llm-serving:*` section values (keys without the project prefix)."""
     try:
-        return StackConfig.model_validate(dict(raw))
+        raw = dict(raw)
+        context = {stack_secrets.CONTEXT_KEY: stack_secrets.present_in(raw)}
+        stack = StackConfig.model_validate(raw, context=context)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from None
+    return stack.with_secret_defaults()
 
 
 def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:
     root = stacks_dir or Path(__file__).resolve().parents[2] / "stacks"
     return root / f"Pulumi.{stack}.yaml"
+
+
+def unknown_sections(names: Iterable[str]) -> list[str]:
+    """One problem per `llm-serving:<name>` key the program does not read: a typo must not
+    silently drop a section. Shared by the stack-file reader and the program's engine reader."""
+    problems = []
+    for name in sorted(set(names) - set(SECTIONS)):
+        match = closest(name, SECTIONS)
+        fix = (f"did you mean `{PROJECT}:{match}`?" if match else
+               "use one of " + ", ".join(f"{PROJECT}:{section}" for section in SECTIONS))
+        problems.append(f"{PROJECT}:{name}: unknown stack config key; {fix}")
+    return problems
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
@@ -72,23 +174,27 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     Secure values (``{secure: ...}``) stay opaque here: validation needs to know they exist,
     never their plaintext.
     """
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError([f"(stack): {path} is a directory; pass the stack file itself, e.g. "
+                           f"{path / 'Pulumi.<stack>.yaml'}"])
     try:
-        document = yaml.safe_load(Path(path).read_text()) or {}
+        document = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
         raise ConfigError([f"(stack): no stack file at {path}; create it or pass --config FILE"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"(stack): cannot read {path} ({exc.__class__.__name__}: "
+                           f"{getattr(exc, 'strerror', None) or exc}); check the path and its permissions"]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([f"(stack): {path} is not valid YAML: {exc}"]) from None
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
         raise ConfigError([f"(stack): {path} must be a mapping with a 'config:' mapping"])
     raw: dict[str, Any] = {}
-    unknown: list[str] = []
     for key, value in (document.get("config") or {}).items():
         project, _, name = str(key).partition(":")
-        if project != PROJECT:
-            continue
-        if name not in SECTIONS:
-            unknown.append(f"{key}: unknown stack config key; use one of {', '.join(PROJECT + ':' + s for s in SECTIONS)}")
-        raw[name] = value
+        if project == PROJECT:
+            raw[name] = value
+    unknown = unknown_sections(raw)
     if unknown:
         raise ConfigError(unknown)
     return raw
@@ -102,3 +208,47 @@ def section_values(get_object: Any, names: Iterable[str] = SECTIONS) -> dict[str
         if value is not None:
             raw[name] = value
     return raw
+
+
+def _json_or_text(value: str) -> Any:
+    """A section as `validate` reads it from the stack file: JSON (objects, lists, numbers), or
+    the raw string when it is not JSON, so a wrong type is reported at its field."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def engine_sections(get: Callable[[str], Any], is_secret: Callable[[str], bool]) -> dict[str, Any]:
+    """The `llm-serving:*` sections as the Pulumi engine holds them (``get``/``is_secret``: its
+    accessors). A stack secret becomes a stand-in that says whether it is encrypted: presence and
+    secrecy only, the plaintext never enters the config model."""
+    raw: dict[str, Any] = {}
+    for name in SECTIONS:
+        value = get(f"{PROJECT}:{name}")
+        if value is None:
+            continue
+        if name in SECRET_SECTIONS:
+            raw[name] = {"secure": "(held by the Pulumi engine)"} if is_secret(f"{PROJECT}:{name}") else "(plain text)"
+        else:
+            raw[name] = _json_or_text(value) if isinstance(value, str) else value
+    return raw
+
+
+def load_program_config() -> StackConfig:
+    """The program's one way to read its stack: every `llm-serving:*` key the Pulumi engine
+    passed, validated in full; unknown keys and invalid values are reported together."""
+    from pulumi.runtime import config as runtime  # only the Pulumi program needs the engine
+
+    # The SDK has no public "all keys" call: keys come from the config map (set by the engine,
+    # or by tests' mocks) and from PULUMI_CONFIG, which is how the language host passes them.
+    keys = {*runtime.CONFIG.get(), *runtime.get_config_env()}
+    problems = unknown_sections(key.partition(":")[2].removeprefix("config:") for key in keys
+                                if key.partition(":")[0] == PROJECT)
+    try:
+        stack = load_stack_config(engine_sections(runtime.get_config, runtime.is_config_secret))
+    except ConfigError as invalid:
+        problems += invalid.problems
+    if problems:
+        raise ConfigError(problems)
+    return stack
