@@ -67,8 +67,8 @@ def parse_quantity(text: str) -> Decimal:
     elif len(suffix) > 1:  # an exponent, e.g. "e3"; "E" alone is the exa suffix
         exponent = int(suffix[1:]) if len(suffix) < 12 else None
         if exponent is None or abs(exponent) > _EXPONENT_MAX:
-            raise ValueError(f"'{_short(text)}' is too large for a Kubernetes quantity (at most "
-                             "2^63-1); write e.g. '16Gi'")
+            raise ValueError(f"'{_short(text)}' is out of range for a Kubernetes quantity (at most "
+                             "2^63-1, in steps of 1n); write e.g. '16Gi'")
         value = value.scaleb(exponent)
     else:
         value = value * _DECIMAL[suffix]

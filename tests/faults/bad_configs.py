@@ -175,7 +175,7 @@ BAD_CONFIGS += (
     BadConfig("router-replicas-boolean", {"models": [model()], "router": router(replicas=True)},
               "router.replicas", "boolean", "`replicas: true` read as one router"),
     BadConfig("quantity-absurd-exponent", {"models": [model(weights={"size": "1e1000000"})]},
-              "models.0.weights.size", "too large", "a traceback from decimal overflow"),
+              "models.0.weights.size", "out of range", "a traceback from decimal overflow"),
     BadConfig("quantity-huge-exponent", {"models": [model(resources={"memory": "1e999999999999Ki"})]},
               "models.0.resources.memory", "not a Kubernetes quantity", "a traceback from decimal overflow"),
     BadConfig("quantity-huge-number", {"models": [model(resources={"cpu": "9" * 5000})]},
