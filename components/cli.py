@@ -15,7 +15,6 @@ mandatory policy violation), 1 anything else.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence

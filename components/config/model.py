@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
-from pydantic.alias_generators import to_snake
 
-from . import managed, stack_secrets, values
+from . import managed, rules, stack_secrets, values
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
     GPU_TOLERATIONS, MONITORING_NAMESPACE, VLLM_IMAGE, ClusterConfig, NetworkPeer, NetworkPolicyConfig,
     PlatformConfig, Preflight, TeardownIdentity,
@@ -26,8 +25,6 @@ from .types import (  # noqa: F401  (re-exported for existing imports)
 )
 
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
-# (uid, gid) each engine's image has a passwd entry for: vLLM's `vllm` user, NIM's user.
-ENGINE_IDENTITY = {"vllm": (2000, 0), "nim": (1000, 2000)}
 # Checkpoint copies vLLM never loads when safetensors are there. Skip-lists degrade safely: a
 # puller whose CLI keeps only the last `--exclude` (huggingface_hub 0.x) downloads more, never
 # less; `original/*` (Meta's full duplicate) is last so it is the one such a CLI keeps.
@@ -243,7 +240,7 @@ class ModelConfig(Strict):
         # beside the model's other problems when the loader says no stack secret will fill it.
         given = (info.context or {}).get(stack_secrets.CONTEXT_KEY)
         if given is not None and stack_secrets.NGC_API_KEY.config_key not in given:
-            problems.extend(self.auth_secret_problems())
+            problems.extend(rules.auth_secret_problems(self))
         if self.gpus % self.tensor_parallel_size:
             problems.append((
                 "tensorParallelSize",
@@ -263,89 +260,13 @@ class ModelConfig(Strict):
                 "NIM images are per model; set the NIM image, e.g. "
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
-        problems.extend(self._nim_problems())
-        problems.extend(self._identity_problems())
+        problems.extend(rules.nim_problems(self))
+        problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))
         problems.extend(managed.env_problems(self.env, self.engine))
         if problems:
             raise values.Problems(problems)
         return self
-
-    def _nim_problems(self) -> list[tuple[str, str]]:
-        """Engine / path combinations and the credentials each path needs."""
-        if self.engine != "nim":
-            return [("nim", "NIM settings apply to engine 'nim' only; remove them")] if self.nim else []
-        nim, problems = self.nim_settings, []
-        if self.path == "raw":
-            operator_only = ("cacheSource", "modelPuller", "pullSecret", "profiles", "cacheResources")
-            for key in operator_only:
-                if to_snake(key) in nim.model_fields_set:
-                    hint = (" (raw-path pods take their pull secrets from platform.imagePullSecrets)"
-                            if key == "pullSecret" else "")
-                    problems.append((f"nim.{key}", "only used by path: operator (NIMCache); "
-                                     f"remove it, or set path: operator{hint}"))
-            return problems
-        source = nim.cache_source or "ngc"
-        if source == "hf" and not nim.pull_secret:
-            problems.append(("nim.pullSecret", "an hf cache source needs the image pull Secret of "
-                             "its modelPuller (nvcr.io); name it here"))
-        if source == "hf" and nim.profiles:
-            problems.append(("nim.profiles", "profiles select NGC-optimized profiles; an hf cache "
-                             "downloads the whole repo: remove them or use cacheSource: ngc"))
-        if "all" in nim.profiles and len(nim.profiles) > 1:
-            problems.append(("nim.profiles", "'all' caches every profile and must be the only entry"))
-        if self.image and "@" in self.image and ":" not in self.image.split("@")[0].rsplit("/", 1)[-1]:
-            problems.append(("image", "the NIM operator takes repository and tag; add a tag before "
-                             "the digest (repo:tag@sha256:...)"))
-        if self.lora.enabled:
-            problems.append(("lora.enabled", "LoRA adapters are prepared by the raw path's init "
-                             "container; the operator path does not support them: use path: raw"))
-        if self.hf_token_secret:
-            problems.append(("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
-                             "put the token there and remove hfTokenSecret"))
-        return problems
-
-    def auth_secret_problems(self) -> list[tuple[str, str]]:
-        """The operator path needs nim.authSecret: checked on the model with the stack's secret
-        defaults in place (a stack ngcApiKey fills it), so the stack asks for it."""
-        nim = self.nim_settings
-        if not self.on_operator or nim.auth_secret:
-            return []
-        source = nim.cache_source or "ngc"
-        keys = "NGC_API_KEY" if source == "ngc" else "HF_TOKEN (and optionally NGC_API_KEY)"
-        fix = ("set the stack secret llm-serving:ngcApiKey (`pulumi config set --secret "
-               "ngcApiKey <key>`), or create the Secret and name it here" if source == "ngc"
-               else "create it and name it here")
-        return [("nim.authSecret", f"the NIM operator needs a Secret with key {keys} "
-                 f"for the NIMCache and NIMService; {fix}")]
-
-    def _identity_problems(self) -> list[tuple[str, str]]:
-        """uid/gid stay per engine: another engine's (or any other) identity must be explicit."""
-        context = self.security_context
-        if context is None:
-            return []
-        uid, gid = ENGINE_IDENTITY.get(self.engine, (None, None))
-        problems: list[tuple[str, str]] = []
-        if not context.allow_non_default_identity:
-            for key, value, default in (("runAsUser", context.run_as_user, uid),
-                                        ("runAsGroup", context.run_as_group, gid)):
-                if value is None or value == default:
-                    continue
-                borrowed = [e for e, ident in ENGINE_IDENTITY.items()
-                            if e != self.engine and ident[key == "runAsGroup"] == value]
-                label = {"vllm": "vLLM", "nim": "NIM"}
-                what = "uid" if key == "runAsUser" else "gid"
-                whose = f"{label[borrowed[0]]}'s {what}, " if borrowed else ""
-                problems.append((f"securityContext.{key}", (
-                    f"{value} is {whose}not the {label[self.engine]} image's {what} "
-                    f"({default}); an image without a passwd entry for it crashes "
-                    "(`getpwuid(): uid not found`). Remove it, or set "
-                    "securityContext.allowNonDefaultIdentity: true if the image has that user"
-                )))
-        elif context.run_as_user is None and context.run_as_group is None:
-            problems.append(("securityContext.allowNonDefaultIdentity",
-                             "nothing to allow: set runAsUser/runAsGroup, or remove it"))
-        return problems
 
 
 class StackConfig(Strict):
@@ -376,7 +297,7 @@ class StackConfig(Strict):
             if model.name in seen:
                 problems.append((f"models.{index}.name", f"'{model.name}' is declared twice; model names must be unique"))
             seen.add(model.name)
-            problems.extend((f"models.{index}.{path}", message) for path, message in model.auth_secret_problems())
+            problems.extend((f"models.{index}.{path}", message) for path, message in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
         if self.router is not None:
             problems.extend(router_stack_problems(
