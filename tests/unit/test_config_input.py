@@ -256,3 +256,48 @@ def test_preflight_check_knows_whether_the_model_set_its_size():
                                           model("c", weights={"accessMode": "ReadWriteMany"})]})
     defaults = [check_for(m, stack, env={}).volume_size_default for m in stack.models]
     assert defaults == [True, False, True]
+
+
+# --- the program's one loader -------------------------------------------------------------------
+
+def test_the_program_loader_reports_unknown_keys_and_invalid_values_together():
+    import json
+
+    import pulumi
+
+    from components.config.loader import load_program_config
+
+    token = "hf_PlainProgramToken0123456789"
+    pulumi.runtime.set_all_config({
+        "llm-serving:modles": "[]",
+        "llm-serving:models": json.dumps([model(gpu=1)]),
+        "llm-serving:hfToken": token,
+        "kubernetes:context": "elsewhere",
+    }, [])
+    try:
+        with pytest.raises(ConfigError) as raised:
+            load_program_config()
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    problems = raised.value.problems
+    assert problems[0] == "llm-serving:modles: unknown stack config key; did you mean `llm-serving:models`?"
+    assert any(p.startswith("models.0.gpu: unknown field; did you mean `gpus`?") for p in problems)
+    assert any(p.startswith("hfToken: is stored in plain text") for p in problems)
+    assert token not in str(raised.value)
+
+
+def test_the_program_loader_reads_sections_and_secret_presence():
+    import json
+
+    import pulumi
+
+    from components.config.loader import load_program_config
+
+    pulumi.runtime.set_all_config({"llm-serving:models": json.dumps([model("chat")]),
+                                   "llm-serving:hfToken": "hf_x"}, ["llm-serving:hfToken"])
+    try:
+        stack = load_program_config()
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    assert stack.hf_token == "[secret]" and "hf_x" not in stack.model_dump_json()
+    assert stack.models[0].hf_token_secret == HF_TOKEN_SECRET
