@@ -163,3 +163,19 @@ def test_an_unreadable_config_is_a_clear_refusal(tmp_path):
     result = run("validate", "--config", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"(stack): cannot read {path}")
+
+
+def test_render_into_a_file_is_a_clear_refusal(tmp_path):
+    out = tmp_path / "not-a-dir"
+    out.write_text("x")
+    result = run("render", "--config", str(stack_file(tmp_path, GOOD)), "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"--out {out}: is a file; pass a directory")
+
+
+def test_an_unwritable_output_is_an_error_line_not_a_traceback(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run("render", "--config", str(stack_file(tmp_path, GOOD)), "--out", str(blocker / "sub"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and str(blocker / "sub") in result.stderr
