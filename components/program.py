@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pulumi
 
-from .compile.secrets import stack_secrets, unused_stack_secrets
 from .config import StackConfig
 from .config.loader import PROJECT
-from .config.stack_secrets import HF_TOKEN, configured
+from .config.stack_secrets import HF_TOKEN, configured, used
 
 
 def preflight(stack: StackConfig) -> tuple[StackConfig, dict]:
@@ -45,13 +44,14 @@ def secret_values(stack: StackConfig) -> dict[str, pulumi.Output]:
 
 def secret_warnings(stack: StackConfig) -> list[str]:
     """Stack secrets no model reads, and, when rendering, the Secrets the files expect to exist."""
-    lines = [f"{PROJECT}:{name} is set but no model reads it; remove it (`pulumi config rm {name}`)"
-             for name in unused_stack_secrets(stack)]
+    read = used(stack)
+    lines = [f"{PROJECT}:{spec.config_key} is set but no model reads it; remove it "
+             f"(`pulumi config rm {spec.config_key}`)" for spec in configured(stack) if spec not in read]
     if stack.cluster.render_yaml_to_directory:
         lines += [
-            f"rendering: Secret {secret.ref.name} (from {PROJECT}:{secret.config_key}) is not written, "
+            f"rendering: Secret {spec.ref.name} (from {PROJECT}:{spec.config_key}) is not written, "
             "so the files hold no credential; create it in namespace "
-            f"{stack.platform.namespace} with key {secret.ref.key} before applying them"
-            for secret in stack_secrets(stack)
+            f"{stack.platform.namespace} with key {spec.ref.key} before applying them"
+            for spec in read
         ]
     return lines

@@ -40,6 +40,15 @@ def _ngc_api_key_default(model: "ModelConfig") -> Optional[dict]:
     return {"nim": nim.model_copy(update={"auth_secret": NGC_API_KEY_SECRET.name})}
 
 
+def _reads_hf_token(model: "ModelConfig") -> bool:
+    ref = model.hf_token_secret
+    return ref is not None and (ref.name, ref.key) == (HF_TOKEN_SECRET.name, HF_TOKEN_SECRET.key)
+
+
+def _reads_ngc_api_key(model: "ModelConfig") -> bool:
+    return model.engine == "nim" and model.nim_settings.auth_secret == NGC_API_KEY_SECRET.name
+
+
 @dataclass(frozen=True)
 class StackSecretSpec:
     config_key: str  # `llm-serving:<config_key>`, set with `pulumi config set --secret`
@@ -48,10 +57,13 @@ class StackSecretSpec:
     # The update that makes a model read this Secret, or None when the model does not use it
     # (it names its own Secret, or its path reads credentials elsewhere).
     default_for: Callable[["ModelConfig"], Optional[dict]]
+    # Whether a (resolved) model reads the Secret: the stack creates it only then.
+    reads: Callable[["ModelConfig"], bool]
 
 
-HF_TOKEN = StackSecretSpec("hfToken", "hf_token", HF_TOKEN_SECRET, _hf_token_default)
-NGC_API_KEY = StackSecretSpec("ngcApiKey", "ngc_api_key", NGC_API_KEY_SECRET, _ngc_api_key_default)
+HF_TOKEN = StackSecretSpec("hfToken", "hf_token", HF_TOKEN_SECRET, _hf_token_default, _reads_hf_token)
+NGC_API_KEY = StackSecretSpec("ngcApiKey", "ngc_api_key", NGC_API_KEY_SECRET, _ngc_api_key_default,
+                              _reads_ngc_api_key)
 STACK_SECRETS = (HF_TOKEN, NGC_API_KEY)
 # The StackConfig sections typed StackSecret: the program reads them as secret Outputs only.
 SECRET_SECTIONS = tuple(spec.config_key for spec in STACK_SECRETS)
@@ -70,6 +82,11 @@ def present_in(raw: dict) -> frozenset[str]:
 def configured(stack) -> tuple[StackSecretSpec, ...]:
     """The stack secrets this stack sets."""
     return tuple(spec for spec in STACK_SECRETS if getattr(stack, spec.field) is not None)
+
+
+def used(stack) -> tuple[StackSecretSpec, ...]:
+    """The stack secrets this stack sets and at least one of its models reads."""
+    return tuple(spec for spec in configured(stack) if any(spec.reads(model) for model in stack.models))
 
 
 def with_secret_defaults(model: "ModelConfig", specs: tuple[StackSecretSpec, ...]) -> "ModelConfig":

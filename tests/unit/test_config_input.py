@@ -301,3 +301,15 @@ def test_the_program_loader_reads_sections_and_secret_presence():
         pulumi.runtime.set_all_config({}, [])
     assert stack.hf_token == "[secret]" and "hf_x" not in stack.model_dump_json()
     assert stack.models[0].hf_token_secret == HF_TOKEN_SECRET
+
+
+def test_the_registry_knows_which_secrets_a_stack_uses_as_the_compiler_does():
+    from components.compile.secrets import stack_secrets, unused_stack_secrets
+    from components.config.stack_secrets import configured, used
+
+    for models in ([model("open")], [model("own", hfTokenSecret={"name": "team"})], [nim_model("n")],
+                   [model("open"), nim_model("n")], [nim_model("op", path="operator", nim={"authSecret": "own"})]):
+        stack = load_stack_config({"models": models, "hfToken": SECRET, "ngcApiKey": SECRET})
+        assert {spec.config_key for spec in used(stack)} == {s.config_key for s in stack_secrets(stack)}
+        assert {spec.config_key for spec in configured(stack)} - {spec.config_key for spec in used(stack)} == set(
+            unused_stack_secrets(stack))
