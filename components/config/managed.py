@@ -20,8 +20,8 @@ SERVER_PORT = 8000
 MANAGED_VLLM_FLAGS = {
     "--model": "the model is the weights volume the puller fills; set source.repo (and source.revision)",
     "--served-model-name": "the model is served under its name; set name",
-    "--host": "managed (the server listens on every address so the Service reaches it); remove it",
-    "--port": f"managed (the probes and the Service use {SERVER_PORT}); remove it",
+    "--host": "the server listens on every address so the Service reaches it; remove it",
+    "--port": f"the probes and the Service use {SERVER_PORT}; remove it",
     "--tensor-parallel-size": "set tensorParallelSize (and gpus to a multiple of it)",
     "-tp": "set tensorParallelSize (and gpus to a multiple of it)",
     "--enable-lora": "set lora.enabled",
@@ -31,22 +31,22 @@ MANAGED_VLLM_FLAGS = {
     "--hf-token": "a token in args is plain text in the manifest; set hfTokenSecret",
 }
 
-_LORA_ENV = "set lora.enabled; the LoRA settings are managed"
+_LORA_ENV = "set with LoRA; use lora.enabled"
 # Server environment the compiler sets, per engine -> what to do instead.
 MANAGED_ENV = {
     "vllm": {
-        "HF_HUB_OFFLINE": "managed: the server reads the weights from the volume and never the hub; remove it",
-        "HOME": "managed (a writable home for the non-root user); remove it",
+        "HF_HUB_OFFLINE": "the server reads the weights from the volume and never the hub; remove it",
+        "HOME": "a writable home for the non-root user; remove it",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": _LORA_ENV,
         # Issue 15 item 4's adapter resolver, set with LoRA: refused ahead of the compiler using them.
         "VLLM_PLUGINS": _LORA_ENV,
         "VLLM_LORA_RESOLVER_CACHE_DIR": _LORA_ENV,
     },
     "nim": {
-        "NIM_CACHE_PATH": "managed (the weights volume); remove it",
-        "NIM_SERVER_PORT": f"managed (the probes and the Service use {SERVER_PORT}); remove it",
-        "NIM_HTTP_API_PORT": f"managed (the probes and the Service use {SERVER_PORT}); remove it",
-        "NIM_MODEL_NAME": "managed (the weights volume); set source.repo",
+        "NIM_CACHE_PATH": "the weights volume; remove it",
+        "NIM_SERVER_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
+        "NIM_HTTP_API_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
+        "NIM_MODEL_NAME": "the weights volume; set source.repo",
         "NIM_SERVED_MODEL_NAME": "the model is served under its name; set name",
         "NGC_API_KEY": "set nim.authSecret (or the stack secret llm-serving:ngcApiKey)",
     },
@@ -55,11 +55,11 @@ MANAGED_ENV = {
 # server would silently do nothing for the download.
 PULLER_ENV = {
     "HF_ENDPOINT": "the puller's endpoint; set hfEndpoint (or platform.hfEndpoint)",
-    "HF_HOME": "managed (the puller's hub cache on the weights volume); remove it",
-    "HF_HUB_DISABLE_TELEMETRY": "managed by the puller; remove it",
-    "HF_HUB_ENABLE_HF_TRANSFER": "managed by the puller; remove it",
-    "HF_HUB_DISABLE_UPDATE_CHECK": "managed by the puller; remove it",
-    "HF_XET_CHUNK_CACHE_SIZE_BYTES": "managed by the puller; remove it",
+    "HF_HOME": "the puller's hub cache on the weights volume; remove it",
+    "HF_HUB_DISABLE_TELEMETRY": "set for the puller; remove it",
+    "HF_HUB_ENABLE_HF_TRANSFER": "set for the puller; remove it",
+    "HF_HUB_DISABLE_UPDATE_CHECK": "set for the puller; remove it",
+    "HF_XET_CHUNK_CACHE_SIZE_BYTES": "set for the puller; remove it",
     "HF_TOKEN": "set hfTokenSecret (or the stack secret llm-serving:hfToken)",
 }
 
@@ -109,11 +109,12 @@ def env_problems(env: dict[str, str], engine: str) -> list[tuple[str, str]]:
     problems = []
     for name in sorted(env):
         if is_credential_name(name):
-            fix = _CREDENTIAL_FIX.get(name.upper(), "a Secret; env takes plain values only, so "
-                                      "the server cannot be given this credential through env")
-            problems.append((f"env.{name}", "looks like a credential and env values are plain text "
-                             "(in the stack file, the state and the pod spec); remove it and use a "
-                             f"secret reference: {fix}"))
+            fix = _CREDENTIAL_FIX.get(name.upper())
+            fix = (f"use a secret reference: {fix}" if fix else
+                   "use a secret reference instead: env cannot reference a Kubernetes Secret yet "
+                   "(hfTokenSecret and nim.authSecret carry HF_TOKEN and NGC_API_KEY)")
+            problems.append((f"env.{name}", "looks like a credential, and env values are plain "
+                             f"text (in the stack file, the state and the pod spec): remove it; {fix}"))
         elif name in managed:
             problems.append((f"env.{name}", f"is set by this program: {managed[name]}"))
     return problems

@@ -131,8 +131,8 @@ def test_managed_env_is_refused_with_the_setting_to_use(engine_model, name, fix)
 
 @pytest.mark.parametrize("name, fix", [
     ("HF_TOKEN", "hfTokenSecret"), ("NGC_API_KEY", "nim.authSecret"),
-    ("HUGGING_FACE_HUB_TOKEN", "hfTokenSecret"), ("OPENAI_API_KEY", "a Secret"),
-    ("DB_PASSWORD", "a Secret"), ("AWS_SECRET", "a Secret"), ("wandb_token", "a Secret"),
+    ("HUGGING_FACE_HUB_TOKEN", "hfTokenSecret"), ("OPENAI_API_KEY", "Kubernetes Secret"),
+    ("DB_PASSWORD", "Kubernetes Secret"), ("AWS_SECRET", "Kubernetes Secret"), ("wandb_token", "Kubernetes Secret"),
 ])
 def test_credentials_in_env_are_refused_without_echoing_them(name, fix):
     value = "plaintext-credential-0123456789"
