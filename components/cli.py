@@ -15,7 +15,6 @@ mandatory policy violation), 1 anything else.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -68,6 +67,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_render(args: argparse.Namespace) -> int:
     stack = _load(args)  # validated before a single file is written
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        print(f"--out {args.out}: is a file; pass a directory to write the manifests into", file=sys.stderr)
+        return EXIT_INVALID
     written = render(stack, Path(args.out))
     print(f"wrote {len(written)} manifest(s) to {args.out}")
     return 0
@@ -137,3 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_INVALID
+    except OSError as error:  # a path the command cannot read or write: say which, no traceback
+        print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1

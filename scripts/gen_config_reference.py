@@ -23,11 +23,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from annotated_types import Ge, Gt, Le, Lt  # noqa: E402  (pydantic dependency)
-from pydantic import AfterValidator, BaseModel  # noqa: E402
+from pydantic import AfterValidator, BaseModel, BeforeValidator  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
-from components.config import values  # noqa: E402
+from components.config import types as config_types, values  # noqa: E402
 from components.config.loader import PROJECT  # noqa: E402
 from components.config.model import StackConfig  # noqa: E402
 
@@ -44,7 +44,10 @@ CHECKS = {
     values.check_dns1123_label: "DNS-1123 label",
     values.check_revision: "branch, tag or full 40-hex commit",
     values.check_hf_repo: "Hugging Face repo id `owner/name`",
+    config_types.check_health_path: "URL path; a missing leading `/` is added",
 }
+# Before-validators that widen what a stack file may write for a type.
+ACCEPTS = {config_types._quantity_text: "string or number"}
 
 HEADER = f"""\
 # Stack config reference
@@ -95,7 +98,9 @@ def describe_type(annotation: Any, metadata: list[Any] | tuple = ()) -> str:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "object"
     names = {str: "string", int: "integer", bool: "boolean", float: "number"}
-    return _with(names.get(annotation, getattr(annotation, "__name__", str(annotation))), list(metadata))
+    widened = [ACCEPTS[m.func] for m in metadata if isinstance(m, BeforeValidator) and m.func in ACCEPTS]
+    base = widened[0] if widened else names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+    return _with(base, list(metadata))
 
 
 def _plain(value: Any) -> Any:

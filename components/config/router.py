@@ -24,7 +24,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
-from .model import Image, NonRootUid, PositiveQuantity, Strict
+from .types import Image, NonRootUid, PositiveQuantity, Strict
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 DEFAULT_KIND: WorkloadKind = "Deployment"

@@ -41,21 +41,41 @@ _IMAGE = re.compile(
 )
 
 
+# Kubernetes caps every quantity at 2^63-1 (k8s.io/apimachinery resource.Quantity) and rounds
+# below a nano; a larger value is silently capped, so it is refused here instead.
+QUANTITY_MAX = Decimal(2**63 - 1)
+_EXPONENT_MAX = 30  # beyond 1e30 nothing fits under the cap; bounds Decimal's work on '1e1000000'
+
+
+def _short(text: object, limit: int = 24) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def parse_quantity(text: str) -> Decimal:
     """Parse a Kubernetes quantity ("16Gi", "500m", "1e3") into its value in base units."""
     match = _QUANTITY.match(str(text).strip())
     if not match:
-        raise ValueError(f"'{text}' is not a Kubernetes quantity; write e.g. '16Gi', '500m' or '4'")
+        raise ValueError(f"'{_short(text)}' is not a Kubernetes quantity; write e.g. '16Gi', '500m' or '4'")
     number, suffix = match.group(1), match.group(2) or ""
     try:
         value = Decimal(number)
     except InvalidOperation as exc:
-        raise ValueError(f"'{text}' is not a Kubernetes quantity; write e.g. '16Gi'") from exc
+        raise ValueError(f"'{_short(text)}' is not a Kubernetes quantity; write e.g. '16Gi'") from exc
     if suffix in _BINARY:
-        return value * _BINARY[suffix]
-    if len(suffix) > 1 and suffix[0] in "eE":  # "E" alone is the exa suffix
-        return value * (Decimal(10) ** int(suffix[1:]))
-    return value * _DECIMAL[suffix]
+        value = value * _BINARY[suffix]
+    elif len(suffix) > 1:  # an exponent, e.g. "e3"; "E" alone is the exa suffix
+        exponent = int(suffix[1:]) if len(suffix) < 12 else None
+        if exponent is None or abs(exponent) > _EXPONENT_MAX:
+            raise ValueError(f"'{_short(text)}' is out of range for a Kubernetes quantity (at most "
+                             "2^63-1, in steps of 1n); write e.g. '16Gi'")
+        value = value.scaleb(exponent)
+    else:
+        value = value * _DECIMAL[suffix]
+    if abs(value) > QUANTITY_MAX:
+        raise ValueError(f"'{_short(text)}' is too large for a Kubernetes quantity (at most 2^63-1); "
+                         "write e.g. '16Gi'")
+    return value
 
 
 def check_quantity(text: str) -> str:

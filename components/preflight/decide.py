@@ -64,6 +64,7 @@ class Check:
     allow_patterns: Optional[tuple[str, ...]] = None
     ignore_patterns: tuple[str, ...] = ()
     volume_size: str = "50Gi"
+    volume_size_default: bool = False  # the model leaves weights.size unset: the built-in default
     headroom_percent: int = 10
     on_unreachable: Literal["fail", "warn"] = "fail"
     token_secret: Optional[str] = None  # "name/key" of the puller's Secret, for messages
@@ -231,8 +232,11 @@ def decide(check: Check, answer: Answer, access: Optional[HubError] = None) -> V
         notes.append(f"{check.ref}: {len(chosen)} files, {human(download)} to download "
                      f"(weights.size {check.volume_size})")
         if need > capacity:
+            which = (f"the default weights.size ({check.volume_size}, {human(capacity)}; the model "
+                     "does not set it)" if check.volume_size_default
+                     else f"{check.volume_size} ({human(capacity)})")
             errors.append(Problem("weights.size", (
-                f"{check.volume_size} ({human(capacity)}) is too small for {check.repo}: the files "
+                f"{which} is too small for {check.repo}: the files "
                 f"it downloads after allow/ignore patterns total {human(download)}, "
                 f"{human(need)} with {check.headroom_percent}% headroom; set weights.size: "
                 f"{recommended_size(download, check.headroom_percent)}")))

@@ -145,3 +145,37 @@ def test_stack_option_reads_shipped_stacks(capsys):
         pytest.skip("no shipped stacks yet")
     name = stacks[0].name[len("Pulumi."):-len(".yaml")]
     assert cli.main(["validate", "--stack", name]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["validate"], ["render", "--out", "OUT"], ["status"], ["targets"]])
+def test_a_directory_as_config_is_a_clear_refusal(tmp_path, command):
+    argv = [part.replace("OUT", str(tmp_path / "out")) for part in command]
+    result = run(*argv[:1], "--config", str(tmp_path), *argv[1:])
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"(stack): {tmp_path} is a directory; pass the stack file itself")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreadable_config_is_a_clear_refusal(tmp_path):
+    path = tmp_path / "Pulumi.bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00config")
+    result = run("validate", "--config", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"(stack): cannot read {path}")
+
+
+def test_render_into_a_file_is_a_clear_refusal(tmp_path):
+    out = tmp_path / "not-a-dir"
+    out.write_text("x")
+    result = run("render", "--config", str(stack_file(tmp_path, GOOD)), "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"--out {out}: is a file; pass a directory")
+
+
+def test_an_unwritable_output_is_an_error_line_not_a_traceback(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run("render", "--config", str(stack_file(tmp_path, GOOD)), "--out", str(blocker / "sub"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and str(blocker / "sub") in result.stderr

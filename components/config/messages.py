@@ -1,0 +1,125 @@
+"""Validation errors as lines that say what to do: ``field.path: fix``.
+
+Pydantic's own words ("Input should be a valid tuple", "instance of ModelSource") describe the
+validator, not the stack file; each error type is rewritten to what to write instead, and an
+unknown key names the closest valid key of the section it is in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, Iterable, Optional
+
+from pydantic import BaseModel, ValidationError
+
+from .model import StackConfig
+from .values import Problems
+
+# What to write instead, keyed by pydantic's error type.
+_TYPE_FIX = {
+    "missing": "required; add it (see docs/config-reference.md)",
+    "tuple_type": "must be a list (one `- item` per line)",
+    "list_type": "must be a list (one `- item` per line)",
+    "model_type": "must be a mapping of keys (`key: value` lines; see docs/config-reference.md)",
+    "model_attributes_type": "must be a mapping of keys (`key: value` lines; see docs/config-reference.md)",
+    "dict_type": "must be a mapping (`key: value` lines)",
+    "string_type": "must be text; quote it (e.g. '1.0' or 'true')",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "int_type": "must be a whole number, e.g. 2",
+    "int_parsing": "must be a whole number, e.g. 2",
+    "int_from_float": "must be a whole number, e.g. 2",
+    "float_type": "must be a number, e.g. 0.5",
+    "float_parsing": "must be a number, e.g. 0.5",
+}
+_BOUNDS = {"greater_than_equal": ("ge", "greater than or equal to"), "greater_than": ("gt", "greater than"),
+           "less_than_equal": ("le", "less than or equal to"), "less_than": ("lt", "less than")}
+
+
+
+def _join(*parts: Any) -> str:
+    return ".".join(str(p) for p in parts if p != "")
+
+
+def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
+    """The config model that holds the key at ``loc`` (a pydantic error location), if any."""
+    annotation: Any = StackConfig
+    for part in loc:
+        model = _unwrap(annotation)
+        if isinstance(part, int) or model is None:
+            annotation = _item(annotation)
+            continue
+        fields = {**{f.alias or n: f for n, f in model.model_fields.items()}, **model.model_fields}
+        if part not in fields:
+            return None
+        annotation = fields[part].annotation
+    return _unwrap(annotation)
+
+
+def _unwrap(annotation: Any) -> Optional[type[BaseModel]]:
+    while typing.get_origin(annotation) in (typing.Annotated, typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1 and typing.get_origin(annotation) is not typing.Annotated:
+            return None
+        annotation = args[0]
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _item(annotation: Any) -> Any:
+    """The element type of a list or mapping annotation (through Optional)."""
+    while typing.get_origin(annotation) in (typing.Annotated, typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict:
+        return args[1]
+    return args[0] if args else None  # tuple[X, ...] and list[X]
+
+
+def closest(key: str, choices: Iterable[str]) -> Optional[str]:
+    """The choice ``key`` most likely misspells (case-insensitive), or None when none is close."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(key.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def _unknown_key(loc: tuple) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "unknown field; remove it or fix its spelling (see docs/config-reference.md)"
+    keys = [field.alias or name for name, field in model.model_fields.items()]
+    match = closest(str(loc[-1]), keys)
+    if match:
+        return f"unknown field; did you mean `{match}`?"
+    return f"unknown field; remove it (valid keys here: {', '.join(keys)})"
+
+
+def _message(item: dict) -> str:
+    kind, ctx = item["type"], item.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return _unknown_key(tuple(item["loc"]))
+    if kind in _TYPE_FIX:
+        return _TYPE_FIX[kind]
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected', '')}"
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        return f"must be {words} {ctx.get(key)}"
+    message = item["msg"]
+    return message[len("Value error, "):] if message.startswith("Value error, ") else message
+
+
+def format_validation_error(error: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for item in error.errors():
+        where = _join(*item["loc"])
+        cause = (item.get("ctx") or {}).get("error")
+        if isinstance(cause, Problems):
+            lines.extend(f"{_join(where, path)}: {message}" for path, message in cause.problems)
+            continue
+        lines.append(f"{where or '(stack)'}: {_message(item)}")
+    return lines
+
+
