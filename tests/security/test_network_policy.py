@@ -283,3 +283,10 @@ def test_the_gpu_cluster_example_pins_every_image_by_digest_and_isolates_every_m
             assert f"{model}-puller-egress" in found, model
     assert {m["metadata"]["labels"]["llm-serving.dev/model"] for m in objects if m["kind"] in ("Deployment", "NIMService")
             and "llm-serving.dev/model" in m["metadata"]["labels"]} <= {n.removesuffix("-ingress") for n in found}
+
+
+def test_the_render_declares_the_puller_policy_before_the_puller():
+    objects = manifests(config({"enabled": True}))
+    order = [(m["kind"], m["metadata"]["name"]) for m in objects]
+    job = next(i for i, (kind, name) in enumerate(order) if kind == "Job" and name.startswith("chat-pull-"))
+    assert order.index(("NetworkPolicy", "chat-puller-egress")) < job
