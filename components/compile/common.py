@@ -29,6 +29,25 @@ SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 WEIGHTS_MOUNT = "/model-store"
 SERVER_PORT = 8000
+TMP_MOUNT = "/tmp"
+# Scratch space of containers with a read-only root filesystem (the hub CLI's temp files).
+TMP_SIZE_LIMIT = "1Gi"
+
+# Every pod template we render sets this. With service links on, the kubelet injects
+# `<SERVICE>_PORT=tcp://<ip>:<port>` for every Service of the namespace, so a model named `vllm`
+# gives every pod `VLLM_PORT=tcp://...`; vLLM v0.11.0 reads VLLM_PORT as an integer
+# (vllm/envs.py) and refuses to start. Nothing of ours reads service-link variables.
+POD_DEFAULTS = {"enableServiceLinks": False}
+
+# Labels GPU nodes carry, any of which marks one: GPU feature discovery / the GPU operator's
+# `nvidia.com/gpu.present=true`, Node Feature Discovery's NVIDIA PCI vendor label (the NIM
+# operator's default NIMCache nodeSelector: k8s-nim-operator, api/apps/v1alpha1 NIMCache), and
+# GKE's accelerator label. The nodeSelectorTerms below are ORed.
+GPU_NODE_LABELS = (
+    ("nvidia.com/gpu.present", "In", ("true",)),
+    ("feature.node.kubernetes.io/pci-10de.present", "In", ("true",)),
+    ("cloud.google.com/gke-accelerator", "Exists", ()),
+)
 
 
 def source_hash(model: ModelConfig) -> str:
@@ -117,8 +136,8 @@ def pod_security_context(ident: Identity, fs_group: bool) -> dict:
     return context
 
 
-def container_security_context(ident: Identity) -> dict:
-    return {
+def container_security_context(ident: Identity, read_only_root: bool = False) -> dict:
+    context = {
         "runAsNonRoot": True,
         "runAsUser": ident.uid,
         "runAsGroup": ident.gid,
@@ -127,6 +146,16 @@ def container_security_context(ident: Identity) -> dict:
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+    if read_only_root:
+        # The puller and init containers write only to their volumes (and a /tmp emptyDir).
+        context["readOnlyRootFilesystem"] = True
+    return context
+
+
+def tmp_volume() -> tuple[dict, dict]:
+    """A small writable /tmp for a container with a read-only root: (volume, mount)."""
+    return ({"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
+            {"name": "tmp", "mountPath": TMP_MOUNT})
 
 
 def image_pull_secrets(platform: PlatformConfig) -> list[dict]:
@@ -143,3 +172,14 @@ def scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
     if tolerations:
         spec["tolerations"] = [t.to_k8s() for t in tolerations]
     return spec
+
+
+def gpu_node_affinity() -> dict:
+    """Required node affinity to a node carrying any of ``GPU_NODE_LABELS``."""
+    terms = []
+    for key, operator, values in GPU_NODE_LABELS:
+        expression: dict = {"key": key, "operator": operator}
+        if values:
+            expression["values"] = list(values)
+        terms.append({"matchExpressions": [expression]})
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}

@@ -9,7 +9,19 @@ from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common
 
 LORA_CACHE_MOUNT = "/lora-cache"
+# vLLM's filesystem resolver (vLLM v0.11.0, vllm/plugins/lora_resolvers/filesystem_resolver.py)
+# serves a request for `model: <name>` from `<VLLM_LORA_RESOLVER_CACHE_DIR>/<name>` when that
+# directory holds an adapter_config.json with peft_type LORA. The directory must exist when the
+# server starts (the plugin raises otherwise): the init container creates it.
+LORA_ADAPTERS_DIR = f"{LORA_CACHE_MOUNT}/adapters"
 NGC_API_KEY_SECRET_KEY = "NGC_API_KEY"
+# Where NIM writes its cache (NIM_CACHE_PATH; the NIM images' default location). The NIM operator
+# points NIM_CACHE_PATH at its read-write model PVC (k8s-nim-operator NIMService standard env:
+# NIM_CACHE_PATH=/model-store) and, for a Hugging Face cache, NIM_MODEL_NAME at the same local
+# path. Our weights volume is mounted read-only, so NIM gets the local model path from
+# NIM_MODEL_NAME and a writable emptyDir for its cache: no copy of the weights.
+NIM_CACHE_MOUNT = "/opt/nim/.cache"
+NIM_CACHE_SIZE_LIMIT = "10Gi"
 
 
 def model_identity(model: ModelConfig, platform: PlatformConfig) -> common.Identity:
@@ -68,7 +80,7 @@ def server_command(model: ModelConfig) -> dict:
 def server_env(model: ModelConfig) -> list[dict]:
     if model.engine == "nim":
         env = [
-            {"name": "NIM_CACHE_PATH", "value": common.WEIGHTS_MOUNT},
+            {"name": "NIM_CACHE_PATH", "value": NIM_CACHE_MOUNT},
             {"name": "NIM_SERVER_PORT", "value": str(common.SERVER_PORT)},
             {"name": "NIM_HTTP_API_PORT", "value": str(common.SERVER_PORT)},
             {"name": "NIM_MODEL_NAME", "value": common.WEIGHTS_MOUNT},
@@ -86,5 +98,13 @@ def server_env(model: ModelConfig) -> list[dict]:
             {"name": "HOME", "value": "/tmp"},
         ]
         if model.lora.enabled:
-            env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
+            env += [
+                # The resolver is consulted only with runtime LoRA updating on (vLLM v0.11.0,
+                # vllm/entrypoints/openai/serving_engine.py _check_model), and is loaded as the
+                # general plugin of this name (vLLM's setup.py entry points; vllm/envs.py reads
+                # VLLM_PLUGINS as a comma-separated allow-list).
+                {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"},
+                {"name": "VLLM_PLUGINS", "value": "lora_filesystem_resolver"},
+                {"name": "VLLM_LORA_RESOLVER_CACHE_DIR", "value": LORA_ADAPTERS_DIR},
+            ]
     return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]

@@ -1,21 +1,38 @@
-"""Ingress isolation of the model servers: one NetworkPolicy per model (``platform.networkPolicy``).
+"""Network isolation of a model (``platform.networkPolicy``): one ingress NetworkPolicy per
+model for its servers, and one egress NetworkPolicy for its weight puller.
 
-Pure: typed config in, wire-shape dicts out. Each policy selects the model's server pods (both
-paths: the raw Deployment's pods and the pods the NIM operator renders carry the model label and
-``component: server``) and admits TCP on the serving port only from the router's pods in the
-stack's namespace and from ``allowFrom``. Egress and the puller pods are left alone: the puller
-listens on nothing, and the server needs no ingress from anywhere else.
+Pure: typed config in, wire-shape dicts out. The ingress policy selects the model's server pods
+(both paths: the raw Deployment's pods and the pods the NIM operator renders carry the model label
+and ``component: server``) and admits TCP on the serving port only from the router's pods in the
+stack's namespace and from ``allowFrom``. Server egress is left alone.
+
+The puller policy (raw path; the NIM operator runs its own caching Job) admits nothing in and lets
+the puller out to DNS and to the Hugging Face endpoint only. A NetworkPolicy matches addresses, not
+host names, and the hub answers downloads with redirects to CDN hosts (cdn-lfs.huggingface.co,
+the xet bridge) whose addresses change: so a public endpoint gets its port on every public
+address (0.0.0.0/0 minus the private, carrier-grade NAT and link-local ranges, which keeps the
+puller off the cluster's own Services and the cloud metadata endpoint); an in-cluster mirror
+(``<service>.<namespace>.svc...``) gets the pods of its namespace (any port: a policy sees the
+pod's port after the Service translated it, which we cannot know); a literal IP gets that
+address on its port. DNS is allowed on port 53 to any address (kube-dns, or a node-local cache
+on a link-local address).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Optional
+from urllib.parse import urlparse
 
 from ..config.model import ModelConfig, StackConfig
 from . import common
 
 POLICY_COMPONENT = "network-policy"
 SERVER_COMPONENT = "server"  # compile.server.SERVER_COMPONENT; imported there from here would cycle
+PULLER_COMPONENT = "weights-puller"  # compile.weights.PULLER_COMPONENT
+# Not the public internet: RFC 1918, carrier-grade NAT (RFC 6598), link-local (cloud metadata).
+NON_PUBLIC_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
+DNS_PORTS = ({"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53})
 # The router's pods, as compile.router labels them; part-of keeps out other charts' "router"s.
 ROUTER_PODS = {"app.kubernetes.io/component": "router", "app.kubernetes.io/part-of": common.PART_OF}
 
@@ -55,5 +72,50 @@ def compile_model_network_policy(model: ModelConfig, stack: StackConfig) -> Opti
                 "from": peers(stack),
                 "ports": [{"protocol": "TCP", "port": common.SERVER_PORT}],
             }],
+        },
+    }
+
+
+def puller_policy_name(model: ModelConfig) -> str:
+    return f"{model.name}-puller-egress"
+
+
+def puller_pods(model: ModelConfig) -> dict[str, str]:
+    return {common.MODEL_LABEL: model.name, "app.kubernetes.io/component": PULLER_COMPONENT}
+
+
+def hub_egress(endpoint: str) -> dict:
+    """The egress rule that reaches ``endpoint`` (see the module docstring for why this shape)."""
+    url = urlparse(endpoint)
+    host = url.hostname or ""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    labels = host.split(".")
+    if len(labels) >= 3 and labels[2] == "svc":
+        # <service>.<namespace>.svc[.cluster.local]: the mirror's pods, wherever they listen.
+        return {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": labels[1]}}}]}
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    tcp = [{"protocol": "TCP", "port": port}]
+    if address is not None:
+        return {"to": [{"ipBlock": {"cidr": f"{address}/{address.max_prefixlen}"}}], "ports": tcp}
+    return {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(NON_PUBLIC_RANGES)}}], "ports": tcp}
+
+
+def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
+    """The puller's NetworkPolicy (raw path), or None when ``platform.networkPolicy`` is off."""
+    if not stack.platform.network_policy.enabled or model.on_operator:
+        return None
+    endpoint = model.hf_endpoint or stack.platform.hf_endpoint
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": common.metadata(puller_policy_name(model), stack.platform.namespace, model, POLICY_COMPONENT),
+        "spec": {
+            "podSelector": {"matchLabels": puller_pods(model)},
+            # Ingress listed with no rule: nothing may connect to the puller.
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [{"ports": [dict(p) for p in DNS_PORTS]}, hub_egress(endpoint)],
         },
     }

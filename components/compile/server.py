@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines
+from . import common, engines, weights
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -53,21 +53,86 @@ def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[di
         {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
+    if model.engine == "nim":
+        # NIM writes into NIM_CACHE_PATH; the weights mount is read-only (engines.NIM_CACHE_MOUNT).
+        vols.append({"name": "nim-cache", "emptyDir": {"sizeLimit": engines.NIM_CACHE_SIZE_LIMIT}})
+        mounts.append({"name": "nim-cache", "mountPath": engines.NIM_CACHE_MOUNT})
     if model.lora.enabled:
         vols.append({"name": names.lora_cache, "emptyDir": {"sizeLimit": model.lora.cache_size_limit}})
         mounts.append({"name": names.lora_cache, "mountPath": engines.LORA_CACHE_MOUNT})
+        vols.append(common.tmp_volume()[0])  # the init container's /tmp (read-only root)
     return vols, mounts
 
 
+# Run once per adapter by the init container: vLLM's filesystem resolver loads an adapter only if
+# its adapter_config.json names, as base_model_name_or_path, the base model exactly as the server
+# was started with it (vLLM v0.11.0: serving_models.resolve_lora passes model_config.model, i.e.
+# our weights path, and filesystem_resolver.py compares it). Adapters on the hub name their hub
+# base repo there, so the downloaded copy is re-based onto the weights path.
+REBASE_ADAPTER_PY = """import json, sys
+path, base = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    config = json.load(f)
+config["base_model_name_or_path"] = base
+with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+"""
+# sh -c script; "$@" is (name, repo, revision) per adapter.
+FETCH_ADAPTERS_SH = """set -eu
+mkdir -p "$ADAPTERS_DIR"
+while [ "$#" -ge 3 ]; do
+  name=$1; repo=$2; revision=$3; shift 3
+  hf download "$repo" --revision "$revision" --local-dir "$ADAPTERS_DIR/$name"
+  if [ ! -f "$ADAPTERS_DIR/$name/adapter_config.json" ]; then
+    echo "LoRA adapter $name ($repo@$revision) has no adapter_config.json: not a PEFT adapter" >&2
+    exit 1
+  fi
+  python3 -c "$REBASE_ADAPTER_PY" "$ADAPTERS_DIR/$name/adapter_config.json" "$BASE_MODEL"
+done
+"""
+
+
 def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
+    """Prepares the adapter cache before the server starts.
+
+    Without adapters: creates the resolver directory (busybox). With ``lora.adapters``: downloads
+    each pinned adapter into ``<LORA_ADAPTERS_DIR>/<name>`` with the puller image's `hf` CLI.
+
+    Why here and not in the puller Job: the Job and the weights volume are named after the base
+    model's repo@revision only, and the gate waits on that Job. An adapter change changes this pod
+    template alone: a rollout re-downloads the adapters (small) into a fresh emptyDir; the base
+    weights volume and its Job are untouched. The cost: each new server pod fetches its adapters
+    from the hub (or mirror) again.
+    """
     ident = common.identity(model, stack.platform)
+    names = common.ModelNames.of(model)
+    cache_mount = {"name": names.lora_cache, "mountPath": engines.LORA_CACHE_MOUNT}
+    _, tmp_mount = common.tmp_volume()
+    security = common.container_security_context(ident, read_only_root=True)
+    adapters = model.lora.adapters
+    if not adapters:
+        return {
+            "name": "lora-cache-init",
+            "image": stack.platform.busybox_image,
+            "command": ["sh", "-c", f"mkdir -p {engines.LORA_ADAPTERS_DIR}"],
+            "volumeMounts": [cache_mount, tmp_mount],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+            "securityContext": security,
+        }
+    args = [value for adapter in adapters for value in (adapter.name, adapter.repo, adapter.revision)]
+    env = weights.hub_env(model, stack.platform, f"{common.TMP_MOUNT}/hf-home") + [
+        {"name": "ADAPTERS_DIR", "value": engines.LORA_ADAPTERS_DIR},
+        {"name": "BASE_MODEL", "value": common.WEIGHTS_MOUNT},
+        {"name": "REBASE_ADAPTER_PY", "value": REBASE_ADAPTER_PY},
+    ]
     return {
         "name": "lora-cache-init",
-        "image": stack.platform.busybox_image,
-        "command": ["sh", "-c", f"mkdir -p {engines.LORA_CACHE_MOUNT}/adapters"],
-        "volumeMounts": [{"name": common.ModelNames.of(model).lora_cache, "mountPath": engines.LORA_CACHE_MOUNT}],
-        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-        "securityContext": common.container_security_context(ident),
+        "image": stack.platform.puller_image,
+        "command": ["sh", "-c", FETCH_ADAPTERS_SH, "fetch-adapters", *args],
+        "env": env,
+        "volumeMounts": [cache_mount, tmp_mount],
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        "securityContext": security,
     }
 
 
@@ -96,6 +161,7 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
         common.HEALTH_PATH_ANNOTATION: model.health_path,
     }
     pod_spec: dict = {
+        **common.POD_DEFAULTS,
         "serviceAccountName": platform.service_account_name,
         # Serving pods need no Kubernetes API access at all.
         "automountServiceAccountToken": False,

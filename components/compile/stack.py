@@ -21,10 +21,12 @@ class ModelManifests:
     deployment: dict
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
+    puller_network_policy: Optional[dict] = None  # platform.networkPolicy: the puller's egress
 
     def in_order(self) -> list[dict]:
         policy = [self.network_policy] if self.network_policy is not None else []
-        return [self.weights_pvc, self.puller_job, *policy, self.deployment, self.service]
+        puller_policy = [self.puller_network_policy] if self.puller_network_policy is not None else []
+        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
@@ -38,6 +40,7 @@ def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
         deployment=server.compile_server_deployment(model, stack),
         service=server.compile_service(model, stack.platform),
         network_policy=network.compile_model_network_policy(model, stack),
+        puller_network_policy=network.compile_puller_network_policy(model, stack),
     )
 
 

@@ -45,10 +45,18 @@ def puller_args(model: ModelConfig) -> list[str]:
 
 
 def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
+    # The hub client caches under $HOME; the image's home may not be writable as this uid (and
+    # the root filesystem is read-only): HF_HOME on the weights volume.
+    return hub_env(model, platform, f"{common.WEIGHTS_MOUNT}/.hf-home")
+
+
+def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[dict]:
+    """Environment of an `hf download` container (the puller, the LoRA adapters' init container)."""
     env = [
         {"name": "HF_ENDPOINT", "value": hf_endpoint(model, platform)},
-        # The hub client caches under $HOME; the image's home may not be writable as this uid.
-        {"name": "HF_HOME", "value": f"{common.WEIGHTS_MOUNT}/.hf-home"},
+        {"name": "HF_HOME", "value": hf_home},
+        # Anything else that writes under $HOME lands in the /tmp emptyDir, not the read-only root.
+        {"name": "HOME", "value": common.TMP_MOUNT},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         # `hf` asks pypi.org for a newer release at start-up otherwise: a stall (and egress) in
@@ -69,9 +77,29 @@ def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
     return env
 
 
+def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
+    """Where the puller runs: where the server will.
+
+    Same node selector and tolerations as the server (``common.scheduling``). The server also
+    asks for GPUs, which alone keeps it on GPU nodes; the puller asks for none. With a
+    topology-bound ReadWriteOnce volume (a zonal disk, a local PV, WaitForFirstConsumer binding)
+    the volume is provisioned or bound where the puller runs, and the server can only start
+    there: a puller on a CPU node strands the weights where no GPU is, and the server waits
+    ``pendingTimeoutSeconds`` for "unschedulable". So with no node selector configured, a
+    ReadWriteOnce puller is held to GPU nodes by a required node affinity (any GPU node label,
+    ``common.GPU_NODE_LABELS``). A configured selector is trusted as the GPU pool; a
+    ReadWriteMany volume is reachable from every node.
+    """
+    spec = common.scheduling(model, platform)
+    if "nodeSelector" not in spec and model.weights.access_mode == "ReadWriteOnce":
+        spec["affinity"] = common.gpu_node_affinity()
+    return spec
+
+
 def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)
+    tmp, tmp_mount = common.tmp_volume()
     container = {
         "name": "puller",
         "image": platform.puller_image,
@@ -79,24 +107,23 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
         "command": ["hf"],
         "args": puller_args(model),
         "env": puller_env(model, platform),
-        "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}],
+        "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, tmp_mount],
         "resources": {
             "requests": {"cpu": "1", "memory": "2Gi"},
             "limits": {"memory": "4Gi"},
         },
-        "securityContext": common.container_security_context(ident),
+        "securityContext": common.container_security_context(ident, read_only_root=True),
     }
     pod_spec: dict = {
+        **common.POD_DEFAULTS,
         "restartPolicy": "Never",
         "serviceAccountName": platform.service_account_name,
         "automountServiceAccountToken": False,
         # Same uid/gid as the server so the server can read what the puller wrote.
         "securityContext": common.pod_security_context(ident, fs_group=True),
         "containers": [container],
-        "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": names.weights}}],
-        # Same node pool as the server: with topology-bound volumes (WaitForFirstConsumer) the
-        # volume is provisioned where its first pod runs, and the server must reach it there.
-        **common.scheduling(model, platform),
+        "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": names.weights}}, tmp],
+        **puller_scheduling(model, platform),
     }
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from ..config.model import HF_TOKEN_SECRET, ModelConfig, StackConfig
+from .adapters import preflight_adapters
 from .decide import Check, Verdict, decide
 from . import hub
 
@@ -115,7 +116,16 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
         problems.extend(f"models.{index}.{p.field}: {p.message}" for p in verdict.errors)
         report.warnings.extend(f"model '{model.name}': {w}" for w in verdict.warnings)
         report.notes.extend(f"model '{model.name}': {n}" for n in verdict.notes)
-        models.append(pinned(model, verdict.revision))
+        model = pinned(model, verdict.revision)
+        if model.lora.enabled and model.lora.adapters:
+            # The adapters' init container downloads with this model's endpoint and token.
+            adapters = preflight_adapters(model, check, fetch, token=stack_token if from_stack else token)
+            problems.extend(f"models.{index}.{p.field}: {p.message}" for p in adapters.problems)
+            report.warnings.extend(f"model '{model.name}': {w}" for w in adapters.warnings)
+            report.notes.extend(f"model '{model.name}': {n}" for n in adapters.notes)
+            report.revisions[model.name]["adapters"] = adapters.revisions
+            model = adapters.model
+        models.append(model)
     if problems:
         raise PreflightError(problems)
     report.stack = stack.model_copy(update={"models": tuple(models)})

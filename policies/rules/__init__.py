@@ -13,6 +13,7 @@ ALL_RULES: tuple[Rule, ...] = (
     pods.no_privilege_escalation,
     pods.no_privileged,
     pods.no_host_path,
+    pods.service_links_disabled,
     images.fully_qualified,
     images.no_latest,
     images.pinned,

@@ -240,3 +240,33 @@ def no_host_path(obj: K8sObject, config: dict) -> Iterator[Finding]:
             name = get(volume, "name")
             yield violation(f"{obj.display}: volume {name if isinstance(name, str) else index} "
                             "is a hostPath; use a PersistentVolumeClaim or an emptyDir")
+
+
+# The components whose pods must not get service links. Only the model pods for now: the router's
+# pod templates (compile/router.py) are to gain `enableServiceLinks: false` too; when they have,
+# this becomes every pod (drop the component filter).
+SERVICE_LINK_COMPONENTS = (SERVER, PULLER)
+
+
+@resource_rule(
+    "llm-serving-pod-service-links-disabled",
+    "Model server and weight-puller pods set enableServiceLinks: false. With service links on, the "
+    "kubelet injects `<SERVICE>_PORT=tcp://ip:port` for every Service of the namespace: a Service "
+    "named `vllm` (a model called vllm) gives every pod VLLM_PORT=tcp://..., which vLLM reads as "
+    "its own port setting and refuses to start. Fix: set spec.enableServiceLinks: false in the pod "
+    "template (the pods find Services through DNS).",
+    POD_KINDS,
+)
+def service_links_disabled(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    component, findings = labelled(obj, COMPONENT_LABEL, "component")
+    yield from findings
+    if component not in SERVICE_LINK_COMPONENTS:
+        return
+    spec_path, spec = obj.pod_spec()
+    links = get(spec, "enableServiceLinks")
+    if links is UNKNOWN:
+        yield unchecked(f"{obj.display}: {spec_path}.enableServiceLinks")
+    elif links is not False:
+        state = "unset (Kubernetes defaults it to true)" if links is None else str(links)
+        yield violation(f"{obj.display}: {spec_path}.enableServiceLinks is {state}; set it to false "
+                        "so Service variables (e.g. VLLM_PORT=tcp://...) never reach the engine")

@@ -7,7 +7,7 @@
 #   scripts/cluster/cluster.sh kubeconfig  print the kubeconfig path (export KUBECONFIG=$(... kubeconfig))
 #   scripts/cluster/cluster.sh verify      smoke test: pod Ready on a GPU node, Job Complete,
 #                                          EndpointSlice ready endpoints, PVC Bound
-#   scripts/cluster/cluster.sh reclaim     make Released local-weights PVs Available again
+#   scripts/cluster/cluster.sh reclaim     make Released local-weights / local-node PVs Available again
 #
 # Needs the toolchain from scripts/toolchain/bootstrap.sh (built into the cache dir).
 # Knobs: LLM_SERVING_GPU_NODES (2), LLM_SERVING_CPU_NODES (1), LLM_SERVING_PVS (20).
@@ -177,17 +177,71 @@ EOF
   done
 }
 
+# StorageClass local-node: node-local volumes as on a real GPU cluster (local NVMe, or a zonal
+# disk), WaitForFirstConsumer binding: a claim binds only when its first pod is scheduled, to a
+# PV on that pod's node. LOCAL_PVS_PER_NODE pre-created `local` PVs with required node affinity
+# on every node, CPU nodes included: a weights puller scheduled on a CPU node would bind its
+# volume there, where no server can follow (tests/integration/test_placement_on_cluster.py).
+# Not the default class; the local-weights class and PVs above stay as they are.
+LOCAL_PVS_PER_NODE=${LLM_SERVING_LOCAL_PVS_PER_NODE:-2}
+local_node_storage_yaml() {
+  cat <<EOF
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local-node
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+allowVolumeExpansion: false
+EOF
+  local node i
+  for node in $(all_node_names); do
+    for ((i = 0; i < LOCAL_PVS_PER_NODE; i++)); do
+      cat <<EOF
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: local-node-$node-$i
+  labels:
+    llm-serving/volume-pool: local-node
+spec:
+  storageClassName: local-node
+  capacity: {storage: 200Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  volumeMode: Filesystem
+  local:
+    path: /var/lib/llm-serving/local/pv-$i
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: kubernetes.io/hostname, operator: In, values: [$node]}
+EOF
+    done
+  done
+}
+
+all_node_names() {
+  local i
+  for ((i = 0; i < GPU_NODES; i++)); do echo "gpu-node-$i"; done
+  for ((i = 0; i < CPU_NODES; i++)); do echo "cpu-node-$i"; done
+}
+
 apply_manifests() {
-  log "applying nodes ($GPU_NODES GPU + $CPU_NODES CPU), storage class, $NUM_PVS PVs, stages"
+  log "applying nodes ($GPU_NODES GPU + $CPU_NODES CPU), storage classes, $NUM_PVS + $LOCAL_PVS_PER_NODE/node PVs, stages"
   wait_for 60 "Stage CRD" kc wait --for=condition=Established crd/stages.kwok.x-k8s.io --timeout=1s
   kc apply -f "$HERE/stages/" >/dev/null
-  { gpu_nodes_yaml; storage_yaml; } | kc apply -f - >/dev/null
+  { gpu_nodes_yaml; storage_yaml; local_node_storage_yaml; } | kc apply -f - >/dev/null
   wait_for 60 "nodes Ready" kc wait --for=condition=Ready node --all --timeout=1s
 }
 
 reclaim_pvs() {
   local pv
-  for pv in $(kc get pv -l llm-serving/volume-pool=local-weights \
+  for pv in $(kc get pv -l 'llm-serving/volume-pool in (local-weights,local-node)' \
       -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
     kc patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null && log "reclaimed $pv"
   done

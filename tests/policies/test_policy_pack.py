@@ -30,6 +30,7 @@ STABLE_NAMES = [
     "llm-serving-pod-no-privilege-escalation",
     "llm-serving-pod-no-privileged",
     "llm-serving-pod-no-host-path",
+    "llm-serving-pod-service-links-disabled",
     "llm-serving-image-fully-qualified",
     "llm-serving-image-no-latest",
     "llm-serving-image-pinned",

@@ -88,6 +88,12 @@ FAIL_CASES = [
     Case(pods.no_host_path, "NIMService hostPath storage",
          lambda w: put(w.one("NIMService"), "spec.storage.hostPath", "/models"),
          "spec.storage.hostPath is set"),
+    Case(pods.service_links_disabled, "server pod template with service links unset",
+         lambda w: put(pod(w.server("qwen")), "enableServiceLinks", DELETE),
+         "spec.template.spec.enableServiceLinks is unset (Kubernetes defaults it to true)"),
+    Case(pods.service_links_disabled, "puller pod template with service links on",
+         lambda w: put(pod(w.puller("qwen")), "enableServiceLinks", True),
+         "enableServiceLinks is True"),
 ]
 
 
@@ -97,7 +103,8 @@ def test_fails_on_one_mutation(case):
 
 
 @pytest.mark.parametrize("rule", [pods.engine_identity, pods.puller_server_identity_match, pods.run_as_non_root,
-                                  pods.no_privilege_escalation, pods.no_privileged, pods.no_host_path],
+                                  pods.no_privilege_escalation, pods.no_privileged, pods.no_host_path,
+                                  pods.service_links_disabled],
                          ids=lambda r: r.name)
 def test_compiled_stack_passes(rule):
     assert run(rule, compliant()) == []

@@ -41,8 +41,14 @@ def manifests(raw: dict) -> list[dict]:
     return compile_stack(load_stack_config(raw))
 
 
-def policies(objects: list[dict]) -> dict[str, dict]:
+def all_policies(objects: list[dict]) -> dict[str, dict]:
     return {m["metadata"]["name"]: m for m in objects if m["kind"] == "NetworkPolicy"}
+
+
+def policies(objects: list[dict]) -> dict[str, dict]:
+    """The models' ingress policies (the servers')."""
+    return {name: m for name, m in all_policies(objects).items() if "Ingress" in m["spec"]["policyTypes"]
+            and m["spec"].get("ingress")}
 
 
 def pod_labels(objects: list[dict]) -> dict[str, dict]:
@@ -83,7 +89,7 @@ ELSEWHERE = {"kubernetes.io/metadata.name": "team-b"}
 def test_off_by_default():
     stack = load_stack_config({"models": MODELS[:1]})
     assert stack.platform.network_policy.enabled is False
-    assert policies(manifests({"models": MODELS})) == {}
+    assert all_policies(manifests({"models": MODELS})) == {}
 
 
 def test_one_policy_per_model_selecting_exactly_its_server_pods():
@@ -181,3 +187,106 @@ def test_the_program_declares_each_policy_before_the_server():
         # A child of the model's component (removing the model deletes it), declared before the pods.
         assert policy["urn"].split("::")[2].split("$")[0] in ("llm-serving:index:VllmModel", "llm-serving:index:NimModel")
         assert policy["urn"] in registered[server]["dependencies"], server
+
+
+# --- the puller: egress to the hub and DNS only (issue 15 item 14) --------------------------------
+
+def egress_allows(policy: dict, address: str, port: int, protocol: str = "TCP",
+                  namespace_labels: dict | None = None) -> bool:
+    """Whether ``policy`` lets its pods open ``protocol``/``port`` to ``address`` (an IP, or a pod in
+    a namespace labelled ``namespace_labels``)."""
+    import ipaddress
+
+    for rule in policy["spec"].get("egress", []):
+        ports = rule.get("ports")
+        if ports and not any(p.get("protocol", "TCP") == protocol and p["port"] == port for p in ports):
+            continue
+        peers = rule.get("to")
+        if not peers:
+            return True
+        for peer in peers:
+            if "ipBlock" in peer and namespace_labels is None:
+                block = peer["ipBlock"]
+                ip = ipaddress.ip_address(address)
+                if ip in ipaddress.ip_network(block["cidr"]) and not any(
+                        ip in ipaddress.ip_network(e) for e in block.get("except", [])):
+                    return True
+            if "namespaceSelector" in peer and namespace_labels is not None:
+                if matches(peer["namespaceSelector"], namespace_labels):
+                    return True
+    return False
+
+
+def puller_policy(objects: list[dict], model: str) -> dict:
+    return all_policies(objects)[f"{model}-puller-egress"]
+
+
+def test_the_puller_policy_selects_exactly_the_models_puller_and_admits_nothing_in():
+    objects = manifests(config({"enabled": True}))
+    pods = pod_labels(objects)
+    for model in ("chat", "nim-raw"):
+        policy = puller_policy(objects, model)
+        selected = [name for name, labels in pods.items() if matches(policy["spec"]["podSelector"], labels)]
+        assert len(selected) == 1 and selected[0].startswith(f"{model}-pull-"), selected
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and not policy["spec"].get("ingress")
+    assert "nim-op-puller-egress" not in all_policies(objects)  # the operator runs its own cache Job
+
+
+def test_a_public_hub_is_reachable_on_https_and_nothing_private_is():
+    policy = puller_policy(manifests(config({"enabled": True})), "chat")
+    assert egress_allows(policy, "18.239.50.1", 443)             # huggingface.co / its CDN
+    assert egress_allows(policy, "10.96.0.10", 53, "UDP")        # DNS
+    assert egress_allows(policy, "169.254.20.10", 53, "UDP")     # node-local DNS cache
+    assert not egress_allows(policy, "18.239.50.1", 22)
+    for private in ("10.96.0.1", "172.20.3.4", "192.168.1.10", "100.64.0.7", "169.254.169.254"):
+        assert not egress_allows(policy, private, 443), private  # cluster Services, cloud metadata
+
+
+def test_an_in_cluster_mirror_is_reached_in_its_namespace_only():
+    policy = puller_policy(manifests(config({"enabled": True}, hfEndpoint="http://hf-mirror.mirrors.svc:8080")),
+                           "chat")
+    assert egress_allows(policy, "", 8080, namespace_labels={"kubernetes.io/metadata.name": "mirrors"})
+    assert not egress_allows(policy, "", 8080, namespace_labels=ELSEWHERE)
+    assert not egress_allows(policy, "18.239.50.1", 443)          # no public internet then
+
+
+def test_a_mirror_at_an_address_is_reached_on_that_address_only():
+    policy = puller_policy(manifests(config({"enabled": True}, hfEndpoint="https://10.20.30.40:8443")), "chat")
+    assert egress_allows(policy, "10.20.30.40", 8443)
+    assert not egress_allows(policy, "10.20.30.41", 8443)
+
+
+def test_puller_policies_are_valid_kubernetes():
+    version = kubernetes_validate.latest_version()
+    for endpoint in ("https://huggingface.co", "http://hf-mirror.mirrors.svc:8080", "https://10.20.30.40:8443"):
+        for name, policy in all_policies(manifests(config({"enabled": True}, hfEndpoint=endpoint))).items():
+            if name.endswith("-puller-egress"):
+                kubernetes_validate.validate(policy, version, strict=True)
+
+
+def test_the_gpu_cluster_example_pins_every_image_by_digest_and_isolates_every_model():
+    from pathlib import Path
+
+    from components.config import read_stack_file
+
+    path = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.gpu-cluster.yaml"
+    objects = compile_stack(load_stack_config(read_stack_file(path)))
+    images = [c["image"] for m in objects if m["kind"] in ("Deployment", "StatefulSet", "Job")
+              for c in [*m["spec"]["template"]["spec"].get("initContainers", []), *m["spec"]["template"]["spec"]["containers"]]]
+    images += [f"{m['spec']['image']['repository']}:{m['spec']['image']['tag']}" for m in objects if m["kind"] == "NIMService"]
+    images += [m["spec"]["source"]["ngc"]["modelPuller"] for m in objects if m["kind"] == "NIMCache"]
+    assert images and [i for i in images if "@sha256:" not in i] == []
+    found = all_policies(objects)
+    for manifest in objects:
+        if manifest["kind"] == "Job":
+            model = manifest["metadata"]["labels"]["llm-serving.dev/model"]
+            assert f"{model}-puller-egress" in found, model
+    assert {m["metadata"]["labels"]["llm-serving.dev/model"] for m in objects if m["kind"] in ("Deployment", "NIMService")
+            and "llm-serving.dev/model" in m["metadata"]["labels"]} <= {n.removesuffix("-ingress") for n in found}
+
+
+def test_the_render_declares_the_puller_policy_before_the_puller():
+    objects = manifests(config({"enabled": True}))
+    order = [(m["kind"], m["metadata"]["name"]) for m in objects]
+    job = next(i for i, (kind, name) in enumerate(order) if kind == "Job" and name.startswith("chat-pull-"))
+    assert order.index(("NetworkPolicy", "chat-puller-egress")) < job

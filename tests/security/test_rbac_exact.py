@@ -54,7 +54,8 @@ ENDPOINTSLICES = rule(["discovery.k8s.io"], ["endpointslices"], READ)
 # (kind, namespace or None, name) -> the exact rules.
 EXPECTED = {
     "gpu-cluster": {
-        ("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NIM),
+        # networkPolicy is on in the shipped gpu-cluster stack: teardown removes the policies too.
+        ("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NIM, TEARDOWN_NETWORK_POLICIES),
         ("Role", "llm-serving", "llm-router-backend-endpointslices"): (ENDPOINTSLICES,),
     },
     "local": {},

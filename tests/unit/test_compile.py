@@ -167,7 +167,8 @@ def test_lora_init_container_is_qualified_busybox_and_server_gets_lora_flags():
     assert args[args.index("--max-loras") + 1] == "3"
     assert args[args.index("--max-lora-rank") + 1] == "32"
     server_mounts = {m["name"] for m in container(deployment, "server")["volumeMounts"]}
-    assert {m["name"] for m in init["volumeMounts"]} <= server_mounts
+    # The adapter cache the init container prepares is the server's; /tmp is the init's own.
+    assert {m["name"] for m in init["volumeMounts"]} - {"tmp"} <= server_mounts
 
 
 def test_no_lora_means_no_init_container_and_no_flags():

@@ -360,7 +360,7 @@ def test_raw_path_nim_image_env_health_and_identity():
     server = container(deployment, "server")
     assert server["image"] == NIM_IMAGE
     env = env_of(server)
-    assert env["NIM_CACHE_PATH"]["value"] == "/model-store"
+    assert env["NIM_MODEL_NAME"]["value"] == "/model-store"  # the weights, a local model path
     assert env["NGC_API_KEY"] == {"name": "NGC_API_KEY",
                                   "valueFrom": {"secretKeyRef": {"name": "ngc-api", "key": "NGC_API_KEY"}}}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -368,6 +368,23 @@ def test_raw_path_nim_image_env_health_and_identity():
     for manifest in pod_manifests(objects):
         context = pod_spec(manifest)["securityContext"]
         assert (context["runAsUser"], context["runAsGroup"]) == (1000, 2000), manifest["kind"]
+
+
+def test_raw_path_nim_cache_is_writable_and_not_the_read_only_weights():
+    """NIM writes into NIM_CACHE_PATH: it must be a writable mount of its own, never the
+    read-only weights volume (and never a copy of the weights)."""
+    deployment = next(m for m in raw_objects(nim_model()) if m["kind"] == "Deployment")
+    server = container(deployment, "server")
+    cache_path = env_of(server)["NIM_CACHE_PATH"]["value"]
+    mounts = {m["mountPath"]: m for m in server["volumeMounts"]}
+    assert cache_path in mounts, "NIM_CACHE_PATH is not a mount: the root filesystem would take it"
+    mount = mounts[cache_path]
+    assert not mount.get("readOnly")
+    volumes = {v["name"]: v for v in pod_spec(deployment)["volumes"]}
+    assert "emptyDir" in volumes[mount["name"]] and volumes[mount["name"]]["emptyDir"]["sizeLimit"]
+    weights_mount = next(m for m in server["volumeMounts"] if m["name"] == "weights")
+    assert weights_mount["readOnly"] is True
+    assert not cache_path.startswith(weights_mount["mountPath"])
 
 
 def test_raw_path_without_auth_secret_sets_no_ngc_key():
