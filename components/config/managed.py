@@ -43,7 +43,7 @@ MANAGED_ENV = {
         "VLLM_LORA_RESOLVER_CACHE_DIR": _LORA_ENV,
     },
     "nim": {
-        "NIM_CACHE_PATH": "the weights volume; remove it",
+        "NIM_CACHE_PATH": "NIM's writable cache (an emptyDir beside the read-only weights); remove it",
         "NIM_SERVER_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
         "NIM_HTTP_API_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
         "NIM_MODEL_NAME": "the weights volume; set source.repo",
@@ -61,6 +61,8 @@ PULLER_ENV = {
     "HF_HUB_DISABLE_UPDATE_CHECK": "set for the puller; remove it",
     "HF_XET_CHUNK_CACHE_SIZE_BYTES": "set for the puller; remove it",
     "HF_TOKEN": "set hfTokenSecret (or the stack secret llm-serving:hfToken)",
+    # Puller and init containers run with a read-only root: their home is the writable /tmp.
+    "HOME": "the puller's and init containers' writable home (read-only root filesystem); remove it",
 }
 
 # Names that hold a credential: a plain value would sit in the stack file, the state and the pod spec.

@@ -122,7 +122,7 @@ def test_nim_args_are_not_vllm_flags():
     (model, "HF_ENDPOINT", "set hfEndpoint"),
     (nim_model, "NIM_SERVER_PORT", "8000"),
     (nim_model, "NIM_SERVED_MODEL_NAME", "set name"),
-    (nim_model, "NIM_CACHE_PATH", "weights volume"),
+    (nim_model, "NIM_CACHE_PATH", "writable cache"),
 ])
 def test_managed_env_is_refused_with_the_setting_to_use(engine_model, name, fix):
     (line,) = refusals(engine_model(env={name: "x"}))
