@@ -1,13 +1,14 @@
 """The `llm-serving:router` section: the request router in front of the models.
 
 Topology is decided here, at validation time, so a stack that could not discover its peers is
-refused before anything reaches a cluster:
+refused before anything reaches a cluster. The rules are the llm-request-router chart's (0.16.2,
+``_helpers.tpl`` backendRouterEnabled, ``deployment.yaml``):
 
-    kind         replicas  discovery                      backend router
-    Deployment   1         self only                      only when enabled: true
-    Deployment   > 1       backend router (EndpointSlices) required (auto enables it)
-    StatefulSet  any       per-pod DNS (headless Service) optional; required when DNS is off
-                                                          and replicas > 1
+    kind         replicas  discovery                                backend router
+    Deployment   1         self only (--disable-dns-discovery)      only when enabled: true
+    Deployment   > 1       backend router (headless EndpointSlices) required (auto enables it)
+    StatefulSet  any       headless Service DNS                     optional; required when DNS is
+                                                                    off and replicas > 1
 
 Workload kind is the one setting Kubernetes cannot change in place: a switch deletes one object
 and creates another. ``kind_change_problem`` is the rule the deploy-time guard applies against
@@ -18,7 +19,6 @@ existing install without ``workload.migrateFrom`` saying so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Iterable, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -330,54 +330,6 @@ class RouterConfig(Strict):
         return resolve_topology(self)
 
 
-@dataclass(frozen=True)
-class Topology:
-    """What the router config resolves to; ``reason`` says why, in words for a preview reader."""
-
-    kind: WorkloadKind
-    replicas: int
-    backend_router: bool
-    dns_discovery: bool  # False renders --disable-dns-discovery
-    name: str  # "single-deployment", "deployment+backend", "statefulset-dns", "statefulset" (+backend)
-    reason: str
-
-    @property
-    def per_pod_hostnames(self) -> bool:
-        """Pods advertise `<pod>.<headless>...` (chart _helpers.tpl advertisedHostnameTemplate)."""
-        return self.backend_router or self.replicas > 1
-
-    @property
-    def discovery(self) -> tuple[str, ...]:
-        return tuple(m for m, on in (("backend-router", self.backend_router), ("dns", self.dns_discovery)) if on) or ("self",)
-
-
-def resolve_topology(router: RouterConfig) -> Topology:
-    """The chart's rules (devilkun/nvcf@e07119fa chart 0.16.2 _helpers.tpl backendRouterEnabled,
-    deployment.yaml $disableDnsDiscovery), plus `auto` for a StatefulSet without DNS."""
-    kind, replicas, enabled = router.workload.kind, router.replicas, router.backend_router.enabled
-    if kind == "Deployment":
-        backend = enabled is True or (enabled == "auto" and replicas > 1)
-        dns = backend  # a Deployment without backend router is forced to --disable-dns-discovery
-        name = "deployment+backend" if backend else "single-deployment"
-        if replicas > 1:
-            reason = f"Deployment with {replicas} replicas: pylons reach each pod through the backend router"
-        elif backend:
-            reason = "single-replica Deployment; backend router enabled explicitly"
-        else:
-            reason = "single-replica Deployment: the router discovers only itself"
-    else:
-        dns = router.dns_discovery is not False
-        backend = enabled is True or (enabled == "auto" and not dns and replicas > 1)
-        name = ("statefulset-dns" if dns else "statefulset") + ("+backend" if backend else "")
-        if dns:
-            reason = "StatefulSet: peers discovered through the headless Service's DNS"
-        elif backend:
-            reason = "StatefulSet without DNS discovery: pylons reach each pod through the backend router"
-        else:
-            reason = "StatefulSet without DNS discovery: the router discovers only itself"
-    return Topology(kind, replicas, backend, dns, name, reason)
-
-
 def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
     """Paths are relative to the router section."""
     problems: list[tuple[str, str]] = []
@@ -435,27 +387,10 @@ def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[st
     return tuple(name for name in names if name in wanted)
 
 
-# Name checks that need the namespace and the rest of the stack live beside this module;
-# re-exported here, where the stack model and the providers look for them.
+# What a config resolves to (topology, names) and the checks that need the namespace and the rest
+# of the stack live beside this module; re-exported here, where the stack model and the
+# providers look for them.
 from .router_names import (  # noqa: E402
-    advertised_hostname, allowed_domains, default_dns_names, dns_names, stack_problems, within,
+    Topology, advertised_hostname, allowed_domains, default_dns_names, dns_names, kind_change_problem,
+    resolve_topology, stack_problems, within,
 )
-
-
-def kind_change_problem(deployed: Optional[str], kind: str, migrate_from: Optional[str],
-                        kind_explicit: bool = True) -> Optional[str]:
-    """Why applying ``kind`` over a router deployed as ``deployed`` must stop, or None.
-
-    A kind switch is allowed only when ``workload.migrateFrom`` names the deployed kind: it is a
-    delete and a create, never an in-place update, and must be a decision someone wrote down.
-    """
-    if not deployed or deployed == kind or migrate_from == deployed:
-        return None
-    source = "" if kind_explicit else " by default (workload.kind is unset)"
-    return (
-        f"router.workload.kind: the router is deployed as a {deployed} and the config now asks for "
-        f"a {kind}{source}. Kubernetes cannot change a workload's kind in place: this would delete "
-        f"the {deployed} and create a {kind}. To keep the install, pin workload.kind: {deployed}. "
-        f"To switch, set workload.kind: {kind} and workload.migrateFrom: {deployed}, and review "
-        "the create/delete in the preview."
-    )
