@@ -21,7 +21,7 @@ def _backend(world):
 
 
 def _headless(world):
-    (found,) = [m for m in world.manifests if m["kind"] == "Service" and m["spec"].get("clusterIP") == "None"]
+    (found,) = [m for m in world.manifests if m["kind"] == "Service" and m["metadata"]["name"].endswith("-headless")]
     return found
 
 
@@ -57,6 +57,8 @@ FAIL_CASES = [
          lambda w: _set_flag(_backend(w), "--target-service-name=", "ghost"), "no such Service in its namespace"),
     Case(router.backend_target, "headless Service hides warming pods",
          lambda w: _headless(w)["spec"].pop("publishNotReadyAddresses"), "publishNotReadyAddresses: true"),
+    Case(router.backend_target, "target Service is not headless",
+         lambda w: _headless(w)["spec"].update(clusterIP="10.96.0.20"), "it is not headless (clusterIP: None)"),
     Case(router.backend_target, "quic port renamed", lambda w: _drop_port(w, "quic"), "no port quic/UDP"),
     Case(router.backend_target, "grpc port over UDP",
          lambda w: _headless(w)["spec"]["ports"][0].update(protocol="UDP"), "no port grpc/TCP"),
