@@ -133,8 +133,10 @@ BAD_CONFIGS: tuple[BadConfig, ...] = (
     BadConfig("router-tls-foreign-name",
               {"models": [model()], "router": router(tls={"enabled": True, "dnsNames": ["bank.example.com"]})},
               "router.tls.dnsNames.0", "outside the allowed domains", "a certificate for someone else's name"),
-    BadConfig("router-env-shadows-discovery", {"models": [model()], "router": router(env={"ROUTER_DISCOVERY": "self"})},
-              "router.env.ROUTER_DISCOVERY", "set by the router component", "discovery overridden behind the config's back"),
+    BadConfig("router-env-shadows-discovery",
+              {"models": [model()], "router": router(env={"STARGATE_DISABLE_DNS_DISCOVERY": "true"})},
+              "router.env.STARGATE_DISABLE_DNS_DISCOVERY", "set by the router component",
+              "discovery overridden behind the config's back (a Stargate flag alias)"),
     # --- secrets ---------------------------------------------------------------------------------
     BadConfig("nim-operator-without-auth-secret", {"models": [nim(path="operator")]},
               "models.0.nim.authSecret", "NGC_API_KEY", "a NIMCache that can never download"),
