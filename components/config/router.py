@@ -39,16 +39,19 @@ _DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 # POD_NAMESPACE, POD_IP; devilkun/nvcf@e07119fa chart 0.16.2 templates/deployment.yaml).
 RESERVED_ENV = ("POD_NAME", "POD_NAMESPACE", "POD_IP")
 
-# Flags the compiler derives from config (chart 0.16.2 templates/deployment.yaml); `args` may not
-# repeat them, because Stargate's CLI would take whichever comes last and the Services, probes
-# and backend router would then disagree with the pods.
+# Flags the compiler renders (chart 0.16.2 templates/deployment.yaml); `args` may not repeat them:
+# a repeated flag is either refused by Stargate's CLI at startup or silently wins over ours, and
+# then the Services, probes and backend router disagree with the pods.
 MANAGED_FLAGS = (
     "--stargate-id", "--listen-addr", "--http-listen-addr", "--advertise-addr",
     "--stargate-discovery-dns-name", "--pod-name", "--pod-namespace",
     "--advertised-hostname-template", "--disable-dns-discovery", "--watch-heartbeat-ms",
-    "--shutdown-drain-timeout-ms", "--metrics-port", "--backend-connectivity",
-    "--reverse-tunnel-listen-addr", "--grpc-pylon-dial-addr", "--reverse-tunnel-pylon-dial-addr",
-    "--tls-cert-path", "--tls-key-path", "--quic-insecure", "--config-file",
+    "--shutdown-drain-timeout-ms", "--readiness-warmup-ms",
+    "--readiness-stabilization-sample-interval-ms", "--readiness-stabilization-window",
+    "--quic-connect-timeout-ms", "--quic-request-timeout-ms", "--metrics-port",
+    "--backend-connectivity", "--reverse-tunnel-listen-addr", "--grpc-pylon-dial-addr",
+    "--reverse-tunnel-pylon-dial-addr", "--reverse-tunnel-connect-timeout-ms", "--tls-cert-path",
+    "--tls-key-path", "--quic-insecure", "--config-file",
 )
 
 # Keys earlier versions of this section accepted, with what replaced them: a stack written for

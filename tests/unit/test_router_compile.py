@@ -308,3 +308,15 @@ def test_core_kinds_are_strictly_valid(section):
             pytest.fail(f"{manifest['kind']}/{manifest['metadata']['name']}: {error}")
         checked += 1
     assert checked >= 6
+
+
+@pytest.mark.parametrize("section", [{}, DEPLOYMENT_MULTI, STATEFULSET_DNS, {"tls": {"enabled": True}}],
+                         ids=["single", "multi", "statefulset", "tls"])
+def test_every_flag_the_render_sets_is_refused_in_args(section):
+    """A flag the component sets, repeated in `args`, is refused at startup or wins over ours;
+    validate must refuse each of them (config MANAGED_FLAGS), or the protection has a hole."""
+    from components.config.router import MANAGED_FLAGS
+
+    (router,) = containers(compiled(**section).workload)
+    emitted = {arg.split("=", 1)[0] for arg in router["args"]}
+    assert emitted <= set(MANAGED_FLAGS), emitted - set(MANAGED_FLAGS)
