@@ -393,7 +393,7 @@ def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[st
 # What a config resolves to (topology, names) and the checks that need the namespace and the rest
 # of the stack live beside this module; re-exported here, where the stack model and the
 # providers look for them.
-from .router_names import (  # noqa: E402
+from .router_names import (  # noqa: E402, F401 (re-exports)
     Topology, advertised_hostname, allowed_domains, default_dns_names, dns_names, kind_change_problem,
     resolve_topology, stack_problems, within,
 )

@@ -27,7 +27,7 @@ the deployed kind, whether the change came from an edit or from a changed defaul
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import pulumi
 

@@ -25,7 +25,7 @@ from .backend import (
 )
 from .flags import pylon_address
 from .names import (
-    BACKEND_COMPONENT, CHART, GRPC_PORT, HTTP_PORT, ROUTER_COMPONENT, RouterNames, in_cluster,
+    BACKEND_COMPONENT, CHART, HTTP_PORT, ROUTER_COMPONENT, RouterNames, in_cluster,
 )
 from .network import compile_backend_policy, compile_router_policy
 from .workload import (
