@@ -104,7 +104,7 @@ FAIL_CASES = [
     Case(rbac.backend_router_scope, "router may delete", lambda w: _router_role(w)["rules"][0]["verbs"].append("delete"),
          "grants verbs delete"),
     Case(rbac.backend_router_scope, "router role is cluster-wide",
-         lambda w: _router_role(w).update(kind="ClusterRole"), "use a Role (backendRouter.rbacScope: namespace)"),
+         lambda w: _router_role(w).update(kind="ClusterRole"), "use a namespaced Role"),
 ]
 
 
