@@ -1,13 +1,14 @@
 """The `llm-serving:router` section: the request router in front of the models.
 
 Topology is decided here, at validation time, so a stack that could not discover its peers is
-refused before anything reaches a cluster:
+refused before anything reaches a cluster. The rules are the llm-request-router chart's (0.16.2,
+``_helpers.tpl`` backendRouterEnabled, ``deployment.yaml``):
 
-    kind         replicas  discovery                      backend router
-    Deployment   1         self only                      only when enabled: true
-    Deployment   > 1       backend router (EndpointSlices) required (auto enables it)
-    StatefulSet  any       per-pod DNS (headless Service) optional; required when DNS is off
-                                                          and replicas > 1
+    kind         replicas  discovery                                backend router
+    Deployment   1         self only (--disable-dns-discovery)      only when enabled: true
+    Deployment   > 1       backend router (headless EndpointSlices) required (auto enables it)
+    StatefulSet  any       headless Service DNS                     optional; required when DNS is
+                                                                    off and replicas > 1
 
 Workload kind is the one setting Kubernetes cannot change in place: a switch deletes one object
 and creates another. ``kind_change_problem`` is the rule the deploy-time guard applies against
@@ -18,7 +19,6 @@ existing install without ``workload.migrateFrom`` saying so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Iterable, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -35,11 +35,39 @@ ROUTER_NAME_MAX = 40
 _DNS_NAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
-# Environment the compiler sets on the router; user `env` may not shadow it.
-RESERVED_ENV = (
-    "POD_NAME", "POD_NAMESPACE", "ROUTER_PORT", "ROUTER_DISCOVERY", "ROUTER_BACKEND_ROUTER",
-    "ROUTER_PEER_DNS", "ROUTER_MODELS", "ROUTER_TLS_CERT_FILE", "ROUTER_TLS_KEY_FILE",
+# Downward-API environment the compiler sets on the router (the chart's only env: POD_NAME,
+# POD_NAMESPACE, POD_IP; devilkun/nvcf@e07119fa chart 0.16.2 templates/deployment.yaml).
+RESERVED_ENV = ("POD_NAME", "POD_NAMESPACE", "POD_IP")
+
+# Flags the compiler renders (chart 0.16.2 templates/deployment.yaml); `args` may not repeat them:
+# a repeated flag is either refused by Stargate's CLI at startup or silently wins over ours, and
+# then the Services, probes and backend router disagree with the pods.
+MANAGED_FLAGS = (
+    "--stargate-id", "--listen-addr", "--http-listen-addr", "--advertise-addr",
+    "--stargate-discovery-dns-name", "--pod-name", "--pod-namespace",
+    "--advertised-hostname-template", "--disable-dns-discovery", "--watch-heartbeat-ms",
+    "--shutdown-drain-timeout-ms", "--readiness-warmup-ms",
+    "--readiness-stabilization-sample-interval-ms", "--readiness-stabilization-window",
+    "--quic-connect-timeout-ms", "--quic-request-timeout-ms", "--metrics-port",
+    "--backend-connectivity", "--reverse-tunnel-listen-addr", "--grpc-pylon-dial-addr",
+    "--reverse-tunnel-pylon-dial-addr", "--reverse-tunnel-connect-timeout-ms", "--tls-cert-path",
+    "--tls-key-path", "--quic-insecure", "--config-file",
 )
+
+# Keys earlier versions of this section accepted, with what replaced them: a stack written for
+# the invented router contract gets the fix instead of a bare "extra input".
+RETIRED = {
+    "port": "the router serves HTTP on 8000, gRPC on 50071, QUIC on 50072/UDP and metrics on 9090, "
+            "as the llm-request-router chart does; remove `port`",
+    "healthPath": "the probes use the router's own /readyz and /healthz; remove `healthPath`",
+}
+RETIRED_BACKEND = {
+    "port": "the backend router serves gRPC on 50071, QUIC on 50072/UDP and health on 8080; remove it",
+    "metricsPort": "the backend router serves metrics on its health port 8080; remove it",
+    "pdbMinAvailable": "the backend router's PodDisruptionBudget is maxUnavailable: 1; remove it",
+    "rbacScope": "the backend router reads EndpointSlices of its own namespace only (a Role); remove it",
+    "serviceMonitor": "moved to router.metrics.serviceMonitor (covers router and backend router)",
+}
 
 
 def check_router_name(name: str) -> str:
@@ -75,18 +103,37 @@ Domain = Annotated[str, AfterValidator(check_domain)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
 
-class RouterResources(Strict):
-    cpu: PositiveQuantity = Field("500m", description="CPU request of the router container.")
-    memory: PositiveQuantity = Field(
-        "512Mi", description="Memory request and limit of the router container (kept equal)."
-    )
+class ResourceAmounts(Strict):
+    cpu: PositiveQuantity = Field(description="CPU.")
+    memory: PositiveQuantity = Field(description="Memory.")
 
 
-class BackendRouterResources(Strict):
-    cpu: PositiveQuantity = Field("100m", description="CPU request of the backend-router container.")
-    memory: PositiveQuantity = Field(
-        "256Mi", description="Memory request and limit of the backend-router container (kept equal)."
-    )
+class ContainerResources(Strict):
+    requests: ResourceAmounts = Field(description="What the scheduler reserves.")
+    limits: ResourceAmounts = Field(description="The ceiling (CPU throttled, memory OOM-killed).")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> "ContainerResources":
+        problems = [
+            (f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
+             f"({getattr(self.limits, key)}); lower the request or raise the limit")
+            for key in ("cpu", "memory")
+            if values.parse_quantity(getattr(self.requests, key)) > values.parse_quantity(getattr(self.limits, key))
+        ]
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+
+def _resources(req_cpu: str, req_mem: str, lim_cpu: str, lim_mem: str) -> ContainerResources:
+    return ContainerResources(requests=ResourceAmounts(cpu=req_cpu, memory=req_mem),
+                              limits=ResourceAmounts(cpu=lim_cpu, memory=lim_mem))
+
+
+# The chart's sizes (devilkun/nvcf@e07119fa chart 0.16.2 values.yaml): llmRequestRouter.resources
+# and backendRouter.resources. The backend router relays every tunnel byte, so it is the larger.
+ROUTER_RESOURCES = ("100m", "128Mi", "1000m", "1Gi")
+BACKEND_RESOURCES = ("250m", "256Mi", "2", "1Gi")
 
 
 class Workload(Strict):
@@ -114,28 +161,34 @@ class BackendRouter(Strict):
         "auto",
         description="`auto` enables it when the topology needs it (a Deployment with more than one "
         "replica, or a multi-replica StatefulSet without DNS discovery); `true` always; `false` "
-        "never (an error where it is needed).",
+        "never (an error where it is needed). It runs the router's image as `stargate-k8s-router`, "
+        "watching the router's headless Service's EndpointSlices.",
     )
     image: Optional[Image] = Field(
-        None, description="Backend-router image, fully qualified; required when it is enabled (no public default)."
+        None,
+        description="Unset (the chart's default): the router's image, which contains "
+        "`stargate-k8s-router`. Set only to run another Stargate build of the same release line.",
     )
-    replicas: int = Field(2, ge=1, description="Backend-router replicas.")
-    pdb_min_available: int = Field(
-        1, ge=0, description="PodDisruptionBudget minAvailable; below `replicas`, so node drains can proceed."
+    replicas: int = Field(2, ge=1, description="Backend-router replicas (the chart's default: 2).")
+    resources: ContainerResources = Field(
+        default_factory=lambda: _resources(*BACKEND_RESOURCES),
+        description="Backend-router requests and limits (default: the chart's 250m/256Mi, 2/1Gi).",
     )
-    service_monitor: bool = Field(
-        False, description="Create a ServiceMonitor (monitoring.coreos.com/v1; needs the Prometheus Operator CRDs)."
+    service_account: Optional[Label] = Field(
+        None,
+        description="An existing ServiceAccount for the backend router. Unset: one named "
+        "`<name>-backend-router` is created. Either way a Role and RoleBinding grant it get/list/"
+        "watch on EndpointSlices in the stack namespace.",
     )
-    rbac_scope: Literal["namespace", "cluster"] = Field(
-        "namespace",
-        description="`namespace`: Role/RoleBinding to read EndpointSlices in the stack namespace; "
-        "`cluster`: ClusterRole/ClusterRoleBinding (all namespaces). Verbs are get/list/watch either way.",
-    )
-    port: int = Field(50051, ge=1, le=65535, description="gRPC port the router connects to.")
-    metrics_port: int = Field(9090, ge=1, le=65535, description="Prometheus metrics port.")
-    resources: BackendRouterResources = Field(
-        default_factory=BackendRouterResources, description="Backend-router CPU and memory."
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: object) -> object:
+        if isinstance(data, dict):
+            problems = [(key, fix) for key, fix in RETIRED_BACKEND.items() if key in data]
+            if problems:
+                raise values.Problems(problems)
+        return data
 
     @field_validator("enabled", mode="before")
     @classmethod
@@ -153,59 +206,120 @@ class TlsIssuer(Strict):
 
 
 class RouterTls(Strict):
-    enabled: bool = Field(False, description="Serve TLS with a cert-manager Certificate.")
+    """The QUIC/gRPC server identity pylons verify (the HTTP port stays plain, as in the chart)."""
+
+    enabled: bool = Field(
+        False,
+        description="Mount a TLS identity (router and backend router get `--tls-cert-path`/"
+        "`--tls-key-path`, and no `--quic-insecure`). Off: Stargate self-signs and runs with "
+        "`--quic-insecure`, the chart's default.",
+    )
+    existing_secret: Optional[Label] = Field(
+        None,
+        description="Mount this existing `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`) "
+        "instead of issuing a cert-manager Certificate; you own its issuance and renewal.",
+    )
     issuer: Optional[TlsIssuer] = Field(
         None, description="Issuer of the certificate; unset: a self-signed Issuer is created for the router."
     )
     dns_names: tuple[DnsName, ...] = Field(
-        (), description="Names on the certificate; unset: the router Service's in-cluster names."
+        (),
+        description="Names on the certificate; unset: the router Service's in-cluster names. The "
+        "name pylons verify is always added: `*.<name>-headless.<ns>.svc.cluster.local` when "
+        "router pods advertise per-pod names (backend router or several replicas), else "
+        "`<name>.<ns>.svc.cluster.local`.",
     )
     allowed_domains: tuple[Domain, ...] = Field(
         (),
         description="Domains the certificate may name (each with its subdomains); a DNS name outside "
-        "them is refused. Unset: the stack namespace's in-cluster domains (`<ns>.svc`, "
-        "`<ns>.svc.cluster.local`).",
+        "them, including the names added by default, is refused. Unset: the stack namespace's "
+        "in-cluster domains (`<ns>.svc`, `<ns>.svc.cluster.local`).",
     )
     secret_name: Optional[Label] = Field(None, description="Secret the certificate is stored in; unset: `<name>-tls`.")
 
+    @model_validator(mode="after")
+    def _one_source(self) -> "RouterTls":
+        if self.existing_secret is None:
+            return self
+        problems = [(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
+                     "remove it, or remove existingSecret")
+                    for key, field in (("issuer", "issuer"), ("dnsNames", "dns_names"),
+                                       ("allowedDomains", "allowed_domains"), ("secretName", "secret_name"))
+                    if field in self.model_fields_set]
+        if not self.enabled:
+            problems.append(("enabled", "existingSecret is set but TLS is off; set enabled: true, "
+                             "or remove existingSecret"))
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+    @property
+    def issued(self) -> bool:
+        """A cert-manager Certificate is rendered (TLS on, no existing Secret)."""
+        return self.enabled and self.existing_secret is None
+
+
+class RouterMetrics(Strict):
+    service_monitor: bool = Field(
+        False,
+        description="A ServiceMonitor for the router (port `metrics`, 9090) and, when it runs, one "
+        "for the backend router (port `health`, 8080); needs the Prometheus Operator CRDs.",
+    )
+
 
 class RouterConfig(Strict):
-    """The LLM request router in front of the models (unset: no router)."""
+    """The LLM request router (NVIDIA llm-request-router, "Stargate") in front of the models."""
 
-    name: RouterName = Field("llm-router", description="Name of the router's workload and Service.")
+    name: RouterName = Field("llm-router", description="Name of the router's workload and Services.")
     image: Image = Field(
-        description="Router image, fully qualified and pinned (there is no public default), e.g. "
-        "`nvcr.io/nvidia/llm-request-router:<tag>`."
+        description="Stargate image, fully qualified and pinned (the chart ships no registry "
+        "default); the backend router runs it too. The render follows chart 0.16.2's flags."
     )
     replicas: int = Field(1, ge=1, description="Router replicas; more than one needs peer discovery (see topology).")
-    port: int = Field(8080, ge=1, le=65535, description="Port the router serves on (container and Service).")
-    health_path: str = Field("/health", description="HTTP path of readiness and liveness probes.")
-    uid: NonRootUid = Field(65532, description="uid of router and backend-router pods (the distroless `nonroot` user).")
-    gid: int = Field(65532, ge=0, description="gid of router and backend-router pods.")
-    resources: RouterResources = Field(default_factory=RouterResources, description="Router CPU and memory.")
+    uid: NonRootUid = Field(1000, description="uid of router and backend-router pods (the chart's runAsUser).")
+    gid: int = Field(1000, ge=0, description="gid and fsGroup of router and backend-router pods (the chart's fsGroup).")
+    resources: ContainerResources = Field(
+        default_factory=lambda: _resources(*ROUTER_RESOURCES),
+        description="Router requests and limits (default: the chart's 100m/128Mi, 1000m/1Gi).",
+    )
+    service_account: Optional[Label] = Field(
+        None,
+        description="An existing ServiceAccount for the router pods. Unset: `<name>` is created "
+        "with the chart's Role (pods: list, watch).",
+    )
     workload: Workload = Field(default_factory=Workload, description="Workload kind and its rollout settings.")
     backend_router: BackendRouter = Field(
-        default_factory=BackendRouter, description="The backend router: discovers targets from EndpointSlices."
+        default_factory=BackendRouter,
+        description="The backend router: hands pylons the router pods it reads from the router's "
+        "headless Service and forwards their registrations and tunnels to the named pod.",
     )
     dns_discovery: Optional[bool] = Field(
         None,
-        description="StatefulSet only: stable per-pod DNS through a headless Service. Unset: on for "
-        "a StatefulSet, off for a Deployment (whose pods have no stable names).",
+        description="StatefulSet only: peers find each other through the headless Service's DNS. "
+        "Unset: on for a StatefulSet; a Deployment without backend router runs "
+        "`--disable-dns-discovery` (its pods have no stable names).",
     )
-    tls: RouterTls = Field(default_factory=RouterTls, description="TLS through cert-manager.")
+    drain_timeout_ms: int = Field(
+        30000, ge=1000, le=600000,
+        description="`--shutdown-drain-timeout-ms` of router and backend router; the pods' grace "
+        "period is this rounded up to seconds plus 5.",
+    )
+    metrics: RouterMetrics = Field(default_factory=RouterMetrics, description="Prometheus scraping.")
+    tls: RouterTls = Field(default_factory=RouterTls, description="The router's QUIC/gRPC TLS identity.")
     models: Optional[tuple[str, ...]] = Field(
         None, description="Names of the models the router fronts; unset: every model of the stack."
     )
-    args: tuple[str, ...] = Field((), description="Extra router arguments.")
+    args: tuple[str, ...] = Field((), description="Extra Stargate flags (not those the component sets).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
 
-    @field_validator("health_path")
+    @model_validator(mode="before")
     @classmethod
-    def _leading_slash(cls, path: str) -> str:
-        path = path.strip()
-        if not path or any(ch.isspace() for ch in path):
-            raise ValueError("health path must be a non-empty URL path such as '/health'")
-        return path if path.startswith("/") else "/" + path
+    def _retired(cls, data: object) -> object:
+        if isinstance(data, dict):
+            problems = [(key, fix) for key, fix in RETIRED.items() if key in data]
+            if problems:
+                raise values.Problems(problems)
+        return data
 
     @model_validator(mode="after")
     def _topology(self) -> "RouterConfig":
@@ -217,42 +331,6 @@ class RouterConfig(Strict):
     @property
     def topology(self) -> "Topology":
         return resolve_topology(self)
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What the router config resolves to; ``reason`` says why, in words for a preview reader."""
-
-    kind: WorkloadKind
-    replicas: int
-    backend_router: bool
-    headless_service: bool
-    discovery: tuple[str, ...]  # preference order: "backend-router", "dns"; or ("self",)
-    reason: str
-
-
-def resolve_topology(router: RouterConfig) -> Topology:
-    kind, replicas, enabled = router.workload.kind, router.replicas, router.backend_router.enabled
-    if kind == "Deployment":
-        headless = False
-        backend = enabled is True or (enabled == "auto" and replicas > 1)
-        if replicas > 1:
-            reason = f"Deployment with {replicas} replicas: peers are discovered by the backend router"
-        elif backend:
-            reason = "single-replica Deployment; backend router enabled explicitly"
-        else:
-            reason = "single-replica Deployment: the router discovers only itself"
-    else:
-        headless = router.dns_discovery is not False
-        backend = enabled is True or (enabled == "auto" and not headless and replicas > 1)
-        if headless:
-            reason = "StatefulSet: stable per-pod DNS through a headless Service"
-        elif backend:
-            reason = "StatefulSet without DNS discovery: peers are discovered by the backend router"
-        else:
-            reason = "StatefulSet without DNS discovery: the router discovers only itself"
-    discovery = tuple(mode for mode, on in (("backend-router", backend), ("dns", headless)) if on) or ("self",)
-    return Topology(kind, replicas, backend, headless, discovery, reason)
 
 
 def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
@@ -267,11 +345,11 @@ def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
             "from the deployed kind, so remove it or set it to the kind being replaced",
         ))
     if kind == "Deployment":
-        if router.dns_discovery is True:
+        if router.dns_discovery is not None:
             problems.append((
                 "dnsDiscovery",
-                "per-pod DNS needs the stable pod names only a StatefulSet has; remove dnsDiscovery, "
-                "or set workload.kind: StatefulSet",
+                "applies to a StatefulSet only (a Deployment discovers through the backend router, "
+                "or only itself); remove dnsDiscovery, or set workload.kind: StatefulSet",
             ))
         if "pod_management_policy" in router.workload.model_fields_set:
             problems.append((
@@ -281,9 +359,9 @@ def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
         if replicas > 1 and backend.enabled is False:
             problems.append((
                 "backendRouter.enabled",
-                f"a Deployment with {replicas} replicas needs the backend router to discover its "
-                "peers (Deployment pods have no stable DNS names); set backendRouter.enabled: auto "
-                "(or true), or replicas: 1, or workload.kind: StatefulSet",
+                f"a Deployment with {replicas} replicas needs the backend router: pylons must reach "
+                "every router pod and Deployment pods have no stable DNS names; set "
+                "backendRouter.enabled: auto (or true), or replicas: 1, or workload.kind: StatefulSet",
             ))
     elif router.dns_discovery is False and replicas > 1 and backend.enabled is False:
         problems.append((
@@ -292,27 +370,14 @@ def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
             "its peers; set backendRouter.enabled: auto (or true), or remove dnsDiscovery: false",
         ))
     for key in sorted(router.env):
-        if key in RESERVED_ENV:
-            problems.append((f"env.{key}", "is set by the router component from config; remove it"))
-    if problems:  # the rest depends on a coherent topology
-        return problems
-    topology = resolve_topology(router)
-    if topology.backend_router:
-        if backend.image is None:
-            problems.append((
-                "backendRouter.image",
-                f"required: the backend router is enabled ({topology.reason}); set its fully "
-                "qualified image, e.g. 'nvcr.io/nvidia/llm-backend-router:<tag>'",
-            ))
-        if backend.pdb_min_available >= backend.replicas:
-            problems.append((
-                "backendRouter.pdbMinAvailable",
-                f"{backend.pdb_min_available} of {backend.replicas} replicas must stay available, so "
-                "no backend-router pod could ever be evicted and node drains would hang; set it "
-                f"below replicas (e.g. {backend.replicas - 1}) or raise backendRouter.replicas",
-            ))
-        if backend.port == backend.metrics_port:
-            problems.append(("backendRouter.metricsPort", "must differ from backendRouter.port"))
+        if key in RESERVED_ENV or key.startswith("STARGATE_"):
+            problems.append((f"env.{key}", "is set by the router component (or is a Stargate flag "
+                             "alias that would override a managed flag); remove it"))
+    for index, arg in enumerate(router.args):
+        flag = arg.split("=", 1)[0]
+        if flag in MANAGED_FLAGS:
+            problems.append((f"args.{index}", f"'{flag}' is set by the router component from config; "
+                             "remove it (see the router section of the config reference)"))
     return problems
 
 
@@ -325,79 +390,10 @@ def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[st
     return tuple(name for name in names if name in wanted)
 
 
-def default_dns_names(router: RouterConfig, namespace: str) -> tuple[str, ...]:
-    return (f"{router.name}.{namespace}.svc", f"{router.name}.{namespace}.svc.cluster.local")
-
-
-def allowed_domains(router: RouterConfig, namespace: str) -> tuple[str, ...]:
-    return router.tls.allowed_domains or (f"{namespace}.svc", f"{namespace}.svc.cluster.local")
-
-
-def dns_names(router: RouterConfig, namespace: str) -> tuple[str, ...]:
-    return router.tls.dns_names or default_dns_names(router, namespace)
-
-
-def within(name: str, domain: str) -> bool:
-    """``name`` is ``domain`` or a subdomain of it (a wildcard covers the labels below its base)."""
-    base = name[2:] if name.startswith("*.") else name
-    return base == domain or base.endswith("." + domain)
-
-
-def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[str]) -> list[tuple[str, str]]:
-    """Checks that need the rest of the stack; paths are relative to the stack."""
-    names = list(model_names)
-    problems: list[tuple[str, str]] = []
-    if router.models is not None:
-        seen: set[str] = set()
-        for index, name in enumerate(router.models):
-            if name not in names:
-                problems.append((
-                    f"router.models.{index}",
-                    f"'{name}' is not a model of this stack; declare it under models, or remove it "
-                    f"(models: {', '.join(names) or 'none'})",
-                ))
-            elif name in seen:
-                problems.append((f"router.models.{index}", f"'{name}' is listed twice; remove one"))
-            seen.add(name)
-    if not fronted_models(router, names) and not problems:
-        problems.append((
-            "router.models" if router.models is not None else "router",
-            "the router fronts no models; declare models, or remove the router section",
-        ))
-    derived = {router.name, f"{router.name}-headless", f"{router.name}-backend"}
-    for index, name in enumerate(names):
-        if name in derived:
-            problems.append((
-                "router.name",
-                f"'{router.name}' collides with model '{name}' (models.{index}): their Services "
-                "would share a name; rename the router",
-            ))
-    if router.tls.enabled:
-        allowed = allowed_domains(router, namespace)
-        for index, name in enumerate(router.tls.dns_names):
-            if not any(within(name, domain) for domain in allowed):
-                problems.append((
-                    f"router.tls.dnsNames.{index}",
-                    f"'{name}' is outside the allowed domains ({', '.join(allowed)}); add its domain "
-                    "to router.tls.allowedDomains, or remove the name",
-                ))
-    return problems
-
-
-def kind_change_problem(deployed: Optional[str], kind: str, migrate_from: Optional[str],
-                        kind_explicit: bool = True) -> Optional[str]:
-    """Why applying ``kind`` over a router deployed as ``deployed`` must stop, or None.
-
-    A kind switch is allowed only when ``workload.migrateFrom`` names the deployed kind: it is a
-    delete and a create, never an in-place update, and must be a decision someone wrote down.
-    """
-    if not deployed or deployed == kind or migrate_from == deployed:
-        return None
-    source = "" if kind_explicit else " by default (workload.kind is unset)"
-    return (
-        f"router.workload.kind: the router is deployed as a {deployed} and the config now asks for "
-        f"a {kind}{source}. Kubernetes cannot change a workload's kind in place: this would delete "
-        f"the {deployed} and create a {kind}. To keep the install, pin workload.kind: {deployed}. "
-        f"To switch, set workload.kind: {kind} and workload.migrateFrom: {deployed}, and review "
-        "the create/delete in the preview."
-    )
+# What a config resolves to (topology, names) and the checks that need the namespace and the rest
+# of the stack live beside this module; re-exported here, where the stack model and the
+# providers look for them.
+from .router_names import (  # noqa: E402, F401 (re-exports)
+    Topology, advertised_hostname, allowed_domains, default_dns_names, dns_names, kind_change_problem,
+    resolve_topology, stack_problems, within,
+)

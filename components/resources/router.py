@@ -3,11 +3,18 @@
 Thin: the manifests come from ``components.compile.router``; this class hands them to
 pulumi-kubernetes with ``parent=self`` and wires the order:
 
-    backend ServiceAccount, Role ─▶ RoleBinding ─▶ backend Deployment ─▶ backend Service ─┐
-    RequiredCrds ─▶ Issuer ─▶ Certificate ─────────────────────────────────────────────────┤
-    (RequiredCrds, backend Service ─▶ ServiceMonitor)                                      │
-    headless Service, workload-kind guard, the fronted models ─────────────────────────────┴▶ router workload ─▶ Service, PDB,
-                                                                                                                 RouterTargets
+    NetworkPolicies, ServiceAccount + Role ─▶ RoleBinding ───────────────────────────────────┐
+    RequiredCrds ─▶ Issuer ─▶ Certificate ──────────────────────────────────┬───────────────┤
+    headless Service ─▶ backend SA/Role/Binding ─▶ backend Deployment ◀─────┘               │
+                        backend Deployment ─▶ backend Service, PDB, ServiceMonitor ─────────┤
+    workload-kind guard, the fronted models ────────────────────────────────────────────────┴▶ router workload
+    router workload ─▶ Service ─▶ ServiceMonitor; PDB; RouterTargets
+
+The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
+update from the earlier render (port 8080, invented env) keeps every object's name and selector,
+so the Deployment rolls (maxSurge 1, maxUnavailable 0) and the Service is patched in place; the
+backend router's objects are renamed ``<name>-backend-router`` (the chart's name), which Pulumi
+replaces create-before-delete.
 
 Workload kind: the router workload is always the child ``<name>-workload``; its Pulumi type is
 its kind, so a kind switch is a different resource: the preview shows a create of the new kind
@@ -20,11 +27,11 @@ the deployed kind, whether the change came from an edit or from a changed defaul
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import pulumi
 
-from ..compile.router import compile_router, endpoint_url, fronted_services, required_crds
+from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
 from ..config.router import fronted_models
 from ..config.model import StackConfig
 from .. import children as roles
@@ -72,25 +79,41 @@ class RequestRouter(pulumi.ComponentResource):
                 "context": deploy.cluster.context or "",
             }, RequiredCrdsProvider(), after(*base))
             crd_check = (self.crd_check,)
-        if manifests.backend_deployment is not None:
-            account = kube_resources.apply(child_name(name, roles.BACKEND_SERVICE_ACCOUNT), manifests.backend_service_account, after(*base))
-            role = kube_resources.apply(child_name(name, roles.BACKEND_ROLE), manifests.backend_role, after(*base))
-            binding = kube_resources.apply(child_name(name, roles.BACKEND_ROLE_BINDING), manifests.backend_role_binding, after(account, role))
-            backend = kube_resources.apply(child_name(name, roles.BACKEND), manifests.backend_deployment, after(binding))
-            backend_service = kube_resources.apply(child_name(name, roles.BACKEND_SERVICE), manifests.backend_service, after(backend))
-            kube_resources.apply(child_name(name, roles.BACKEND_PDB), manifests.backend_pod_disruption_budget, after(backend))
-            if manifests.service_monitor is not None:
-                kube_resources.apply(child_name(name, roles.BACKEND_SERVICE_MONITOR), manifests.service_monitor,
-                                     after(backend_service, *crd_check))
-            workload_after.append(backend_service)
+        def apply(role: str, manifest: Optional[dict], *deps: pulumi.Resource) -> Optional[pulumi.Resource]:
+            return None if manifest is None else kube_resources.apply(child_name(name, role), manifest, after(*deps))
+
+        # Policies first: pods are never up without the isolation the stack asked for.
+        for role, manifest in ((roles.ROUTER_NETWORK_POLICY, manifests.network_policy),
+                               (roles.BACKEND_NETWORK_POLICY, manifests.backend_network_policy)):
+            policy = apply(role, manifest, *base)
+            if policy is not None:
+                workload_after.append(policy)
+        account = apply(roles.ROUTER_SERVICE_ACCOUNT, manifests.service_account, *base)
+        if account is not None:
+            role = apply(roles.ROUTER_ROLE, manifests.role, *base)
+            workload_after.append(apply(roles.ROUTER_ROLE_BINDING, manifests.role_binding, account, role))
+        # Before the router pods (their DNS discovery resolves it) and the backend router (which
+        # watches its EndpointSlices).
+        headless = apply(roles.ROUTER_HEADLESS_SERVICE, manifests.headless_service, *base)
+        workload_after.append(headless)
+        tls_ready: tuple[pulumi.Resource, ...] = ()
         if manifests.certificate is not None:
             issued_by: tuple[pulumi.Resource, ...] = crd_check or base
             if manifests.issuer is not None:
-                issued_by = (kube_resources.apply(child_name(name, roles.ROUTER_ISSUER), manifests.issuer, after(*(crd_check or base))),)
-            workload_after.append(kube_resources.apply(child_name(name, roles.ROUTER_CERTIFICATE), manifests.certificate, after(*issued_by)))
-        if manifests.headless_service is not None:
-            # Before the StatefulSet: its pods' DNS names come from this Service.
-            workload_after.append(kube_resources.apply(child_name(name, roles.ROUTER_HEADLESS_SERVICE), manifests.headless_service, after(*base)))
+                issued_by = (apply(roles.ROUTER_ISSUER, manifests.issuer, *(crd_check or base)),)
+            tls_ready = (apply(roles.ROUTER_CERTIFICATE, manifests.certificate, *issued_by),)
+            workload_after.extend(tls_ready)
+        if manifests.backend_deployment is not None:
+            backend_account = apply(roles.BACKEND_SERVICE_ACCOUNT, manifests.backend_service_account, *base)
+            backend_role = apply(roles.BACKEND_ROLE, manifests.backend_role, *base)
+            binding = apply(roles.BACKEND_ROLE_BINDING, manifests.backend_role_binding,
+                            *[r for r in (backend_account, backend_role) if r is not None])
+            backend = apply(roles.BACKEND, manifests.backend_deployment, binding, headless, *tls_ready)
+            backend_service = apply(roles.BACKEND_SERVICE, manifests.backend_service, backend)
+            apply(roles.BACKEND_PDB, manifests.backend_pod_disruption_budget, backend)
+            apply(roles.BACKEND_SERVICE_MONITOR, manifests.backend_service_monitor, backend_service, *crd_check)
+            # The router's flags hand pylons the backend router's address.
+            workload_after.append(backend_service)
         # State-only (no cluster access), so it runs in render mode too: a kind flip there is
         # worse, since `kubectl apply` of the rendered files never deletes the old kind.
         self.kind_guard = WorkloadKindGuard(child_name(name, roles.ROUTER_WORKLOAD_KIND), {
@@ -102,8 +125,8 @@ class RequestRouter(pulumi.ComponentResource):
         workload_after.append(self.kind_guard)
         self.workload = kube_resources.apply(child_name(name, roles.ROUTER_WORKLOAD), manifests.workload, after(*workload_after, *fronts))
         self.service = kube_resources.apply(child_name(name, roles.ROUTER_SERVICE), manifests.service, after(self.workload))
-        if manifests.pod_disruption_budget is not None:
-            kube_resources.apply(child_name(name, roles.ROUTER_PDB), manifests.pod_disruption_budget, after(self.workload))
+        apply(roles.ROUTER_PDB, manifests.pod_disruption_budget, self.workload)
+        apply(roles.ROUTER_SERVICE_MONITOR, manifests.service_monitor, self.service, *crd_check)
 
         if not deploy.rendering:
             from providers.router_targets import RouterTargetsProvider
@@ -121,21 +144,29 @@ class RequestRouter(pulumi.ComponentResource):
             }, RouterTargetsProvider(), after(self.workload))
 
         url = endpoint_url(stack)
+        pylon = pylon_address(stack, names, topology)
         self.endpoint_url = pulumi.Output.from_input(url)
         self.workload_kind = pulumi.Output.from_input(topology.kind)
         self.outputs = {
             "endpoint_url": url,
             "workload_kind": topology.kind,
-            "topology": topology.reason,
+            # Which of the chart's topologies runs, and why.
+            "topology": topology.name,
+            "topology_reason": topology.reason,
+            "chart": CHART,
             "discovery": list(topology.discovery),
+            # What a model pod's pylon dials (--stargate-address).
+            "pylon_address": pylon,
             "backend_router": topology.backend_router,
             "models": list(fronted_models(router, [m.name for m in stack.models])),
             "objects": {
                 "workload": names.router,
                 "service": names.router,
-                **({"headless_service": names.headless} if topology.headless_service else {}),
+                "headless_service": names.headless,
+                "service_account": names.service_account,
                 **({"backend_router": names.backend} if topology.backend_router else {}),
-                **({"certificate": names.certificate, "tls_secret": names.tls_secret} if router.tls.enabled else {}),
+                **({"certificate": names.certificate} if router.tls.issued else {}),
+                **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
             },
         }
         if not deploy.rendering:

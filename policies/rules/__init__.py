@@ -25,6 +25,8 @@ ALL_RULES: tuple[Rule, ...] = (
     rbac.teardown_least_privilege,
     rbac.backend_router_scope,
     router.topology,
+    router.backend_target,
+    router.drain,
     stack.server_weights_gate,
 )
 

@@ -241,14 +241,14 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
     "llm-serving-rbac-backend-router-scope",
     "The backend router's Role (labelled app.kubernetes.io/component: backend-router) grants only "
     "get/list/watch on discovery.k8s.io endpointslices, in its namespace. Fix: make it a namespaced "
-    "Role (router config backendRouter.rbacScope: namespace) with the single rule {apiGroups: "
+    "Role (as the router component renders it) with the single rule {apiGroups: "
     "[discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}; a cluster-wide "
     "ClusterRole needs pack config allowClusterRole: true, a decision made in review.",
     ROLE_KINDS,
     config={"allowClusterRole": {
         "type": "boolean", "default": False,
-        "description": "Accept a ClusterRole (backendRouter.rbacScope: cluster): EndpointSlices of "
-        "every namespace become readable.",
+        "description": "Accept a ClusterRole (not rendered by the router component): EndpointSlices "
+        "of every namespace become readable.",
     }},
 )
 def backend_router_scope(obj: K8sObject, config: dict) -> Iterator[Finding]:
@@ -258,7 +258,7 @@ def backend_router_scope(obj: K8sObject, config: dict) -> Iterator[Finding]:
         return
     if obj.kind == "ClusterRole" and config["allowClusterRole"] is not True:
         yield violation(f"{obj.display}: a ClusterRole lets the backend router read EndpointSlices "
-                        "of every namespace; use a Role (backendRouter.rbacScope: namespace), or "
+                        "of every namespace; use a namespaced Role, or "
                         "allow it explicitly in the pack config (allowClusterRole: true)")
     rules, findings = role_rules(obj)
     yield from findings

@@ -38,7 +38,7 @@ STACKS = {
     # TLS (issuer, certificate).
     "deployment": ({"networkPolicy": {"enabled": True}},
                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
-                    "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0", "serviceMonitor": True},
+                    "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
                     "tls": {"enabled": True}}),
     # A StatefulSet adds the headless Service.
     "statefulset": ({}, {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),

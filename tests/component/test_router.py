@@ -9,14 +9,12 @@ import components.resources.router as router_resources
 from component_kit import Graph, deploy_platform, record_graph
 from providers.router_guard import WorkloadKindGuardProvider
 
-ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
-BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MODELS = [
     {"name": "alpha", "source": {"repo": "org/alpha"}, "resources": {"memory": "8Gi"}},
     {"name": "beta", "source": {"repo": "org/beta"}, "resources": {"memory": "8Gi"}},
 ]
-MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "backendRouter": {"image": BACKEND_IMAGE, "serviceMonitor": True},
-         "tls": {"enabled": True}}
+MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "metrics": {"serviceMonitor": True}, "tls": {"enabled": True}}
 
 
 @pytest.fixture
@@ -41,28 +39,40 @@ def deploy_stack(graph: Graph, router: dict, **extra):
 def test_multi_replica_graph_and_order(graph):
     deploy_stack(graph, MULTI)
     base = ["platform-namespace", "platform-model-service-account"]
-    assert graph.depends("llm-router-backend-service-account") == base
-    assert graph.depends("llm-router-backend-role") == base
+    for name in ("llm-router-service-account", "llm-router-role", "llm-router-headless-service",
+                 "llm-router-backend-service-account", "llm-router-backend-role", "llm-router-crd-check",
+                 "llm-router-workload-kind"):
+        assert graph.depends(name) == base, name
+    assert graph.depends("llm-router-role-binding") == ["llm-router-service-account", "llm-router-role"]
     assert graph.depends("llm-router-backend-role-binding") == [
         "llm-router-backend-service-account", "llm-router-backend-role"]
-    assert graph.depends("llm-router-backend") == ["llm-router-backend-role-binding"]
-    assert graph.depends("llm-router-backend-service") == ["llm-router-backend"]
-    assert graph.depends("llm-router-backend-pdb") == ["llm-router-backend"]
     # Another operator's kinds wait for the check that the cluster serves them.
-    assert graph.depends("llm-router-crd-check") == base
-    assert graph.depends("llm-router-backend-service-monitor") == ["llm-router-backend-service", "llm-router-crd-check"]
     assert graph.depends("llm-router-issuer") == ["llm-router-crd-check"]
     assert graph.depends("llm-router-certificate") == ["llm-router-issuer"]
-    assert graph.depends("llm-router-workload-kind") == base
-    # The router pods come after everything they talk to, and after the models they front.
+    # The backend router watches the headless Service and mounts the certificate's Secret.
+    assert graph.depends("llm-router-backend") == [
+        "llm-router-backend-role-binding", "llm-router-headless-service", "llm-router-certificate"]
+    assert graph.depends("llm-router-backend-service") == ["llm-router-backend"]
+    assert graph.depends("llm-router-backend-pdb") == ["llm-router-backend"]
+    assert graph.depends("llm-router-backend-service-monitor") == ["llm-router-backend-service", "llm-router-crd-check"]
+    # The router pods come after everything they use, and after the models they front.
     assert graph.depends("llm-router-workload") == [
-        *base, "llm-router-backend-service", "llm-router-certificate", "llm-router-workload-kind",
-        "alpha", "beta",
+        *base, "llm-router-role-binding", "llm-router-headless-service", "llm-router-certificate",
+        "llm-router-backend-service", "llm-router-workload-kind", "alpha", "beta",
     ]
     assert graph.depends("llm-router-service") == ["llm-router-workload"]
     assert graph.depends("llm-router-pdb") == ["llm-router-workload"]
+    assert graph.depends("llm-router-service-monitor") == ["llm-router-service", "llm-router-crd-check"]
     # Read after the router workload: the models it fronts already waited for their targets.
     assert graph.depends("llm-router-targets") == ["llm-router-workload"]
+
+
+@pulumi.runtime.test
+def test_network_policies_come_before_the_router_pods(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE, "replicas": 2},
+                 platform={"sharedMemorySizeLimit": "1Gi", "networkPolicy": {"enabled": True}})
+    for policy in ("llm-router-network-policy", "llm-router-backend-network-policy"):
+        assert policy in graph.depends("llm-router-workload")
 
 
 @pulumi.runtime.test
@@ -71,7 +81,7 @@ def test_the_crd_check_names_each_setting_and_its_crds(graph):
     requirements = graph.props["llm-router-crd-check"]["requirements"]
     assert [(r["field"], r["crds"]) for r in requirements] == [
         ("router.tls", ["issuers.cert-manager.io", "certificates.cert-manager.io"]),
-        ("router.backendRouter.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
+        ("router.metrics.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
     ]
     assert type(graph.providers["llm-router-crd-check"]).__name__ == "RequiredCrdsProvider"
 
@@ -103,7 +113,7 @@ def _check_fronted(lists):
 def test_every_child_is_parented_to_the_router(graph):
     component = deploy_stack(graph, MULTI)
     mine = [n for n in graph.opts if n.startswith("llm-router-")]
-    assert len(mine) == 15
+    assert len(mine) == 20
     for name in mine:
         assert graph.opts[name].parent is component, name
 
@@ -121,7 +131,8 @@ def test_every_child_is_parented_to_the_router(graph):
 def test_single_replica_has_no_backend_router_objects(graph):
     deploy_stack(graph, {"image": ROUTER_IMAGE})
     assert sorted(n for n in graph.opts if n.startswith("llm-router-")) == [
-        "llm-router-service", "llm-router-targets", "llm-router-workload", "llm-router-workload-kind",
+        "llm-router-headless-service", "llm-router-role", "llm-router-role-binding", "llm-router-service",
+        "llm-router-service-account", "llm-router-targets", "llm-router-workload", "llm-router-workload-kind",
     ]
 
 
@@ -146,6 +157,22 @@ def test_the_workload_type_is_its_kind_so_a_switch_is_a_visible_create_and_delet
             assert not graph.opts["llm-router-workload"].aliases
 
         return graph.objects["llm-router-workload"].urn.apply(check)
+
+    run()
+
+
+@pytest.mark.parametrize("router, topology", [
+    ({}, "single-deployment"),
+    ({"replicas": 2}, "deployment+backend"),
+    ({"replicas": 2, "workload": {"kind": "StatefulSet"}}, "statefulset-dns"),
+    ({"workload": {"kind": "StatefulSet"}, "dnsDiscovery": False}, "statefulset"),
+])
+def test_the_status_output_names_the_topology(graph, router, topology):
+    @pulumi.runtime.test
+    def run():
+        component = deploy_stack(graph, {"image": ROUTER_IMAGE, **router})
+        assert component.outputs["topology"] == topology
+        assert component.outputs["topology_reason"]
 
     run()
 
@@ -177,11 +204,15 @@ def test_render_mode_keeps_the_guard(graph):
 def test_outputs(graph):
     component = deploy_stack(graph, MULTI)
     assert component.outputs["workload_kind"] == "Deployment"
-    assert component.outputs["discovery"] == ["backend-router"]
+    assert component.outputs["topology"] == "deployment+backend"
+    assert component.outputs["discovery"] == ["backend-router", "dns"]
     assert component.outputs["models"] == ["alpha", "beta"]
+    assert component.outputs["pylon_address"] == "http://llm-router-backend-router.llm-serving.svc.cluster.local:50071"
+    assert component.outputs["objects"]["headless_service"] == "llm-router-headless"
 
     def check(url):
-        assert url == "https://llm-router.llm-serving.svc.cluster.local:8080"
+        # TLS covers the pylon-facing QUIC/gRPC identity; clients speak plain HTTP on 8000.
+        assert url == "http://llm-router.llm-serving.svc.cluster.local:8000"
 
     return component.endpoint_url.apply(check)
 

@@ -46,7 +46,8 @@ def test_hand_off_leaves_no_puller_pod_but_keeps_the_job(deployed, kube):
 
 
 def test_second_up_changes_nothing(deployed):
-    deployed.run("preview", "--expect-no-changes")
+    result = deployed.run("preview", "--expect-no-changes", check=False)
+    assert result.returncode == 0, f"the preview plans changes:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
 
 
 def _ops(steps: list[dict]) -> dict[str, set[str]]:

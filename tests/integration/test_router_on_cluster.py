@@ -14,7 +14,7 @@ from harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
-ROUTER_IMAGE = "registry.example.com/llm/request-router:1.0.0"
+ROUTER_IMAGE = "registry.example.com/llm/request-router:0.16.2"
 
 
 def model(replicas: int) -> dict:
@@ -24,7 +24,7 @@ def model(replicas: int) -> dict:
 
 def config(namespace: str, replicas: int = 1, kind: str | None = "StatefulSet", migrate_from: str | None = None) -> dict:
     workload = {k: v for k, v in (("kind", kind), ("migrateFrom", migrate_from)) if v}
-    router = {"name": "edge", "image": ROUTER_IMAGE, "resources": {"cpu": "100m", "memory": "128Mi"}}
+    router = {"name": "edge", "image": ROUTER_IMAGE}
     if workload:
         router["workload"] = workload
     return {**stack_config(namespace, [model(replicas)]), "router": router}
@@ -71,10 +71,16 @@ def test_the_router_runs_as_the_pinned_statefulset(deployed, kube):
     workload = kube.AppsV1Api().read_namespaced_stateful_set("edge", deployed.namespace)
     assert workload.status.ready_replicas == 1
     assert workload.spec.service_name == router["objects"]["headless_service"]
+    assert router["topology"] == "statefulset-dns"
+    # The chart's probes, as the API server stores them (KWOK marks pods ready regardless).
+    (container,) = workload.spec.template.spec.containers
+    assert container.readiness_probe.http_get.path == "/readyz"
+    assert container.liveness_probe.http_get.path == "/healthz"
 
 
 def test_the_pin_holds_with_no_diff(deployed):
-    deployed.run("preview", "--expect-no-changes")
+    result = deployed.run("preview", "--expect-no-changes", check=False)
+    assert result.returncode == 0, f"the preview plans changes:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
 
 
 def test_dropping_the_pin_stops_the_preview_instead_of_flipping_the_kind(deployed):

@@ -42,6 +42,8 @@ STABLE_NAMES = [
     "llm-serving-rbac-teardown-least-privilege",
     "llm-serving-rbac-backend-router-scope",
     "llm-serving-router-topology",
+    "llm-serving-router-backend-target",
+    "llm-serving-router-drain",
     "llm-serving-stack-server-weights-gate",
 ]
 

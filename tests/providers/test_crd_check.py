@@ -14,7 +14,7 @@ from providers import crd_check
 from providers.crd_check import CrdsMissing, RequiredCrdsProvider, check_required
 
 ROUTER = {"image": "registry.example.com/llm/router:1.0.0", "replicas": 2,
-          "backendRouter": {"image": "registry.example.com/llm/backend:1.0.0", "serviceMonitor": True},
+          "backendRouter": {"image": "registry.example.com/llm/backend:1.0.0"}, "metrics": {"serviceMonitor": True},
           "tls": {"enabled": True, "issuer": {"kind": "ClusterIssuer", "name": "internal-ca"},
                   "dnsNames": ["llm-router.llm-serving.svc.cluster.local"], "allowedDomains": ["llm-serving.svc.cluster.local"]}}
 
@@ -55,7 +55,7 @@ def props(reqs=None) -> dict:
 def test_requirements_follow_the_objects_the_router_declares():
     assert [(r["field"], r["crds"]) for r in requirements()] == [
         ("router.tls", ["certificates.cert-manager.io", "clusterissuers.cert-manager.io"]),
-        ("router.backendRouter.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
+        ("router.metrics.serviceMonitor", ["servicemonitors.monitoring.coreos.com"]),
     ]
     assert requirements({"image": ROUTER["image"]}) == []
 

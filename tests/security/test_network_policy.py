@@ -42,7 +42,9 @@ def manifests(raw: dict) -> list[dict]:
 
 
 def all_policies(objects: list[dict]) -> dict[str, dict]:
-    return {m["metadata"]["name"]: m for m in objects if m["kind"] == "NetworkPolicy"}
+    """Every model's policies (the router's own are tested in tests/unit/test_router_network.py)."""
+    return {m["metadata"]["name"]: m for m in objects if m["kind"] == "NetworkPolicy"
+            and "llm-serving.dev/model" in m["spec"]["podSelector"].get("matchLabels", {})}
 
 
 def policies(objects: list[dict]) -> dict[str, dict]:
@@ -111,7 +113,7 @@ def test_only_the_router_and_monitoring_get_in_on_the_serving_port():
         assert admits(policy, HOME, pods["llm-router"], 8000)
         assert admits(policy, MONITORING, {"app.kubernetes.io/name": "prometheus"}, 8000)
         # Everyone else is out: the backend router, other models, pullers, other namespaces, ...
-        assert not admits(policy, HOME, pods["llm-router-backend"], 8000)
+        assert not admits(policy, HOME, pods["llm-router-backend-router"], 8000)
         for name, labels in pods.items():
             if name not in ("llm-router",):
                 assert not admits(policy, HOME, labels, 8000), name

@@ -3,8 +3,7 @@ rule, by set equality of apiGroups, resources, verbs, resourceNames and nonResou
 verb, resource, name or rule fails. Checked twice: in what `render` writes (compile_stack) and in
 what the Pulumi program declares (under mocks), so neither can drift from the table.
 
-Variants cover the paths the shipped stacks do not take: a cluster-scoped backend router, the
-teardown identity of a vLLM-only stack with the NetworkPolicy option on, and one with stack
+Variants cover the paths the shipped stacks do not take: the teardown identity of a vLLM-only stack with the NetworkPolicy option on, and one with stack
 secrets (hfToken, ngcApiKey), whose Secrets teardown may get/delete by name only.
 """
 
@@ -50,15 +49,29 @@ def teardown_secrets(*names):
 
 
 ENDPOINTSLICES = rule(["discovery.k8s.io"], ["endpointslices"], READ)
+# The router's own Role (llm-request-router chart 0.16.2 templates/rbac.yaml: pods list/watch).
+POD_READER = rule([""], ["pods"], ["list", "watch"])
+
+
+def pod_reader(namespace="llm-serving", router="llm-router"):
+    return {("Role", namespace, f"{router}-pod-reader"): (POD_READER,)}
+
+
+def pod_reader_binding(namespace="llm-serving", router="llm-router"):
+    return {("RoleBinding", namespace, f"{router}-pod-reader"): (
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{router}-pod-reader"},
+        [{"kind": "ServiceAccount", "name": router, "namespace": namespace}])}
+
 
 # (kind, namespace or None, name) -> the exact rules.
 EXPECTED = {
     "gpu-cluster": {
         # networkPolicy is on in the shipped gpu-cluster stack: teardown removes the policies too.
         ("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NIM, TEARDOWN_NETWORK_POLICIES),
-        ("Role", "llm-serving", "llm-router-backend-endpointslices"): (ENDPOINTSLICES,),
+        ("Role", "llm-serving", "llm-router-backend-router-endpointslice-reader"): (ENDPOINTSLICES,),
+        **pod_reader(),
     },
-    "local": {},
+    "local": pod_reader(),
     "render": {},
 }
 # (kind, namespace, name) -> (roleRef, subjects)
@@ -67,27 +80,29 @@ EXPECTED_BINDINGS = {
         ("RoleBinding", "llm-serving", "llm-serving-teardown"): (
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-serving-teardown"},
             [{"kind": "ServiceAccount", "name": "llm-serving-teardown", "namespace": "llm-serving"}]),
-        ("RoleBinding", "llm-serving", "llm-router-backend-endpointslices"): (
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-router-backend-endpointslices"},
-            [{"kind": "ServiceAccount", "name": "llm-router-backend", "namespace": "llm-serving"}]),
+        ("RoleBinding", "llm-serving", "llm-router-backend-router-endpointslice-reader"): (
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+             "name": "llm-router-backend-router-endpointslice-reader"},
+            [{"kind": "ServiceAccount", "name": "llm-router-backend-router", "namespace": "llm-serving"}]),
+        **pod_reader_binding(),
     },
-    "local": {},
+    "local": pod_reader_binding(),
     "render": {},
 }
 
 MODEL = {"name": "chat", "source": {"repo": "acme/chat"}}
-ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 2,
-          "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0"}}
+ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.16.2", "replicas": 2}
 VARIANTS = {
-    "cluster-scoped-backend-router": (
-        {"platform": {"namespace": "team-a"}, "models": [MODEL], "router": {**ROUTER, "backendRouter": {
-            **ROUTER["backendRouter"], "rbacScope": "cluster"}}},
-        {("ClusterRole", None, "team-a-llm-router-backend-endpointslices"): (ENDPOINTSLICES,)},
+    "backend-router-in-team-namespace": (
+        {"platform": {"namespace": "team-a"}, "models": [MODEL], "router": ROUTER},
+        {("Role", "team-a", "llm-router-backend-router-endpointslice-reader"): (ENDPOINTSLICES,),
+         **pod_reader("team-a")},
     ),
     "teardown-vllm-with-network-policy": (
         {"platform": {"teardownIdentity": {"enabled": True}, "networkPolicy": {"enabled": True}},
          "models": [MODEL], "router": {"image": ROUTER["image"]}},
-        {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NETWORK_POLICIES)},
+        {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NETWORK_POLICIES),
+         **pod_reader()},
     ),
     "teardown-with-stack-secrets": (
         {"platform": {"teardownIdentity": {"enabled": True}}, "hfToken": "hf_exact", "ngcApiKey": "ngc_exact",

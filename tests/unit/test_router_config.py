@@ -12,8 +12,8 @@ from components.config import ConfigError, load_stack_config
 from components.config.router import kind_change_problem, within
 from unit_helpers import model
 
-ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
-BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+BACKEND_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.3"
 BACKEND = {"image": BACKEND_IMAGE}
 
 
@@ -39,29 +39,44 @@ BAD = [
     ("deployment-multi-backend-disabled-names-the-fix",
      router(replicas=2, backendRouter={"enabled": False}),
      "router.backendRouter.enabled", "set backendRouter.enabled: auto"),
-    ("deployment-dns-discovery", router(dnsDiscovery=True), "router.dnsDiscovery", "only a StatefulSet"),
+    ("deployment-dns-discovery", router(dnsDiscovery=True), "router.dnsDiscovery", "StatefulSet only"),
+    ("deployment-dns-discovery-off", router(dnsDiscovery=False), "router.dnsDiscovery", "StatefulSet only"),
     ("deployment-pod-management-policy", router(workload={"podManagementPolicy": "OrderedReady"}),
      "router.workload.podManagementPolicy", "StatefulSet only"),
     ("statefulset-no-discovery-at-all",
      router(replicas=3, workload={"kind": "StatefulSet"}, dnsDiscovery=False, backendRouter={"enabled": False}),
      "router.backendRouter.enabled", "no way to discover"),
-    ("backend-auto-enabled-without-image", router(replicas=2),
-     "router.backendRouter.image", "required: the backend router is enabled"),
-    ("backend-forced-without-image", router(backendRouter={"enabled": True}),
-     "router.backendRouter.image", "required"),
-    ("statefulset-no-dns-auto-backend-without-image",
-     router(replicas=2, workload={"kind": "StatefulSet"}, dnsDiscovery=False),
-     "router.backendRouter.image", "StatefulSet without DNS discovery"),
-    ("pdb-blocks-drains", router(replicas=2, backendRouter={**BACKEND, "replicas": 2, "pdbMinAvailable": 2}),
-     "router.backendRouter.pdbMinAvailable", "node drains would hang"),
-    ("backend-ports-clash", router(replicas=2, backendRouter={**BACKEND, "port": 9090}),
-     "router.backendRouter.metricsPort", "must differ"),
+    ("retired-port", router(port=8080), "router.port", "serves HTTP on 8000"),
+    ("retired-health-path", router(healthPath="/health"), "router.healthPath", "/readyz and /healthz"),
+    ("retired-backend-port", router(backendRouter={"port": 50051}), "router.backendRouter.port", "50071"),
+    ("retired-backend-pdb", router(backendRouter={"pdbMinAvailable": 1}), "router.backendRouter.pdbMinAvailable",
+     "maxUnavailable: 1"),
+    ("retired-backend-rbac-scope", router(backendRouter={"rbacScope": "cluster"}),
+     "router.backendRouter.rbacScope", "own namespace only"),
+    ("retired-backend-service-monitor", router(backendRouter={"serviceMonitor": True}),
+     "router.backendRouter.serviceMonitor", "router.metrics.serviceMonitor"),
+    ("requests-above-limits", router(resources={"requests": {"cpu": "2", "memory": "1Gi"},
+                                                "limits": {"cpu": "1", "memory": "1Gi"}}),
+     "router.resources.requests.cpu", "exceeds limits.cpu"),
+    ("backend-account-invalid", router(backendRouter={"serviceAccount": "Bad_Name"}),
+     "router.backendRouter.serviceAccount", ""),
+    ("drain-too-short", router(drainTimeoutMs=10), "router.drainTimeoutMs", "greater than or equal to 1000"),
+    ("managed-flag-in-args", router(args=["--metrics-port=9999"]), "router.args.0",
+     "'--metrics-port' is set by the router component"),
+    ("managed-bare-flag-in-args", router(args=["--verbose", "--quic-insecure"]), "router.args.1",
+     "'--quic-insecure'"),
+    ("stargate-env-alias", router(env={"STARGATE_HTTP_LISTEN_ADDR": "0.0.0.0:1"}),
+     "router.env.STARGATE_HTTP_LISTEN_ADDR", "set by the router component"),
+    ("existing-secret-with-issuer", router(tls={"enabled": True, "existingSecret": "router-tls",
+                                                "issuer": {"name": "ca"}}),
+     "router.tls.issuer", "existingSecret replaces"),
+    ("existing-secret-without-tls", router(tls={"existingSecret": "router-tls"}), "router.tls.enabled",
+     "set enabled: true"),
     ("migrate-from-same-kind", router(workload={"kind": "StatefulSet", "migrateFrom": "StatefulSet"}),
      "router.workload.migrateFrom", "already asks for"),
     ("kind-unknown", router(workload={"kind": "DaemonSet"}), "router.workload.kind", "'Deployment' or 'StatefulSet'"),
     ("enabled-unknown", router(backendRouter={"enabled": "sometimes"}), "router.backendRouter.enabled",
      "not one of auto, true, false"),
-    ("rbac-scope-unknown", router(backendRouter={"rbacScope": "global"}), "router.backendRouter.rbacScope", ""),
     ("image-missing", {"replicas": 1}, "router.image", "required"),
     ("image-short", router(image="llm-request-router:0.6.0"), "router.image", "not fully qualified"),
     ("image-latest", router(image="nvcr.io/nvidia/llm-request-router:latest"), "router.image", "':latest'"),
@@ -75,7 +90,7 @@ BAD = [
     ("unknown-model", router(models=["chat", "llama"]), "router.models.1", "'llama' is not a model of this stack"),
     ("model-twice", router(models=["chat", "chat"]), "router.models.1", "listed twice"),
     ("fronts-nothing", router(models=[]), "router.models", "fronts no models"),
-    ("reserved-env", router(env={"ROUTER_MODELS": "{}"}), "router.env.ROUTER_MODELS", "set by the router component"),
+    ("reserved-env", router(env={"POD_IP": "1.2.3.4"}), "router.env.POD_IP", "set by the router component"),
     ("unknown-key", router(replica=2), "router.replica", "unknown field"),
     ("tls-name-outside-allowed",
      router(tls={"enabled": True, "dnsNames": ["llm.example.com", "llm.evil.com"], "allowedDomains": ["example.com"]}),
@@ -93,6 +108,12 @@ BAD = [
      "not a DNS name"),
     ("tls-wildcard-domain", router(tls={"enabled": True, "allowedDomains": ["*.example.com"]}),
      "router.tls.allowedDomains.0", "without a wildcard"),
+    ("tls-default-wildcard-outside-allowed",
+     router(replicas=2, tls={"enabled": True, "dnsNames": ["llm.example.com"], "allowedDomains": ["example.com"]}),
+     "router.tls.allowedDomains", "'*.llm-router-headless.llm-serving.svc.cluster.local' by default"),
+    ("tls-default-service-names-outside-allowed",
+     router(tls={"enabled": True, "allowedDomains": ["example.com"]}),
+     "router.tls.allowedDomains", "'llm-router.llm-serving.svc' by default"),
     ("tls-issuer-kind", router(tls={"enabled": True, "issuer": {"kind": "Vault", "name": "ca"}}),
      "router.tls.issuer.kind", "'Issuer' or 'ClusterIssuer'"),
 ]
@@ -112,36 +133,37 @@ def test_a_stack_without_models_cannot_have_a_router():
     ]
 
 
-# (id, router section, kind, backend router, headless Service, discovery)
+# (id, router section, topology name, backend router, DNS discovery, discovery order). The names
+# are the status output's `router.topology`; the rules are chart 0.16.2's (_helpers.tpl
+# backendRouterEnabled; deployment.yaml $disableDnsDiscovery) plus `auto` for a StatefulSet
+# without DNS.
 TOPOLOGIES = [
-    ("deployment-1", router(), "Deployment", False, False, ("self",)),
+    ("deployment-1", router(), "single-deployment", False, False, ("self",)),
     ("deployment-1-backend-forced", router(backendRouter={"enabled": True, **BACKEND}),
-     "Deployment", True, False, ("backend-router",)),
-    ("deployment-1-backend-off", router(backendRouter={"enabled": False}), "Deployment", False, False, ("self",)),
-    ("deployment-3-auto", router(replicas=3, backendRouter=BACKEND), "Deployment", True, False, ("backend-router",)),
-    ("deployment-3-true", router(replicas=3, backendRouter={"enabled": True, **BACKEND}),
-     "Deployment", True, False, ("backend-router",)),
-    ("deployment-explicit-no-dns", router(replicas=2, dnsDiscovery=False, backendRouter=BACKEND),
-     "Deployment", True, False, ("backend-router",)),
-    ("statefulset-1", router(workload={"kind": "StatefulSet"}), "StatefulSet", False, True, ("dns",)),
-    ("statefulset-3-dns", router(replicas=3, workload={"kind": "StatefulSet"}), "StatefulSet", False, True, ("dns",)),
+     "deployment+backend", True, True, ("backend-router", "dns")),
+    ("deployment-1-backend-off", router(backendRouter={"enabled": False}), "single-deployment", False, False, ("self",)),
+    ("deployment-3-auto", router(replicas=3), "deployment+backend", True, True, ("backend-router", "dns")),
+    ("deployment-3-true", router(replicas=3, backendRouter={"enabled": True}),
+     "deployment+backend", True, True, ("backend-router", "dns")),
+    ("statefulset-1", router(workload={"kind": "StatefulSet"}), "statefulset-dns", False, True, ("dns",)),
+    ("statefulset-3-dns", router(replicas=3, workload={"kind": "StatefulSet"}), "statefulset-dns", False, True, ("dns",)),
     ("statefulset-3-dns-and-backend",
-     router(replicas=3, workload={"kind": "StatefulSet"}, backendRouter={"enabled": True, **BACKEND}),
-     "StatefulSet", True, True, ("backend-router", "dns")),
+     router(replicas=3, workload={"kind": "StatefulSet"}, backendRouter={"enabled": True}),
+     "statefulset-dns+backend", True, True, ("backend-router", "dns")),
     ("statefulset-3-no-dns-auto",
-     router(replicas=3, workload={"kind": "StatefulSet"}, dnsDiscovery=False, backendRouter=BACKEND),
-     "StatefulSet", True, False, ("backend-router",)),
+     router(replicas=3, workload={"kind": "StatefulSet"}, dnsDiscovery=False),
+     "statefulset+backend", True, False, ("backend-router",)),
     ("statefulset-1-no-dns", router(workload={"kind": "StatefulSet"}, dnsDiscovery=False),
-     "StatefulSet", False, False, ("self",)),
+     "statefulset", False, False, ("self",)),
 ]
 
 
-@pytest.mark.parametrize("section, kind, backend, headless, discovery", [c[1:] for c in TOPOLOGIES],
+@pytest.mark.parametrize("section, name, backend, dns, discovery", [c[1:] for c in TOPOLOGIES],
                          ids=[c[0] for c in TOPOLOGIES])
-def test_topology_follows_kind_replicas_and_switches(section, kind, backend, headless, discovery):
+def test_topology_follows_kind_replicas_and_switches(section, name, backend, dns, discovery):
     topology = load(section).router.topology
-    assert (topology.kind, topology.backend_router, topology.headless_service, topology.discovery) == (
-        kind, backend, headless, discovery)
+    assert (topology.name, topology.backend_router, topology.dns_discovery, topology.discovery) == (
+        name, backend, dns, discovery)
     assert topology.reason
 
 
@@ -156,9 +178,15 @@ def test_every_problem_of_the_router_is_reported_at_once():
 def test_defaults():
     config = load(router()).router
     assert config.workload.kind == "Deployment"
-    assert config.backend_router.enabled == "auto" and config.backend_router.rbac_scope == "namespace"
+    assert config.backend_router.enabled == "auto" and config.backend_router.image is None
     assert config.dns_discovery is None and config.tls.enabled is False
-    assert (config.uid, config.gid) == (65532, 65532)
+    # chart 0.16.2 values.yaml: runAsUser/fsGroup 1000, shutdown.drainTimeoutMs 30000, resources.
+    assert (config.uid, config.gid, config.drain_timeout_ms) == (1000, 1000, 30000)
+    assert config.resources.model_dump() == {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                             "limits": {"cpu": "1000m", "memory": "1Gi"}}
+    assert config.backend_router.resources.model_dump() == {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                                            "limits": {"cpu": "2", "memory": "1Gi"}}
+    assert config.backend_router.replicas == 2
     assert config.models is None
 
 
@@ -173,14 +201,22 @@ def test_router_fronts_every_model_unless_narrowed():
 def test_tls_names_within_allowed_domains_are_accepted():
     config = load(router(tls={
         "enabled": True, "issuer": {"name": "internal-ca"},
-        "dnsNames": ["llm.example.com", "*.llm.example.com", "example.com", "llm-router.llm-serving.svc"],
-        "allowedDomains": ["example.com", "llm-serving.svc"],
+        "dnsNames": ["llm.example.com", "*.llm.example.com", "example.com", "llm-router.llm-serving.svc.cluster.local"],
+        "allowedDomains": ["example.com", "llm-serving.svc.cluster.local"],
     })).router
     assert config.tls.issuer.kind == "ClusterIssuer"
 
 
+def test_an_existing_secret_needs_no_allowed_domains():
+    """No Certificate is issued, so there is nothing to hold to allowedDomains."""
+    config = load(router(replicas=2, tls={"enabled": True, "existingSecret": "router-tls"})).router
+    assert config.tls.issued is False and config.tls.existing_secret == "router-tls"
+
+
 def test_tls_settings_are_not_checked_while_tls_is_off():
-    load(router(tls={"enabled": False, "dnsNames": ["llm.elsewhere.org"], "allowedDomains": ["example.com"]}))
+    loaded = load(router(tls={"enabled": False, "dnsNames": ["llm.elsewhere.org"], "allowedDomains": ["example.com"]}))
+    assert loaded.router.tls.enabled is False
+    assert loaded.router.tls.dns_names == ("llm.elsewhere.org",)
 
 
 @pytest.mark.parametrize("name, domain, inside", [
@@ -195,10 +231,6 @@ def test_tls_settings_are_not_checked_while_tls_is_off():
 ])
 def test_within(name, domain, inside):
     assert within(name, domain) is inside
-
-
-def test_health_path_is_normalised():
-    assert load(router(healthPath="healthz")).router.health_path == "/healthz"
 
 
 # --- workload-kind migration ------------------------------------------------------------------

@@ -120,13 +120,10 @@ class Checker:
 # Known offenders in files other branches are editing, to be given an assertion after the merge.
 # Each one must still offend (a fixed test is taken off this list), and no new one may appear.
 PENDING = {
-    # `run(..., "--expect-no-changes")` relies on run()'s default check=True: assert the returncode.
-    "tests/integration/test_local_stack.py::test_second_up_changes_nothing",
-    "tests/integration/test_router_on_cluster.py::test_the_pin_holds_with_no_diff",
-    # "must not raise" loops: assert what the rule returns (no violation reported).
+    # "must not raise" over every single unknown value. Asserting "no violation" instead finds one
+    # real gap: a Deployment whose whole `metadata` is unknown is reported by
+    # llm-serving-stack-server-weights-gate as having no gate (left for the policy's owner).
     "tests/policies/test_policy_unknowns.py::test_no_stack_rule_raises_on_any_single_unknown_value",
-    # load() only: assert the loaded router's tls settings.
-    "tests/unit/test_router_config.py::test_tls_settings_are_not_checked_while_tls_is_off",
 }
 
 

@@ -1,0 +1,90 @@
+"""NetworkPolicies of the router and backend router pods (``platform.networkPolicy.enabled``).
+
+What each pod must accept, and from whom (ports: chart 0.16.2 values.yaml):
+- router: HTTP 8000 from anywhere (it is the stack's front door: its clients are the users of
+  the models); gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the
+  backend router and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
+  Egress stays open: Stargate may be pointed at endpoints (``args``) this program cannot know.
+- backend router: gRPC 50071/TCP and QUIC 50072/UDP from the pylons; health/metrics 8080 from
+  ``allowFrom``. Egress only to the router pods' gRPC and QUIC ports, to the Kubernetes API
+  (TCP 443 and 6443: the Service and a typical apiserver port; the apiserver is not a pod a
+  selector could name) for its EndpointSlice watch, and to DNS.
+Kubelet probes come from the node and are not subject to these policies on common CNIs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...config.model import StackConfig
+from .. import common
+from .names import (
+    BACKEND_COMPONENT, BACKEND_GRPC_PORT, BACKEND_HEALTH_PORT, BACKEND_QUIC_PORT, GRPC_PORT,
+    HTTP_PORT, METRICS_PORT, POLICY_COMPONENT, QUIC_PORT, ROUTER_COMPONENT, RouterNames, metadata,
+    selector_labels,
+)
+
+# Model server pods (raw and operator paths both carry the model label and component: server):
+# the pylon sidecar in them dials the router.
+PYLON_PODS = {"matchLabels": {"app.kubernetes.io/component": "server"},
+              "matchExpressions": [{"key": common.MODEL_LABEL, "operator": "Exists"}]}
+API_SERVER_PORTS = (443, 6443)
+
+
+def _ports(*pairs: tuple[int, str]) -> list[dict]:
+    return [{"protocol": protocol, "port": port} for port, protocol in pairs]
+
+
+def allowed_peers(stack: StackConfig) -> list[dict]:
+    result = []
+    for peer in stack.platform.network_policy.allow_from:
+        entry: dict = {}
+        if peer.namespace_selector is not None:
+            entry["namespaceSelector"] = {"matchLabels": dict(peer.namespace_selector)}
+        if peer.pod_selector is not None:
+            entry["podSelector"] = {"matchLabels": dict(peer.pod_selector)}
+        result.append(entry)
+    return result
+
+
+def _policy(stack: StackConfig, name: str, component: str, spec: dict) -> dict:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(name, stack.platform.namespace, stack.router, POLICY_COMPONENT),
+            "spec": {"podSelector": {"matchLabels": selector_labels(stack.router, component)}, **spec}}
+
+
+def compile_router_policy(stack: StackConfig, names: RouterNames, backend: bool) -> Optional[dict]:
+    if not stack.platform.network_policy.enabled:
+        return None
+    router = stack.router
+    tunnel_peers = [{"podSelector": dict(PYLON_PODS)},
+                    {"podSelector": {"matchLabels": selector_labels(router, ROUTER_COMPONENT)}}]
+    if backend:
+        tunnel_peers.append({"podSelector": {"matchLabels": selector_labels(router, BACKEND_COMPONENT)}})
+    ingress = [
+        {"ports": _ports((HTTP_PORT, "TCP"))},
+        {"from": tunnel_peers, "ports": _ports((GRPC_PORT, "TCP"), (QUIC_PORT, "UDP"))},
+    ]
+    monitors = allowed_peers(stack)
+    if monitors:
+        ingress.append({"from": monitors, "ports": _ports((METRICS_PORT, "TCP"))})
+    return _policy(stack, names.policy, ROUTER_COMPONENT, {"policyTypes": ["Ingress"], "ingress": ingress})
+
+
+def compile_backend_policy(stack: StackConfig, names: RouterNames) -> Optional[dict]:
+    if not stack.platform.network_policy.enabled:
+        return None
+    router = stack.router
+    ingress = [{"from": [{"podSelector": dict(PYLON_PODS)}],
+                "ports": _ports((BACKEND_GRPC_PORT, "TCP"), (BACKEND_QUIC_PORT, "UDP"))}]
+    monitors = allowed_peers(stack)
+    if monitors:
+        ingress.append({"from": monitors, "ports": _ports((BACKEND_HEALTH_PORT, "TCP"))})
+    egress = [
+        {"to": [{"podSelector": {"matchLabels": selector_labels(router, ROUTER_COMPONENT)}}],
+         "ports": _ports((GRPC_PORT, "TCP"), (QUIC_PORT, "UDP"))},
+        {"ports": _ports(*((port, "TCP") for port in API_SERVER_PORTS))},
+        {"ports": _ports((53, "UDP"), (53, "TCP"))},
+    ]
+    return _policy(stack, names.backend_policy, BACKEND_COMPONENT,
+                   {"policyTypes": ["Ingress", "Egress"], "ingress": ingress, "egress": egress})
