@@ -28,24 +28,21 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from . import kube
 from .failures import Reported, reported
+from .inputs import UNKNOWN_INPUT as UNKNOWN
 from .projection import diagnose_puller_failure, job_failed, job_succeeded
+from .props import GateProps, kube_target
 
 # A change of any of these means other weights: replace the gate (and wait again).
-REPLACE_ON = ("namespace", "model", "weights_claim", "puller_job", "model_source")
+REPLACE_ON = GateProps.WEIGHTS_KEYS
 HANDOFF_TIMEOUT_SECONDS = 120
 RERUN_TIMEOUT_SECONDS = 120
 # Set on a failed Job once a gate has reported its failure: the next `pulumi up` re-runs it.
 FAILURE_REPORTED = "llm-serving.dev/pull-failure-reported"
 GATE_FIELD_MANAGER = "llm-serving-weights-gate"
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for a preview-time unknown
 
 
 class WeightsNotReady(Reported):
     """The weights of a model could not be made ready; the message says why and what to do."""
-
-
-def _target(props: dict) -> kube.Target:
-    return kube.Target(props.get("kubeconfig") or None, props.get("context") or None)
 
 
 def _puller_pods(clients: kube.Clients, props: dict) -> list[Any]:
@@ -269,7 +266,7 @@ class WeightsGateProvider(ResourceProvider):
 
     @reported
     def create(self, props: dict) -> CreateResult:
-        clients = kube.connect(_target(props))
+        clients = kube.connect(kube_target(props))
         job = wait_for_job(clients, props)
         hand_off(clients, props)
         return CreateResult(f"{props['namespace']}/{props['weights_claim']}", outputs(props, job))
@@ -287,7 +284,7 @@ class WeightsGateProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict) -> ReadResult:
         """Refresh: the gate stands while its weights volume and its Job's success stand."""
-        clients = kube.connect(_target(props))
+        clients = kube.connect(kube_target(props))
         from .observe import read_optional
 
         claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,

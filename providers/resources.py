@@ -72,3 +72,8 @@ class RequiredCrds(Resource, module="llm-serving", name="RequiredCrds"):
     def __init__(self, name: str, props: dict[str, Any], provider: ResourceProvider,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(provider, name, {**props, "checked_at": None}, opts)
+
+
+class NimOperatorCheck(RequiredCrds, module="llm-serving", name="NimOperatorCheck"):
+    """``RequiredCrds`` for an operator-path NIM model: the NIM operator's CRDs. Its own type name
+    because deployed stacks hold it under that type (a new type would be a delete and a create)."""

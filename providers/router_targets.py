@@ -21,6 +21,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from . import kube
 from .inputs import changed_inputs
+from .props import kube_target
 
 OUTPUT_KEYS = ("targets", "observed_at", "error")
 
@@ -42,7 +43,7 @@ def read_router_targets(clients: kube.Clients, namespace: str, services: dict[st
 
 
 def _observe(props: dict, connect=kube.connect) -> dict:
-    clients = connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
+    clients = connect(kube_target(props))
     targets = read_router_targets(clients, props["namespace"], dict(props.get("services") or {}))
     return {"targets": targets.as_outputs(), "error": ""}
 

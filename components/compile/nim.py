@@ -23,18 +23,18 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import labels
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common, engines, network, server, weights
 
-GROUP = "apps.nvidia.com"
-VERSION = "v1alpha1"
+# The operator's API names live in ``components.labels`` (the status provider reads them too).
+GROUP, VERSION = labels.NIM_GROUP, labels.NIM_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
-CACHE_PLURAL, SERVICE_PLURAL = "nimcaches", "nimservices"
-# What the operator path needs on the cluster; a vLLM-only (or raw-path) stack needs neither.
-CRD_NAMES = (f"{CACHE_PLURAL}.{GROUP}", f"{SERVICE_PLURAL}.{GROUP}")
+CACHE_PLURAL, SERVICE_PLURAL = labels.NIM_CACHE_PLURAL, labels.NIM_SERVICE_PLURAL
+CRD_NAMES = labels.NIM_CRD_NAMES
 
 CACHE_COMPONENT = "nim-cache"
-SERVICE_COMPONENT = server.SERVER_COMPONENT
+SERVICE_COMPONENT = labels.SERVER_COMPONENT
 # The operator names the container port `api`; its Service port and ours are the same number.
 API_PORT_NAME = "api"
 DEFAULT_CACHE_CPU, DEFAULT_CACHE_MEMORY = "1", "4Gi"
@@ -215,7 +215,7 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
         "groupID": ident.gid,
         # Merged onto the objects the operator renders, so they are found as this model's.
         "labels": {
-            "app.kubernetes.io/component": SERVICE_COMPONENT,
+            labels.COMPONENT_LABEL: SERVICE_COMPONENT,
             common.MODEL_LABEL: model.name,
             common.ENGINE_LABEL: model.engine,
         },
