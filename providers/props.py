@@ -2,16 +2,18 @@
 
 Each class is the one definition of a resource's inputs: the component builds it and hands
 ``to_dict()`` to the engine; the provider reads the recorded dict back with ``from_dict``. The
-wire keys are those deployed stacks already hold in their state (plain string keys such as
-``namespace``, ``puller_job``, ``kubeconfig``): renaming one would show every deployed stack an
-update of every model, so they stay as they are.
+wire keys are the field names, which deployed stacks already hold in their state (``namespace``,
+``puller_job``, ``kubeconfig``, ...): renaming a field would show every deployed stack an update
+of every model. A ``cluster`` field is written as ``kubeconfig`` and ``context``; a nested
+dataclass (a status's objects) as its own keys, beside the others.
 
 No import-time side effects, no Pulumi import: pickled providers import this module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional, Union
 
 from .kube import Target
@@ -19,13 +21,33 @@ from .kube import Target
 Props = Mapping[str, Any]
 
 
-def _int(props: Props, key: str, default: int) -> int:
-    value = props.get(key)
-    return int(value) if value not in (None, "") else default
+class Wire:
+    """``to_dict`` / ``from_dict`` by field name (tuples travel as lists)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Wire):
+                wire.update(value.to_dict())
+            elif value is not None:
+                wire[f.name] = [v.to_dict() if isinstance(v, Wire) else v for v in value] if isinstance(value, tuple) else value
+        return wire
+
+    @classmethod
+    def from_dict(cls, props: Props):
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            nested = _NESTED.get(str(f.type))
+            if nested is not None:
+                values[f.name] = nested(props)
+            elif props.get(f.name) not in (None, ""):
+                values[f.name] = tuple(props[f.name]) if isinstance(props[f.name], list) else props[f.name]
+        return cls(**values)
 
 
 @dataclass(frozen=True)
-class ClusterTarget:
+class ClusterTarget(Wire):
     """Which cluster a provider talks to: a kubeconfig path and context ("" = the ambient config)."""
 
     kubeconfig: str = ""
@@ -35,10 +57,6 @@ class ClusterTarget:
     def of(cls, cluster: Any) -> "ClusterTarget":
         """From the stack's cluster config (``kubeconfig`` / ``context``, either may be None)."""
         return cls(getattr(cluster, "kubeconfig", None) or "", getattr(cluster, "context", None) or "")
-
-    @classmethod
-    def from_dict(cls, props: Props) -> "ClusterTarget":
-        return cls(props.get("kubeconfig") or "", props.get("context") or "")
 
     def to_dict(self) -> dict[str, str]:
         return {"kubeconfig": self.kubeconfig, "context": self.context}
@@ -52,74 +70,46 @@ def kube_target(props: Props) -> Target:
     return ClusterTarget.from_dict(props).kube()
 
 
-# --- the weights gate ---------------------------------------------------------------------------
-
 @dataclass(frozen=True)
-class GateProps:
+class GateProps(Wire):
     namespace: str
     model: str
     weights_claim: str
     puller_job: str
-    model_source: str
-    deadline_seconds: int
+    model_source: str = ""
+    deadline_seconds: int = 7200
     cluster: ClusterTarget = ClusterTarget()
 
     # A change of any of these means other weights: the gate is replaced (and waits again).
     WEIGHTS_KEYS: ClassVar[tuple[str, ...]] = ("namespace", "model", "weights_claim", "puller_job", "model_source")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace, "model": self.model, "weights_claim": self.weights_claim,
-            "puller_job": self.puller_job, "model_source": self.model_source,
-            "deadline_seconds": self.deadline_seconds, **self.cluster.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, props: Props) -> "GateProps":
-        return cls(props["namespace"], props["model"], props["weights_claim"], props["puller_job"],
-                   props.get("model_source") or "", _int(props, "deadline_seconds", 7200),
-                   ClusterTarget.from_dict(props))
-
-
-# --- the model status ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class RawObjects:
-    """The raw path's objects the status reads (vLLM, NIM raw)."""
+class RawObjects(Wire):
+    """What the raw path's status reads (vLLM, NIM raw); the revision is the Deployment spec's digest."""
 
     deployment: str
     service: str
     puller_job: str = ""
-    revision: str = ""  # digest of the Deployment spec: a new one waits again
-
-    def to_dict(self) -> dict[str, str]:
-        return {"deployment": self.deployment, "service": self.service, "puller_job": self.puller_job,
-                "deployment_revision": self.revision}
-
-    @classmethod
-    def from_dict(cls, props: Props) -> "RawObjects":
-        return cls(props["deployment"], props["service"], props.get("puller_job") or "",
-                   props.get("deployment_revision") or "")
+    deployment_revision: str = ""
 
 
 @dataclass(frozen=True)
-class OperatorObjects:
-    """The NIM operator path's custom resources the status reads (the operator renders the rest)."""
+class OperatorObjects(Wire):
+    """What the NIM operator path's status reads; the revision is the NIMService spec's digest."""
 
     nim_service: str
     nim_cache: str
-    revision: str = ""  # digest of the NIMService spec
+    service_revision: str = ""
 
-    def to_dict(self) -> dict[str, str]:
-        return {"nim_service": self.nim_service, "nim_cache": self.nim_cache, "service_revision": self.revision}
 
-    @classmethod
-    def from_dict(cls, props: Props) -> "OperatorObjects":
-        return cls(props["nim_service"], props["nim_cache"], props.get("service_revision") or "")
+def _objects(props: Props) -> Union[RawObjects, OperatorObjects]:
+    # The recorded keys tell the path: only the operator path's status names a NIMService.
+    return OperatorObjects.from_dict(props) if props.get("nim_service") else RawObjects.from_dict(props)
 
 
 @dataclass(frozen=True)
-class StatusProps:
+class StatusProps(Wire):
     namespace: str
     model: str
     objects: Union[RawObjects, OperatorObjects]
@@ -133,30 +123,9 @@ class StatusProps:
     def on_operator(self) -> bool:
         return isinstance(self.objects, OperatorObjects)
 
-    def to_dict(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {
-            "namespace": self.namespace, "model": self.model, **self.objects.to_dict(),
-            "endpoint_url": self.endpoint_url, "pending_timeout_seconds": self.pending_timeout_seconds,
-            "ready_timeout_seconds": self.ready_timeout_seconds, **self.cluster.to_dict(),
-        }
-        if self.poll_seconds is not None:
-            wire["poll_seconds"] = self.poll_seconds
-        return wire
-
-    @classmethod
-    def from_dict(cls, props: Props) -> "StatusProps":
-        # The recorded keys tell the path: only the operator path's status names a NIMService.
-        objects = OperatorObjects.from_dict(props) if props.get("nim_service") else RawObjects.from_dict(props)
-        poll = props.get("poll_seconds")
-        return cls(props["namespace"], props["model"], objects, props.get("endpoint_url") or "",
-                   _int(props, "pending_timeout_seconds", 900), _int(props, "ready_timeout_seconds", 1800),
-                   ClusterTarget.from_dict(props), float(poll) if poll not in (None, "") else None)
-
-
-# --- required custom resource definitions ------------------------------------------------------
 
 @dataclass(frozen=True)
-class CrdRequirement:
+class CrdRequirement(Wire):
     """A setting that needs another operator's CRDs, and how to get them or switch it off."""
 
     field: str
@@ -164,36 +133,28 @@ class CrdRequirement:
     version: str
     fix: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "crds": list(self.crds), "version": self.version, "fix": self.fix}
 
-    @classmethod
-    def from_dict(cls, props: Props) -> "CrdRequirement":
-        return cls(props["field"], tuple(props["crds"]), props["version"], props["fix"])
+def _requirements(props: Props) -> tuple[CrdRequirement, ...]:
+    return tuple(CrdRequirement.from_dict(r) for r in props.get("requirements") or ())
 
 
 @dataclass(frozen=True)
-class RequiredCrdsProps:
+class RequiredCrdsProps(Wire):
     owner: str
     requirements: tuple[CrdRequirement, ...]
     cluster: ClusterTarget = ClusterTarget()
-    # The input a preview failure is reported against, and the recorded resource id.
+    # The input a preview failure is reported against.
     failure_property: ClassVar[str] = "requirements"
 
     @property
     def resource_id(self) -> str:
         return f"{self.owner}-crds"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"owner": self.owner, "requirements": [r.to_dict() for r in self.requirements],
-                **self.cluster.to_dict()}
-
     @classmethod
     def from_dict(cls, props: Props) -> "RequiredCrdsProps":
         if "requirements" not in props and "crds" in props:
             return NimOperatorCheckProps.from_dict(props)
-        return cls(props.get("owner") or "?", tuple(CrdRequirement.from_dict(r) for r in props.get("requirements") or []),
-                   ClusterTarget.from_dict(props))
+        return super().from_dict(props)
 
 
 # The NIM operator's install instructions (k8s-nim-operator README, Helm chart nvidia/k8s-nim-operator).
@@ -232,10 +193,8 @@ class NimOperatorCheckProps(RequiredCrdsProps):
                       ClusterTarget.from_dict(props))
 
 
-# --- the router's bookkeeping ------------------------------------------------------------------
-
 @dataclass(frozen=True)
-class WorkloadKindProps:
+class WorkloadKindProps(Wire):
     router: str
     kind: str
     migrate_from: str = ""
@@ -243,30 +202,17 @@ class WorkloadKindProps:
 
     KEYS: ClassVar[tuple[str, ...]] = ("router", "kind", "migrate_from", "kind_explicit")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"router": self.router, "kind": self.kind, "migrate_from": self.migrate_from,
-                "kind_explicit": self.kind_explicit}
-
-    @classmethod
-    def from_dict(cls, props: Props) -> "WorkloadKindProps":
-        return cls(props.get("router") or "", props.get("kind") or "", props.get("migrate_from") or "",
-                   bool(props.get("kind_explicit", True)))
-
 
 @dataclass(frozen=True)
-class RouterTargetsProps:
+class RouterTargetsProps(Wire):
     router: str
     namespace: str
     services: Mapping[str, str]
     # The fronted models' recorded targets (Outputs at declaration): re-read when one changes.
     fronted_targets: tuple[Any, ...] = ()
-    cluster: ClusterTarget = field(default_factory=ClusterTarget)
+    cluster: ClusterTarget = ClusterTarget()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"router": self.router, "namespace": self.namespace, "services": dict(self.services),
-                "fronted_targets": list(self.fronted_targets), **self.cluster.to_dict()}
 
-    @classmethod
-    def from_dict(cls, props: Props) -> "RouterTargetsProps":
-        return cls(props["router"], props["namespace"], dict(props.get("services") or {}),
-                   tuple(props.get("fronted_targets") or ()), ClusterTarget.from_dict(props))
+# Nested fields, by annotation: each reads its part of the same flat dict.
+_NESTED = {"ClusterTarget": ClusterTarget.from_dict, "Union[RawObjects, OperatorObjects]": _objects,
+           "tuple[CrdRequirement, ...]": _requirements}

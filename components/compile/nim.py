@@ -58,10 +58,6 @@ class NimManifests:
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
 
-    def in_order(self) -> list[dict]:
-        policy = [self.network_policy] if self.network_policy is not None else []
-        return [self.cache, *policy, self.service]
-
 
 def split_image(ref: str) -> tuple[str, str]:
     """``registry/repo:tag[@digest]`` -> (repository, tag). The operator runs ``repository:tag``,

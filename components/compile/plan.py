@@ -1,18 +1,13 @@
-"""One model's plan: the children its component declares, in order, and what each waits on.
-
-Both ways a model is served compile to a ``ModelPlan``, and one component (``ModelServer``)
-declares any plan:
+"""One model's plan: the children its component declares, in order, and what each waits on;
+and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
 
-(with the optional NetworkPolicy, which the server waits on). A child is a manifest (a Kubernetes
-object or custom resource) or a dynamic resource, named by its typed props (``providers.props``);
-the dynamic ones need a cluster, so in render mode they are left out and whatever waited on one
-waits on what it waited on. A child's logical name is ``children.child(model, role)``: state is
-keyed by it, so the roles are the ones ``components.children`` defines.
-
-Pure: no Pulumi, no I/O (the props classes are plain dataclasses).
+(the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
+named by its typed props (``providers.props``); those need a cluster, so in render mode they are
+left out and what waited on one waits on what it waited on. Children are named by the roles of
+``components.children`` (state is keyed by them). Pure: no Pulumi, no I/O.
 """
 
 from __future__ import annotations
@@ -29,7 +24,8 @@ from providers.props import (
 from .. import children as roles
 from ..config.model import ModelConfig, StackConfig
 from . import nim, server
-from .stack import compile_model
+from .rbac import compile_teardown_identity
+from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
 PLATFORM = "platform"
@@ -152,3 +148,16 @@ def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> M
     where its dynamic resources look."""
     target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
     return (operator_plan if model.on_operator else raw_plan)(model, stack, target)
+
+
+def compile_stack(stack: StackConfig) -> list[dict]:
+    """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
+    manifests = [compile_namespace(stack.platform)] if stack.platform.create_namespace else []
+    manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
+    for model in stack.models:
+        manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
+    if stack.router is not None:
+        from .router import compile_router
+
+        manifests += compile_router(stack).in_order()
+    return manifests
