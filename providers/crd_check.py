@@ -12,13 +12,12 @@ Pickled into the stack's state: no import-time side effects, clients built insid
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
-from .inputs import changed_inputs
+from .inputs import changed_inputs, now
 from .failures import Reported, reported
 from .props import RequiredCrdsProps
 
@@ -74,10 +73,6 @@ def check_required(props: dict, connect: Optional[Callable[[kube.Target], kube.C
         raise CrdsMissing(missing_message(wanted, missing))
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 class RequiredCrdsProvider(ResourceProvider):
     """The check as a resource, for the router's settings and for operator-path NIM models alike:
     the recorded props (``RequiredCrdsProps``, or the NIM check's ``model`` / ``crds`` shape) say
@@ -107,7 +102,7 @@ class RequiredCrdsProvider(ResourceProvider):
     @reported
     def create(self, props: dict) -> CreateResult:
         self._check(props)
-        return CreateResult(RequiredCrdsProps.from_dict(props).resource_id, {**props, "checked_at": _now()})
+        return CreateResult(RequiredCrdsProps.from_dict(props).resource_id, {**props, "checked_at": now()})
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         changed = changed_inputs(olds, news)
@@ -116,7 +111,7 @@ class RequiredCrdsProvider(ResourceProvider):
     @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         self._check(news)
-        return UpdateResult({**news, "checked_at": _now()})
+        return UpdateResult({**news, "checked_at": now()})
 
     def read(self, id_: str, props: dict) -> ReadResult:
         return ReadResult(id_, props)

@@ -41,7 +41,16 @@ class ModelRef:
     pending_timeout_seconds: int = 900
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> Observation:
-        return observe(clients, self, now)
+        seen = Observation(model=self.model, pending_timeout_seconds=self.pending_timeout_seconds,
+                           now=now or datetime.now(timezone.utc))
+        seen.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, self.deployment, self.namespace)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, self.namespace,
+                         label_selector=f"{MODEL_LABEL}={self.model}")
+        seen.pods = [kube.to_dict(clients, p) for p in pods.items]
+        seen.endpoint_slices = _slices(clients, self.namespace, self.service)
+        if seen.deployment is None and self.puller_job:
+            seen.puller_job = read_optional(clients, clients.batch.read_namespaced_job, self.puller_job, self.namespace)
+        return seen
 
     def core(self, seen: Observation) -> Observation:
         return seen
@@ -61,7 +70,21 @@ class OperatorRef:
     pending_timeout_seconds: int = 900
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> NimObservation:
-        return observe_operator(clients, self, now)
+        namespace, service = self.namespace, self.nim_service
+        core = Observation(model=self.model, now=now or datetime.now(timezone.utc),
+                           pending_timeout_seconds=self.pending_timeout_seconds)
+        seen = NimObservation(model=self.model, service_name=service, cache_name=self.nim_cache, core=core)
+        seen.cache = _read_custom(clients, NIM_CACHE_PLURAL, namespace, self.nim_cache)
+        seen.service = _read_custom(clients, NIM_SERVICE_PLURAL, namespace, service)
+        if seen.service is None:
+            return seen
+        # The operator names its Deployment and Service after the NIMService and selects pods by `app`.
+        core.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, service, namespace)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, namespace,
+                         label_selector=f"{NIM_POD_SELECTOR_LABEL}={service}")
+        core.pods = [_as_server_pod(kube.to_dict(clients, p)) for p in pods.items]
+        core.endpoint_slices = _slices(clients, namespace, service)
+        return seen
 
     def core(self, seen: NimObservation) -> Observation:
         return seen.core
@@ -113,18 +136,6 @@ def read_events(clients: kube.Clients, namespace: str, names: list[str]) -> list
     return events
 
 
-def observe(clients: kube.Clients, ref: ModelRef, now: Optional[datetime] = None) -> Observation:
-    observation = Observation(model=ref.model, pending_timeout_seconds=ref.pending_timeout_seconds,
-                              now=now or datetime.now(timezone.utc))
-    observation.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, ref.deployment, ref.namespace)
-    pods = kube.call(clients, clients.core.list_namespaced_pod, ref.namespace, label_selector=f"{MODEL_LABEL}={ref.model}")
-    observation.pods = [kube.to_dict(clients, p) for p in pods.items]
-    observation.endpoint_slices = _slices(clients, ref.namespace, ref.service)
-    if observation.deployment is None and ref.puller_job:
-        observation.puller_job = read_optional(clients, clients.batch.read_namespaced_job, ref.puller_job, ref.namespace)
-    return observation
-
-
 def _slices(clients: kube.Clients, namespace: str, service: str) -> list[dict]:
     slices = kube.call(clients, clients.discovery.list_namespaced_endpoint_slice, namespace,
                        label_selector=f"{SERVICE_NAME_LABEL}={service}")
@@ -141,24 +152,6 @@ def _as_server_pod(pod: dict) -> dict:
 def _read_custom(clients: kube.Clients, plural: str, namespace: str, name: str) -> Optional[dict]:
     return read_optional(clients, clients.custom.get_namespaced_custom_object, NIM_GROUP, NIM_VERSION,
                          namespace, plural, name)
-
-
-def observe_operator(clients: kube.Clients, ref: OperatorRef, now: Optional[datetime] = None) -> NimObservation:
-    namespace, service = ref.namespace, ref.nim_service
-    core = Observation(model=ref.model, now=now or datetime.now(timezone.utc),
-                       pending_timeout_seconds=ref.pending_timeout_seconds)
-    seen = NimObservation(model=ref.model, service_name=service, cache_name=ref.nim_cache, core=core)
-    seen.cache = _read_custom(clients, NIM_CACHE_PLURAL, namespace, ref.nim_cache)
-    seen.service = _read_custom(clients, NIM_SERVICE_PLURAL, namespace, service)
-    if seen.service is None:
-        return seen
-    # The operator names its Deployment and Service after the NIMService and selects pods by `app`.
-    core.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, service, namespace)
-    pods = kube.call(clients, clients.core.list_namespaced_pod, namespace,
-                     label_selector=f"{NIM_POD_SELECTOR_LABEL}={service}")
-    core.pods = [_as_server_pod(kube.to_dict(clients, p)) for p in pods.items]
-    core.endpoint_slices = _slices(clients, namespace, service)
-    return seen
 
 
 def add_evidence(clients: kube.Clients, namespace: str, observation: Observation, pod: str) -> None:

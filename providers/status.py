@@ -15,13 +15,12 @@ read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be r
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
 from .failures import Reported, reported
-from .inputs import changed_inputs
+from .inputs import changed_inputs, inputs_only, now
 from .observe import add_evidence, current_status, observer_for
 from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica
 from .props import StatusProps
@@ -60,11 +59,7 @@ def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status 
 
 
 def status_outputs(props: dict, status: Status) -> dict:
-    return {
-        **props,
-        **status.as_outputs(),
-        "observed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    return {**props, **status.as_outputs(), "observed_at": now()}
 
 
 def describe(model: str, status: Status) -> str:
@@ -146,7 +141,7 @@ class ModelStatusProvider(ResourceProvider):
         return UpdateResult(status_outputs(news, wait_until_serving(news)))
 
     def read(self, id_: str, props: dict) -> ReadResult:
-        inputs = {k: v for k, v in props.items() if k not in STATUS_KEYS}
+        inputs = inputs_only(props, STATUS_KEYS)
         try:
             wanted = StatusProps.from_dict(inputs)
             status = current_status(kube.connect(wanted.cluster.kube()), observer_for(wanted))

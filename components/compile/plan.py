@@ -54,25 +54,18 @@ class ModelPlan:
     # What the component exports beside its status (the objects' names, the path).
     outputs: dict
 
-    def child(self, role: str) -> Child:
-        for candidate in self.children:
-            if candidate.role == role:
-                return candidate
-        raise KeyError(f"model {self.model.name} has no child {role!r}")
-
     @property
     def status(self) -> StatusProps:
-        """What the model's status reads (typed: the status provider and `status` command use it)."""
-        props = self.child(roles.STATUS).props
-        assert isinstance(props, StatusProps)
-        return props
+        """What the model's status reads (the status provider and the `status` command use it)."""
+        return next(c.props for c in self.children if c.role == roles.STATUS)  # type: ignore[return-value]
 
     def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
-        """The children to declare, in order, each with the roles (or PLATFORM) it waits on: when
-        rendering, a child needing a cluster is left out and its dependents wait on its own waits."""
-        resolved: dict[str, tuple[str, ...]] = {}
+        """The children to declare, in order, each with the roles (or PLATFORM) it waits on. A wait
+        on a role the plan lacks (no NetworkPolicy) is dropped; when rendering, a child needing a
+        cluster is left out and its dependents wait on what it waited on."""
+        resolved: dict[str, tuple[str, ...]] = {PLATFORM: (PLATFORM,)}
         for child in self.children:
-            waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, (role,))))
+            waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, ())))
             if rendering and child.needs_cluster:
                 resolved[child.role] = waits
                 continue
@@ -88,10 +81,6 @@ def spec_revision(manifest: dict) -> str:
 def _policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     # platform.networkPolicy: in place before the first server pod can accept a connection.
     return () if manifest is None else (Child(roles.NETWORK_POLICY, manifest, after=(PLATFORM,)),)
-
-
-def _serve_after(first: str, manifest: Optional[dict]) -> tuple[str, ...]:
-    return (first, roles.NETWORK_POLICY) if manifest is not None else (first,)
 
 
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
@@ -112,7 +101,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_policy(manifests.network_policy),
         # The serving Deployment waits on the gate (complete weights, volume handed off).
         Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
-        Child(roles.SERVER, manifests.deployment, after=_serve_after(roles.WEIGHTS_GATE, manifests.network_policy)),
+        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
@@ -137,7 +126,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         # so a change is a new cache created before the old one is deleted.
         Child(roles.NIM_CACHE, manifests.cache, after=(roles.NIM_OPERATOR_CHECK,), replace_on_changes=("spec",)),
         *_policy(manifests.network_policy),
-        Child(roles.NIM_SERVICE, manifests.service, after=_serve_after(roles.NIM_CACHE, manifests.network_policy)),
+        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY)),
         Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
     ), url, {"endpoint_url": url, "path": "operator",
              "objects": {"nim_cache": names.cache, "nim_service": names.service}})

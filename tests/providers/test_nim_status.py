@@ -20,7 +20,7 @@ from providers import crd_check, kube
 from providers.crd_check import check_required
 from providers.inputs import UNKNOWN_INPUT
 from providers.nim_status import NimModelNotServing, NimOperatorCheckProvider, NimOperatorMissing, NimStatusProvider
-from providers.observe import OperatorRef, current_status, observe_operator
+from providers.observe import OperatorRef, current_status
 from providers.status import wait_until_serving
 
 REF = OperatorRef(namespace="llm", model="llama", nim_service="llama", nim_cache="llama-cache-abc123",
@@ -32,7 +32,7 @@ def missing_crds(clients, api):
 
 
 def observe_nim(clients, _props):
-    return observe_operator(clients, REF)
+    return REF.observe(clients)
 
 
 def current_nim_status(clients, _props):
