@@ -56,8 +56,23 @@ def use_program(project, source: Path) -> None:
             shutil.copy(source / name, target)
 
 
+def input_paths(old, new, prefix: str = "") -> list[str]:
+    """Dotted paths where two recorded inputs differ (lists by index)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted((set(old) | set(new)) - {"__provider"})
+        return [p for k in keys for p in input_paths(old.get(k), new.get(k), f"{prefix}{k}.")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (o, n) in enumerate(zip(old, new)) for p in input_paths(o, n, f"{prefix}[{i}].")]
+    return [] if old == new else [prefix.rstrip(".") or "(whole value)"]
+
+
 def changed_paths(step: dict) -> list[str]:
+    """The properties an update changes: as the provider reports them, else (a dynamic provider
+    reports none) where the old and new inputs differ."""
     paths = list((step.get("detailedDiff") or {}).keys()) or list(step.get("diffReasons") or [])
+    if not paths:
+        paths = input_paths((step.get("oldState") or {}).get("inputs") or {},
+                            (step.get("newState") or {}).get("inputs") or {})
     return paths or ["(no property named)"]
 
 
