@@ -1,9 +1,5 @@
-"""Label keys and API names that the compilers write and the providers read: the one place they live.
-
-A compiler labels an object with these, and a provider later finds the object (or classifies a
-pod) by the same keys, so the two sides cannot drift apart. Pure constants, no imports: the
-pickled providers import this module.
-"""
+"""Label keys and API names the compilers write and the providers read, so the two cannot drift
+apart. Pure constants, no imports: the pickled providers import this module."""
 
 from __future__ import annotations
 

@@ -74,8 +74,9 @@ class OperatorRef:
         core = Observation(model=self.model, now=now or datetime.now(timezone.utc),
                            pending_timeout_seconds=self.pending_timeout_seconds)
         seen = NimObservation(model=self.model, service_name=service, cache_name=self.nim_cache, core=core)
-        seen.cache = _read_custom(clients, NIM_CACHE_PLURAL, namespace, self.nim_cache)
-        seen.service = _read_custom(clients, NIM_SERVICE_PLURAL, namespace, service)
+        read_custom = clients.custom.get_namespaced_custom_object
+        seen.cache = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_CACHE_PLURAL, self.nim_cache)
+        seen.service = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_SERVICE_PLURAL, service)
         if seen.service is None:
             return seen
         # The operator names its Deployment and Service after the NIMService and selects pods by `app`.
@@ -147,11 +148,6 @@ def _as_server_pod(pod: dict) -> dict:
     meta = dict(pod.get("metadata") or {})
     meta["labels"] = {**(meta.get("labels") or {}), COMPONENT_LABEL: SERVER_COMPONENT}
     return {**pod, "metadata": meta}
-
-
-def _read_custom(clients: kube.Clients, plural: str, namespace: str, name: str) -> Optional[dict]:
-    return read_optional(clients, clients.custom.get_namespaced_custom_object, NIM_GROUP, NIM_VERSION,
-                         namespace, plural, name)
 
 
 def add_evidence(clients: kube.Clients, namespace: str, observation: Observation, pod: str) -> None:

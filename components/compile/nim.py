@@ -28,10 +28,8 @@ from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common, engines, network, server, weights
 
 # The operator's API names live in ``components.labels`` (the status provider reads them too).
-GROUP, VERSION = labels.NIM_GROUP, labels.NIM_VERSION
+GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
 API_VERSION = f"{GROUP}/{VERSION}"
-CACHE_PLURAL, SERVICE_PLURAL = labels.NIM_CACHE_PLURAL, labels.NIM_SERVICE_PLURAL
-CRD_NAMES = labels.NIM_CRD_NAMES
 
 CACHE_COMPONENT = "nim-cache"
 SERVICE_COMPONENT = labels.SERVER_COMPONENT

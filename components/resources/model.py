@@ -25,9 +25,6 @@ from .. import children as roles
 from ..children import child as child_name
 from . import kubernetes as kube_resources
 
-VLLM_TYPE = "llm-serving:index:VllmModel"
-NIM_TYPE = "llm-serving:index:NimModel"
-
 
 @dataclass(frozen=True)
 class Deploy:
@@ -45,22 +42,15 @@ class Deploy:
 
 def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
+    from providers import crd_check, gate, resources, status
     from providers.props import GateProps, NimOperatorCheckProps, StatusProps
-    from providers import resources
 
-    if isinstance(child.props, GateProps):
-        from providers.gate import WeightsGateProvider
-
-        return resources.WeightsGate(name, child.props.to_dict(), WeightsGateProvider(), opts)
-    if isinstance(child.props, StatusProps):
-        from providers.status import ModelStatusProvider
-
-        return resources.ModelStatus(name, child.props.to_dict(), ModelStatusProvider(), opts)
-    if isinstance(child.props, NimOperatorCheckProps):
-        from providers.crd_check import RequiredCrdsProvider
-
-        return resources.NimOperatorCheck(name, child.props.to_dict(), RequiredCrdsProvider(), opts)
-    raise TypeError(f"{name}: no dynamic resource for {type(child.props).__name__}")
+    resource, provider = {
+        GateProps: (resources.WeightsGate, gate.WeightsGateProvider),
+        StatusProps: (resources.ModelStatus, status.ModelStatusProvider),
+        NimOperatorCheckProps: (resources.NimOperatorCheck, crd_check.RequiredCrdsProvider),
+    }[type(child.props)]
+    return resource(name, child.props.to_dict(), provider(), opts)
 
 
 class ModelServer(pulumi.ComponentResource):
@@ -100,4 +90,4 @@ class VllmModel(ModelServer):
                  opts: Optional[pulumi.ResourceOptions] = None):
         if model.engine != "vllm":
             raise ValueError(f"model '{model.name}' has engine '{model.engine}'; VllmModel serves vLLM only")
-        super().__init__(VLLM_TYPE, model, stack, deploy, opts)
+        super().__init__("llm-serving:index:VllmModel", model, stack, deploy, opts)

@@ -14,9 +14,7 @@ from typing import Optional
 import pulumi
 
 from ..config.model import ModelConfig, StackConfig
-from .model import NIM_TYPE, Deploy, ModelServer
-
-TYPE_TOKEN = NIM_TYPE
+from .model import Deploy, ModelServer
 
 
 class NimModel(ModelServer):
@@ -24,4 +22,4 @@ class NimModel(ModelServer):
                  opts: Optional[pulumi.ResourceOptions] = None):
         if model.engine != "nim":
             raise ValueError(f"model '{model.name}' has engine '{model.engine}'; NimModel serves NIM only")
-        super().__init__(NIM_TYPE, model, stack, deploy, opts)
+        super().__init__("llm-serving:index:NimModel", model, stack, deploy, opts)
