@@ -127,6 +127,21 @@ def test_a_scale_up_records_every_replica_of_the_finished_rollout(path: Path) ->
     assert len(clock.sleeps) == 3
 
 
+def test_the_recorded_targets_come_from_the_read_that_saw_the_rollout_whole(path: Path) -> None:
+    """The second replica turns ready between the read that says READY and the read that finds
+    the rollout complete: the record holds both (the later read), not the earlier one's target."""
+    cluster, clock = FakeCluster(), FakeClock()
+    path.put(cluster, deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=now()),
+             pod(SECOND, now=now(), age=1, containers=[container_status(running=True)]), *ready_slices([SERVER]))
+    cluster.when("read_namespaced_deployment", 2, lambda c: path.put(
+        c, deployment(replicas=2, ready=2), ready_server_pod(SECOND, now=now()), *ready_slices([SERVER, SECOND])))
+
+    status = wait(path, cluster, clock)
+
+    assert sorted(status.targets) == sorted([SERVER, SECOND]) and status.ready_replicas == 2
+    assert clock.sleeps == []
+
+
 def test_a_replica_pending_past_the_timeout_stops_the_up_while_the_model_serves(path: Path) -> None:
     cluster, clock = FakeCluster(), FakeClock()
     stuck = "llama-server-7d9f8c6b5-stuck"
