@@ -77,8 +77,9 @@ class GateProps(Wire):
     weights_claim: str
     puller_job: str
     model_source: str = ""
-    deadline_seconds: int = 7200
+    deadline_seconds: float = 7200
     cluster: ClusterTarget = ClusterTarget()
+    poll_seconds: Optional[float] = None  # tests only; never written by a component
 
     # A change of any of these means other weights: the gate is replaced (and waits again).
     WEIGHTS_KEYS: ClassVar[tuple[str, ...]] = ("namespace", "model", "weights_claim", "puller_job", "model_source")
