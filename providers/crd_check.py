@@ -87,12 +87,9 @@ class RequiredCrdsProvider(ResourceProvider):
         if connect is not None:
             self._connect = connect
 
-    def _check(self, props: dict) -> None:
-        check_required(props, self._connect)
-
     def check(self, _olds: dict, news: dict) -> CheckResult:
         try:
-            self._check(news)
+            check_required(news, self._connect)
         except CrdsMissing as missing:
             return CheckResult(news, [CheckFailure(RequiredCrdsProps.from_dict(news).failure_property, str(missing))])
         except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
@@ -101,7 +98,7 @@ class RequiredCrdsProvider(ResourceProvider):
 
     @reported
     def create(self, props: dict) -> CreateResult:
-        self._check(props)
+        check_required(props, self._connect)
         return CreateResult(RequiredCrdsProps.from_dict(props).resource_id, {**props, "checked_at": now()})
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
@@ -110,7 +107,7 @@ class RequiredCrdsProvider(ResourceProvider):
 
     @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
-        self._check(news)
+        check_required(news, self._connect)
         return UpdateResult({**news, "checked_at": now()})
 
     def read(self, id_: str, props: dict) -> ReadResult:
