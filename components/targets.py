@@ -18,8 +18,7 @@ Rules (the upstream router's):
   not decimal) are taken in arrival order, the order a watch delivers them.
 
 ``routable_targets`` computes a snapshot from one listing (which may still hold several copies
-of a slice, e.g. merged from two sources); ``SliceCache`` keeps the newest copy of each slice
-across watch events and relists, the way the backend router follows a Service's slices.
+of a slice, e.g. merged from two sources).
 """
 
 from __future__ import annotations
@@ -34,9 +33,6 @@ class Target:
     pod: str
     addresses: tuple[str, ...] = ()
     node: str = ""
-
-    def as_dict(self) -> dict:
-        return {"pod": self.pod, "addresses": list(self.addresses), "node": self.node}
 
 
 @dataclass(frozen=True)
@@ -152,88 +148,3 @@ def routable_targets(endpoint_slices: Iterable[dict]) -> TargetSnapshot:
     return TargetSnapshot(tuple(sorted(
         Target(pod, tuple(sorted(addresses)), node) for pod, (addresses, node) in by_pod.items()
     )))
-
-
-class SliceCache:
-    """The newest copy of each EndpointSlice seen through watch events and relists.
-
-    ``observe`` applies one watch event; ``relist`` applies a full listing (after a watch
-    expired, or at start). Neither lets an older copy replace a newer one: a late event for a
-    version already superseded, or a relist served by a lagging API server, is ignored for that
-    slice. A deletion is remembered with its version, so a stale ADDED/MODIFIED for a deleted
-    slice does not bring its endpoints back. ``generation`` counts changes of the target set.
-    """
-
-    def __init__(self) -> None:
-        self._slices: dict[SliceKey, dict] = {}
-        self._deleted: dict[SliceKey, Optional[int]] = {}
-        self._listed_as_of: Optional[int] = None
-        self._snapshot = TargetSnapshot()
-        self.generation = 0
-
-    @property
-    def slices(self) -> list[dict]:
-        return list(self._slices.values())
-
-    def snapshot(self) -> TargetSnapshot:
-        return self._snapshot
-
-    def _current_version(self, key: SliceKey) -> tuple[bool, Optional[int]]:
-        if key in self._slices:
-            return True, resource_version(self._slices[key])
-        if key in self._deleted:
-            return True, self._deleted[key]
-        return False, None
-
-    def _accepts(self, key: SliceKey, version: Optional[int]) -> bool:
-        known, current = self._current_version(key)
-        if known:
-            return is_newer(version, current)
-        # Unknown to the cache: new, unless a listing at least as new as this copy already
-        # showed that the slice no longer existed (its deletion record may have been dropped).
-        return version is None or self._listed_as_of is None or version > self._listed_as_of
-
-    def _refresh(self) -> bool:
-        snapshot = routable_targets(self._slices.values())
-        if snapshot.revision == self._snapshot.revision:
-            return False
-        self._snapshot, self.generation = snapshot, self.generation + 1
-        return True
-
-    def observe(self, event_type: str, endpoint_slice: dict) -> bool:
-        """Apply a watch event (ADDED, MODIFIED, DELETED); True when the target set changed.
-        BOOKMARK and ERROR events carry no slice and change nothing."""
-        key = slice_key(endpoint_slice)
-        if event_type not in ("ADDED", "MODIFIED", "DELETED") or key is None:
-            return False
-        version = resource_version(endpoint_slice)
-        if not self._accepts(key, version):
-            return False
-        if event_type == "DELETED":
-            self._slices.pop(key, None)
-            self._deleted[key] = version
-        else:
-            self._slices[key] = endpoint_slice
-            self._deleted.pop(key, None)
-        return self._refresh()
-
-    def relist(self, endpoint_slices: Iterable[dict], list_version: Optional[str] = None) -> bool:
-        """Apply a full listing taken at ``list_version`` (the list's own resourceVersion);
-        True when the target set changed. A slice the listing lacks is gone, unless the cache
-        holds a copy newer than the listing (created or changed after it was taken)."""
-        listed = {key: s for s in newest_copies(endpoint_slices) if (key := slice_key(s)) is not None}
-        as_of = int(list_version) if list_version and str(list_version).isdecimal() else None
-        for key, endpoint_slice in listed.items():
-            if self._accepts(key, resource_version(endpoint_slice)):
-                self._slices[key] = endpoint_slice
-                self._deleted.pop(key, None)
-        for key in [k for k in self._slices if k not in listed]:
-            held = resource_version(self._slices[key])
-            if as_of is None or held is None or held <= as_of:
-                del self._slices[key]
-                self._deleted[key] = as_of
-        if as_of is not None and (self._listed_as_of is None or as_of > self._listed_as_of):
-            self._listed_as_of = as_of
-            # Deletion records the listing covers are implied by it from now on.
-            self._deleted = {k: v for k, v in self._deleted.items() if v is None or v > as_of}
-        return self._refresh()

@@ -5,22 +5,21 @@ setting that needs them and how to install them or switch it off, instead of hal
 ``check`` runs during preview as well: a definite answer (the CRD is missing, or does not serve
 the version we write) fails it; a cluster that cannot be read now (unreachable, 403) is undecided
 there and checked again by ``create``. Used by the router (cert-manager for TLS, the Prometheus
-Operator for the ServiceMonitor) and by operator-path NIM models (``nim_status``).
+Operator for the ServiceMonitor) and by operator-path NIM models (the k8s-nim-operator).
 
 Pickled into the stack's state: no import-time side effects, clients built inside methods.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
-from .inputs import changed_inputs
+from .inputs import changed_inputs, now
 from .failures import Reported, reported
-
+from .props import RequiredCrdsProps
 
 
 class CrdsMissing(Reported):
@@ -53,36 +52,33 @@ def missing_crds(clients: kube.Clients, api: Any, required: list[tuple[str, str]
     return missing
 
 
-def missing_message(owner: str, requirements: list[dict], missing: list[str]) -> str:
+def missing_message(props: RequiredCrdsProps, missing: list[str]) -> str:
     """One line per setting whose CRDs are missing: the setting, the CRDs, the fix."""
     lines = []
-    for requirement in requirements:
-        gone = [m for m in missing if m.split(" ", 1)[0] in requirement["crds"]]
+    for requirement in props.requirements:
+        gone = [m for m in missing if m.split(" ", 1)[0] in requirement.crds]
         if gone:
-            lines.append(f"{requirement['field']} needs {', '.join(gone)}, missing on this cluster: {requirement['fix']}")
-    return f"{owner}: " + "; ".join(lines)
+            lines.append(f"{requirement.field} needs {', '.join(gone)}, missing on this cluster: {requirement.fix}")
+    return f"{props.owner}: " + "; ".join(lines)
 
 
 def check_required(props: dict, connect: Optional[Callable[[kube.Target], kube.Clients]] = None,
                    api_for: Optional[Callable[[kube.Clients], Any]] = None) -> None:
-    clients = (connect or kube.connect)(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
-    requirements = list(props.get("requirements") or [])
-    required = list(dict.fromkeys((name, r["version"]) for r in requirements for name in r["crds"]))
+    """Raise ``CrdsMissing`` when the cluster lacks a CRD ``props`` (either wire shape) requires."""
+    wanted = RequiredCrdsProps.from_dict(props)
+    clients = (connect or kube.connect)(wanted.cluster.kube())
+    required = list(dict.fromkeys((name, r.version) for r in wanted.requirements for name in r.crds))
     missing = missing_crds(clients, (api_for or apiextensions)(clients), required)
     if missing:
-        raise CrdsMissing(missing_message(props.get("owner", "?"), requirements, missing))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+        raise CrdsMissing(missing_message(wanted, missing))
 
 
 class RequiredCrdsProvider(ResourceProvider):
-    """The check as a resource. Subclasses (the NIM operator check) change what is checked
-    (``_check``), the property a preview failure names and the resource's id."""
+    """The check as a resource, for the router's settings and for operator-path NIM models alike:
+    the recorded props (``RequiredCrdsProps``, or the NIM check's ``model`` / ``crds`` shape) say
+    what is required, the property a preview failure names and the resource's id."""
 
     serialize_as_secret_always = False
-    failure_property = "requirements"
     # Tests hand in a fake; the deployed provider connects from its props (and, pickled into
     # the stack's state, carries no instance state).
     _connect: Optional[Callable] = None
@@ -91,25 +87,19 @@ class RequiredCrdsProvider(ResourceProvider):
         if connect is not None:
             self._connect = connect
 
-    def _check(self, props: dict) -> None:
-        check_required(props, self._connect)
-
-    def _resource_id(self, props: dict) -> str:
-        return f"{props['owner']}-crds"
-
     def check(self, _olds: dict, news: dict) -> CheckResult:
         try:
-            self._check(news)
+            check_required(news, self._connect)
         except CrdsMissing as missing:
-            return CheckResult(news, [CheckFailure(self.failure_property, str(missing))])
+            return CheckResult(news, [CheckFailure(RequiredCrdsProps.from_dict(news).failure_property, str(missing))])
         except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
             pass
         return CheckResult(news, [])
 
     @reported
     def create(self, props: dict) -> CreateResult:
-        self._check(props)
-        return CreateResult(self._resource_id(props), {**props, "checked_at": _now()})
+        check_required(props, self._connect)
+        return CreateResult(RequiredCrdsProps.from_dict(props).resource_id, {**props, "checked_at": now()})
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         changed = changed_inputs(olds, news)
@@ -117,8 +107,8 @@ class RequiredCrdsProvider(ResourceProvider):
 
     @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
-        self._check(news)
-        return UpdateResult({**news, "checked_at": _now()})
+        check_required(news, self._connect)
+        return UpdateResult({**news, "checked_at": now()})
 
     def read(self, id_: str, props: dict) -> ReadResult:
         return ReadResult(id_, props)

@@ -28,41 +28,38 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from . import kube
 from .failures import Reported, reported
+from .inputs import UNKNOWN_INPUT as UNKNOWN
 from .projection import diagnose_puller_failure, job_failed, job_succeeded
+from .props import GateProps
 
 # A change of any of these means other weights: replace the gate (and wait again).
-REPLACE_ON = ("namespace", "model", "weights_claim", "puller_job", "model_source")
+REPLACE_ON = GateProps.WEIGHTS_KEYS
 HANDOFF_TIMEOUT_SECONDS = 120
 RERUN_TIMEOUT_SECONDS = 120
 # Set on a failed Job once a gate has reported its failure: the next `pulumi up` re-runs it.
 FAILURE_REPORTED = "llm-serving.dev/pull-failure-reported"
 GATE_FIELD_MANAGER = "llm-serving-weights-gate"
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for a preview-time unknown
 
 
 class WeightsNotReady(Reported):
     """The weights of a model could not be made ready; the message says why and what to do."""
 
 
-def _target(props: dict) -> kube.Target:
-    return kube.Target(props.get("kubeconfig") or None, props.get("context") or None)
-
-
-def _puller_pods(clients: kube.Clients, props: dict) -> list[Any]:
-    listing = kube.call(clients, clients.core.list_namespaced_pod, props["namespace"],
-                        label_selector=f"batch.kubernetes.io/job-name={props['puller_job']}")
+def _puller_pods(clients: kube.Clients, props: GateProps) -> list[Any]:
+    listing = kube.call(clients, clients.core.list_namespaced_pod, props.namespace,
+                        label_selector=f"batch.kubernetes.io/job-name={props.puller_job}")
     return listing.items
 
 
-def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.monotonic,
+def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, clock=time.monotonic,
                  rerun: bool = True) -> dict:
-    deadline = clock() + float(props.get("deadline_seconds") or 7200)
-    poll = float(props.get("poll_seconds") or 0.5)
+    deadline = clock() + float(props.deadline_seconds or 7200)
+    poll = float(props.poll_seconds or 0.5)
     checked = not rerun
     while True:
         try:
             job = kube.to_dict(clients, kube.call(
-                clients, clients.batch.read_namespaced_job, props["puller_job"], props["namespace"]))
+                clients, clients.batch.read_namespaced_job, props.puller_job, props.namespace))
             if not checked:
                 # Once, on the first read: an outcome that cannot stand for these weights is re-run.
                 why = rerun_reason(clients, props, job)
@@ -81,7 +78,7 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
             if not kube.is_not_found(error):
                 raise
             raise WeightsNotReady(
-                f"model {props['model']}: puller Job {props['puller_job']} does not exist; "
+                f"model {props.model}: puller Job {props.puller_job} does not exist; "
                 "run `pulumi refresh` then `pulumi up` to recreate it"
             ) from None
         if job_succeeded(job):
@@ -93,11 +90,11 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
             pods = sorted((kube.to_dict(clients, p) for p in _puller_pods(clients, props)),
                           key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
             names = [(p.get("metadata") or {}).get("name", "") for p in pods]
-            logs = {name: read_logs(clients, props["namespace"], name) for name in names[-1:]}
-            status = diagnose_puller_failure(job, pods, logs, read_events(clients, props["namespace"], names[-1:]))
+            logs = {name: read_logs(clients, props.namespace, name) for name in names[-1:]}
+            status = diagnose_puller_failure(job, pods, logs, read_events(clients, props.namespace, names[-1:]))
             mark_reported(clients, props, status.reason)
             raise WeightsNotReady(
-                f"model {props['model']}: {status.message}\n"
+                f"model {props.model}: {status.message}\n"
                 f"reason: {status.reason}\nlog tail of {status.details.get('pod') or 'the puller'}:\n"
                 f"{status.details.get('logTail') or '(none)'}\n"
                 f"The failed Job is kept for its logs; fix the cause and run `pulumi up` again: an unchanged "
@@ -105,18 +102,18 @@ def wait_for_job(clients: kube.Clients, props: dict, sleep=time.sleep, clock=tim
             )
         if clock() > deadline:
             raise WeightsNotReady(
-                f"model {props['model']}: weights not ready after {props.get('deadline_seconds')}s "
-                f"(Job {props['puller_job']} still running); raise platform.pullTimeoutSeconds"
+                f"model {props.model}: weights not ready after {props.deadline_seconds}s "
+                f"(Job {props.puller_job} still running); raise platform.pullTimeoutSeconds"
             )
         sleep(poll)
 
 
-def mark_reported(clients: kube.Clients, props: dict, reason: str) -> None:
+def mark_reported(clients: kube.Clients, props: GateProps, reason: str) -> None:
     """Remember on the failed Job that its failure was reported (best effort: unmarked, the next
     `up` reports it again and marks it then)."""
     body = {"metadata": {"annotations": {FAILURE_REPORTED: reason or "failed"}}}
     try:
-        kube.call(clients, clients.batch.patch_namespaced_job, props["puller_job"], props["namespace"], body,
+        kube.call(clients, clients.batch.patch_namespaced_job, props.puller_job, props.namespace, body,
                   field_manager=GATE_FIELD_MANAGER, _content_type="application/merge-patch+json")
     except Exception:  # noqa: BLE001
         pass
@@ -130,7 +127,7 @@ def _time(value: Any):
     return value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def rerun_reason(clients: kube.Clients, props: dict, job: dict) -> str:
+def rerun_reason(clients: kube.Clients, props: GateProps, job: dict) -> str:
     """Why the Job's outcome cannot stand for the weights on the volume now ('' when it can)."""
     meta = job.get("metadata") or {}
     if job_failed(job) and FAILURE_REPORTED in (meta.get("annotations") or {}):
@@ -138,11 +135,11 @@ def rerun_reason(clients: kube.Clients, props: dict, job: dict) -> str:
     from .observe import read_optional
 
     claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
-                          props["weights_claim"], props["namespace"])
+                          props.weights_claim, props.namespace)
     job_created = _time(meta.get("creationTimestamp"))
     claim_created = _time(((claim or {}).get("metadata") or {}).get("creationTimestamp"))
     if job_created and claim_created and job_created < claim_created:
-        return f"it ran before the weights volume {props['weights_claim']} was re-created"
+        return f"it ran before the weights volume {props.weights_claim} was re-created"
     return ""
 
 
@@ -199,13 +196,13 @@ def applied_manifest(job: dict) -> tuple[str, dict]:
         "annotations": annotations}, "spec": spec}
 
 
-def rerun_job(clients: kube.Clients, props: dict, job: dict, why: str,
+def rerun_job(clients: kube.Clients, props: GateProps, job: dict, why: str,
               sleep=time.sleep, clock=time.monotonic) -> None:
     """Delete the Job (its pods first) and apply it again as its owner did: a fresh pull."""
     from .observe import read_optional
 
     manager, body = applied_manifest(job)
-    name, namespace = props["puller_job"], props["namespace"]
+    name, namespace = props.puller_job, props.namespace
     deadline = clock() + RERUN_TIMEOUT_SECONDS
     deleted = False
     while True:
@@ -226,13 +223,13 @@ def rerun_job(clients: kube.Clients, props: dict, job: dict, why: str,
             pass
         if clock() > deadline:
             raise WeightsNotReady(
-                f"model {props['model']}: re-running the puller ({why}): Job {name} still exists "
+                f"model {props.model}: re-running the puller ({why}): Job {name} still exists "
                 f"{RERUN_TIMEOUT_SECONDS}s after its deletion; check for finalizers on it and its pods"
             )
         sleep(0.5)
 
 
-def hand_off(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.monotonic) -> int:
+def hand_off(clients: kube.Clients, props: GateProps, sleep=time.sleep, clock=time.monotonic) -> int:
     """Delete the finished puller's pods and wait until none remains. Returns how many went."""
     deadline = clock() + HANDOFF_TIMEOUT_SECONDS
     deleted = 0
@@ -244,14 +241,14 @@ def hand_off(clients: kube.Clients, props: dict, sleep=time.sleep, clock=time.mo
             if pod.metadata.deletion_timestamp is None:
                 try:
                     kube.call(clients, clients.core.delete_namespaced_pod, pod.metadata.name,
-                              props["namespace"], grace_period_seconds=0)
+                              props.namespace, grace_period_seconds=0)
                     deleted += 1
                 except Exception as error:  # noqa: BLE001
                     if not kube.is_not_found(error):
                         raise
         if clock() > deadline:
             raise WeightsNotReady(
-                f"model {props['model']}: puller pods of {props['puller_job']} still hold the weights "
+                f"model {props.model}: puller pods of {props.puller_job} still hold the weights "
                 f"volume after {HANDOFF_TIMEOUT_SECONDS}s; check for finalizers on them"
             )
         sleep(0.25)
@@ -269,10 +266,11 @@ class WeightsGateProvider(ResourceProvider):
 
     @reported
     def create(self, props: dict) -> CreateResult:
-        clients = kube.connect(_target(props))
-        job = wait_for_job(clients, props)
-        hand_off(clients, props)
-        return CreateResult(f"{props['namespace']}/{props['weights_claim']}", outputs(props, job))
+        wanted = GateProps.from_dict(props)
+        clients = kube.connect(wanted.cluster.kube())
+        job = wait_for_job(clients, wanted)
+        hand_off(clients, wanted)
+        return CreateResult(f"{wanted.namespace}/{wanted.weights_claim}", outputs(props, job))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         replaces = [k for k in REPLACE_ON if news.get(k) == UNKNOWN or olds.get(k) != news.get(k)]
@@ -287,12 +285,13 @@ class WeightsGateProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict) -> ReadResult:
         """Refresh: the gate stands while its weights volume and its Job's success stand."""
-        clients = kube.connect(_target(props))
         from .observe import read_optional
 
+        wanted = GateProps.from_dict(props)
+        clients = kube.connect(wanted.cluster.kube())
         claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
-                              props["weights_claim"], props["namespace"])
-        job = read_optional(clients, clients.batch.read_namespaced_job, props["puller_job"], props["namespace"])
+                              wanted.weights_claim, wanted.namespace)
+        job = read_optional(clients, clients.batch.read_namespaced_job, wanted.puller_job, wanted.namespace)
         if claim is None or not job_succeeded(job):
             return ReadResult(None, {})  # gone: the next `up` pulls and gates again
         return ReadResult(id_, props)

@@ -27,7 +27,6 @@ from .projection import ERROR, PENDING, READY, UNKNOWN, Observation, Status, cap
 
 # Upper-case since 2024-08; older operators wrote lower-case ("ready", "in-progress"): compare
 # case-insensitively and without separators.
-CACHE_PENDING_STATES = {"notready", "pvccreated", "started", "pending", "inprogress", ""}
 SERVICE_PENDING_STATES = {"notready", "pending"}
 
 CACHE_JOB_COMPLETED = "NIM_CACHE_JOB_COMPLETED"
@@ -157,13 +156,3 @@ def project_nim_status(obs: NimObservation) -> Status:
     return Status(UNKNOWN, cap(f"NIMService {obs.service_name} reports state {raw_state!r}, which this "
                                "version does not know; check `kubectl describe nimservice`"),
                   "unknown-state", details)
-
-
-def crd_missing_message(model: str, missing: list[str]) -> str:
-    return (
-        f"model {model} uses path: operator, but this cluster lacks the NIM operator's "
-        f"CustomResourceDefinitions: {', '.join(missing)} missing. Install the k8s-nim-operator "
-        "(helm repo add nvidia https://helm.ngc.nvidia.com/nvidia && helm install nim-operator "
-        "nvidia/k8s-nim-operator -n nim-operator --create-namespace), or set `path: raw` on the "
-        "model to deploy it without the operator."
-    )

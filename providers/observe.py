@@ -1,6 +1,13 @@
-"""Read one model's objects from the cluster and project its status.
+"""Read one model from the cluster and project its status: the two observers.
 
-The healthy path costs three API calls (Deployment, pods, EndpointSlices) whatever the replica
+A model's status is read by one of two observers, picked by ``observer_for`` from its status
+props: ``ModelRef`` reads the raw objects (vLLM, NIM raw: Deployment, pods, the Service's
+EndpointSlices, the puller Job), ``OperatorRef`` reads an operator-path NIM model (its NIMCache
+and NIMService, then the objects the operator renders). Both hand the shared diagnostics an
+``Observation`` (``core``), so ``current_status`` and the wait loop (``status``) are one code
+path for both.
+
+The healthy raw path costs three API calls (Deployment, pods, EndpointSlices) whatever the replica
 count; events and log tails are read only for the pod a diagnosis names.
 """
 
@@ -8,22 +15,95 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Optional, Union
 
-from components.compile.common import MODEL_LABEL
+from components.labels import (
+    COMPONENT_LABEL, MODEL_LABEL, NIM_CACHE_PLURAL, NIM_GROUP, NIM_POD_SELECTOR_LABEL, NIM_SERVICE_PLURAL,
+    NIM_VERSION, SERVER_COMPONENT,
+)
+from components.targets import SERVICE_NAME_LABEL
 
 from . import kube
+from .nim_projection import NimObservation, project_nim_status
 from .projection import ERROR, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status
+from .props import StatusProps
 
 
 @dataclass(frozen=True)
 class ModelRef:
+    """The raw path's observer (vLLM, NIM raw)."""
+
     namespace: str
     model: str
     deployment: str
     service: str
     puller_job: str = ""
     pending_timeout_seconds: int = 900
+
+    def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> Observation:
+        seen = Observation(model=self.model, pending_timeout_seconds=self.pending_timeout_seconds,
+                           now=now or datetime.now(timezone.utc))
+        seen.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, self.deployment, self.namespace)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, self.namespace,
+                         label_selector=f"{MODEL_LABEL}={self.model}")
+        seen.pods = [kube.to_dict(clients, p) for p in pods.items]
+        seen.endpoint_slices = _slices(clients, self.namespace, self.service)
+        if seen.deployment is None and self.puller_job:
+            seen.puller_job = read_optional(clients, clients.batch.read_namespaced_job, self.puller_job, self.namespace)
+        return seen
+
+    def core(self, seen: Observation) -> Observation:
+        return seen
+
+    def project(self, seen: Observation) -> Status:
+        return project_status(seen)
+
+
+@dataclass(frozen=True)
+class OperatorRef:
+    """The NIM operator path's observer: the custom resources, then what the operator rendered."""
+
+    namespace: str
+    model: str
+    nim_service: str
+    nim_cache: str
+    pending_timeout_seconds: int = 900
+
+    def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> NimObservation:
+        namespace, service = self.namespace, self.nim_service
+        core = Observation(model=self.model, now=now or datetime.now(timezone.utc),
+                           pending_timeout_seconds=self.pending_timeout_seconds)
+        seen = NimObservation(model=self.model, service_name=service, cache_name=self.nim_cache, core=core)
+        read_custom = clients.custom.get_namespaced_custom_object
+        seen.cache = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_CACHE_PLURAL, self.nim_cache)
+        seen.service = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_SERVICE_PLURAL, service)
+        if seen.service is None:
+            return seen
+        # The operator names its Deployment and Service after the NIMService and selects pods by `app`.
+        core.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, service, namespace)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, namespace,
+                         label_selector=f"{NIM_POD_SELECTOR_LABEL}={service}")
+        core.pods = [_as_server_pod(kube.to_dict(clients, p)) for p in pods.items]
+        core.endpoint_slices = _slices(clients, namespace, service)
+        return seen
+
+    def core(self, seen: NimObservation) -> Observation:
+        return seen.core
+
+    def project(self, seen: NimObservation) -> Status:
+        return project_nim_status(seen)
+
+
+Observer = Union[ModelRef, OperatorRef]
+
+
+def observer_for(props: StatusProps) -> Observer:
+    objects = props.objects
+    if props.on_operator:
+        return OperatorRef(props.namespace, props.model, objects.nim_service, objects.nim_cache,
+                           props.pending_timeout_seconds)
+    return ModelRef(props.namespace, props.model, objects.deployment, objects.service, objects.puller_job,
+                    props.pending_timeout_seconds)
 
 
 def read_optional(clients: kube.Clients, fn, *args, **kwargs) -> Optional[dict]:
@@ -57,18 +137,17 @@ def read_events(clients: kube.Clients, namespace: str, names: list[str]) -> list
     return events
 
 
-def observe(clients: kube.Clients, ref: ModelRef, now: Optional[datetime] = None) -> Observation:
-    observation = Observation(model=ref.model, pending_timeout_seconds=ref.pending_timeout_seconds,
-                              now=now or datetime.now(timezone.utc))
-    observation.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, ref.deployment, ref.namespace)
-    pods = kube.call(clients, clients.core.list_namespaced_pod, ref.namespace, label_selector=f"{MODEL_LABEL}={ref.model}")
-    observation.pods = [kube.to_dict(clients, p) for p in pods.items]
-    slices = kube.call(clients, clients.discovery.list_namespaced_endpoint_slice, ref.namespace,
-                       label_selector=f"kubernetes.io/service-name={ref.service}")
-    observation.endpoint_slices = [kube.to_dict(clients, s) for s in slices.items]
-    if observation.deployment is None and ref.puller_job:
-        observation.puller_job = read_optional(clients, clients.batch.read_namespaced_job, ref.puller_job, ref.namespace)
-    return observation
+def _slices(clients: kube.Clients, namespace: str, service: str) -> list[dict]:
+    slices = kube.call(clients, clients.discovery.list_namespaced_endpoint_slice, namespace,
+                       label_selector=f"{SERVICE_NAME_LABEL}={service}")
+    return [kube.to_dict(clients, s) for s in slices.items]
+
+
+def _as_server_pod(pod: dict) -> dict:
+    """The operator's pods, labelled as server pods for the shared diagnostics (copy, not edit)."""
+    meta = dict(pod.get("metadata") or {})
+    meta["labels"] = {**(meta.get("labels") or {}), COMPONENT_LABEL: SERVER_COMPONENT}
+    return {**pod, "metadata": meta}
 
 
 def add_evidence(clients: kube.Clients, namespace: str, observation: Observation, pod: str) -> None:
@@ -77,14 +156,16 @@ def add_evidence(clients: kube.Clients, namespace: str, observation: Observation
     observation.events = read_events(clients, namespace, [pod, *names])
 
 
-def current_status(clients: kube.Clients, ref: ModelRef, now: Optional[datetime] = None) -> Status:
+def current_status(clients: kube.Clients, ref: Observer, now: Optional[datetime] = None) -> Status:
     """The model's status now; UNKNOWN (never a guess) when the cluster cannot be read."""
     try:
-        observation = observe(clients, ref, now)
-        status = project_status(observation)
-        if status.state == ERROR or job_failed(observation.puller_job):
-            add_evidence(clients, ref.namespace, observation, status.pod)
-            status = project_status(observation)
+        seen: Any = ref.observe(clients, now)
+        status = ref.project(seen)
+        core = ref.core(seen)
+        if status.state == ERROR or job_failed(core.puller_job):
+            # The evidence the diagnosis quotes (log tail, events), then the diagnosis again with it.
+            add_evidence(clients, ref.namespace, core, status.pod)
+            status = ref.project(seen)
         return status
     except Exception as error:  # noqa: BLE001 - any failure to read is UNKNOWN
         return Status(UNKNOWN, f"status could not be read this time: {type(error).__name__}: {str(error)[:300]}", "read-failed")

@@ -14,7 +14,9 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 
 from components.config.router import kind_change_problem
 
-GUARD_KEYS = ("router", "kind", "migrate_from", "kind_explicit")
+from .props import WorkloadKindProps
+
+GUARD_KEYS = WorkloadKindProps.KEYS
 
 
 class WorkloadKindGuardProvider(ResourceProvider):

@@ -14,13 +14,13 @@ Pickled into the stack's state: no import-time side effects, clients built insid
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Optional
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
-from .inputs import changed_inputs
+from .inputs import changed_inputs, inputs_only, now
+from .props import kube_target
 
 OUTPUT_KEYS = ("targets", "observed_at", "error")
 
@@ -42,17 +42,13 @@ def read_router_targets(clients: kube.Clients, namespace: str, services: dict[st
 
 
 def _observe(props: dict, connect=kube.connect) -> dict:
-    clients = connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
+    clients = connect(kube_target(props))
     targets = read_router_targets(clients, props["namespace"], dict(props.get("services") or {}))
     return {"targets": targets.as_outputs(), "error": ""}
 
 
 def _outputs(inputs: dict, observed: dict) -> dict:
-    return {**inputs, **observed, "observed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-
-
-def _inputs(props: dict) -> dict:
-    return {k: v for k, v in props.items() if k not in OUTPUT_KEYS}
+    return {**inputs, **observed, "observed_at": now()}
 
 
 class RouterTargetsProvider(ResourceProvider):
@@ -76,7 +72,7 @@ class RouterTargetsProvider(ResourceProvider):
         return UpdateResult(_outputs(news, self._read(news)))
 
     def read(self, id_: str, props: dict) -> ReadResult:
-        inputs = _inputs(props)
+        inputs = inputs_only(props, OUTPUT_KEYS)
         try:
             observed = self._read(inputs)
         except Exception as error:  # noqa: BLE001 - refresh reports, it does not guess

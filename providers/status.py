@@ -1,5 +1,9 @@
 """ModelStatus: waits for a model to serve, fails fast with the reason, and reports its status.
 
+One provider for both ways a model is served: the status props name the raw objects (vLLM, NIM
+raw) or the NIM operator's custom resources, and ``observe.observer_for`` picks the observer that
+reads them. Everything below holds for both paths alike.
+
 create / update: wait until the model is READY (at least one routable target) and its rollout is
 whole (every desired replica of the current spec ready, no old pod left), or stop at the first
 classified ERROR (crash loop, OOMKilled, puller failure, image pull, pending too long — also for one
@@ -11,30 +15,21 @@ read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be r
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
-from .inputs import changed_inputs
 from .failures import Reported, reported
-from .projection import ERROR, READY, UNKNOWN, Status
+from .inputs import changed_inputs, inputs_only, now
+from .observe import add_evidence, current_status, observer_for
+from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica
+from .props import StatusProps
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 
 
 class ModelNotServing(Reported):
     """A model did not reach READY; the message says why and what to do."""
-
-
-def _ref(props: dict):
-    from .observe import ModelRef
-
-    return ModelRef(
-        namespace=props["namespace"], model=props["model"], deployment=props["deployment"],
-        service=props["service"], puller_job=props.get("puller_job") or "",
-        pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900),
-    )
 
 
 def rollout_complete(deployment: dict | None) -> bool:
@@ -56,9 +51,6 @@ def rollout_complete(deployment: dict | None) -> bool:
 def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status | None:
     """A server pod Pending past the timeout while others serve: the model is READY, but the
     rollout cannot finish, so `up` stops with the pod's reason instead of waiting it out."""
-    from .observe import add_evidence
-    from .projection import lagging_replica
-
     stuck = lagging_replica(observation)
     if stuck is not None:
         add_evidence(clients, namespace, observation, stuck.pod)  # the scheduler's reason
@@ -67,11 +59,7 @@ def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status 
 
 
 def status_outputs(props: dict, status: Status) -> dict:
-    return {
-        **props,
-        **status.as_outputs(),
-        "observed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    return {**props, **status.as_outputs(), "observed_at": now()}
 
 
 def describe(model: str, status: Status) -> str:
@@ -84,38 +72,44 @@ def describe(model: str, status: Status) -> str:
     return "\n".join(lines)
 
 
-def wait_until_serving(props: dict, sleep=time.sleep, clock=time.monotonic, connect=kube.connect) -> Status:
-    from .observe import current_status, observe
-    from .projection import project_status
+# Seconds between reads when the props name none: the operator path polls less often (each read
+# is two custom objects more, and the operator itself reconciles on a slower loop).
+DEFAULT_POLL_SECONDS = {False: 1.0, True: 2.0}
 
-    clients = connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
-    ref = _ref(props)
-    deadline = clock() + float(props.get("ready_timeout_seconds") or 1800)
-    poll = float(props.get("poll_seconds") or 1.0)
+
+def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.monotonic,
+                       connect=kube.connect) -> Status:
+    wanted = props if isinstance(props, StatusProps) else StatusProps.from_dict(props)
+    observer = observer_for(wanted)
+    clients = connect(wanted.cluster.kube())
+    deadline = clock() + float(wanted.ready_timeout_seconds)
+    poll = float(wanted.poll_seconds or DEFAULT_POLL_SECONDS[wanted.on_operator])
     status = Status(UNKNOWN, "not read yet", "not-read")
     while clock() <= deadline:
-        status = current_status(clients, ref)
+        status = current_status(clients, observer)
         if status.state == ERROR:
-            raise ModelNotServing(describe(ref.model, status))
+            raise ModelNotServing(describe(wanted.model, status))
         if status.state == READY:
+            # READY at the first routable pod; `up` returns once the rollout is whole (old pods
+            # stay routable while a changed spec rolls out, on the operator path as well).
             try:
-                observation = observe(clients, ref)
-                if rollout_complete(observation.deployment):
+                seen = observer.observe(clients)
+                if rollout_complete(observer.core(seen).deployment):
                     # Re-projected from the read that saw the rollout done: its targets are
                     # every ready replica, not the first one that made the model READY.
-                    final = project_status(observation)
+                    final = observer.project(seen)
                     if final.state == READY:
                         return final
-                stuck = stuck_replica(clients, ref.namespace, observation)
+                stuck = stuck_replica(clients, wanted.namespace, observer.core(seen))
             except Exception:  # noqa: BLE001 - a failed read is retried until the deadline
                 stuck = None
             if stuck is not None:
-                raise ModelNotServing(describe(ref.model, stuck))
+                raise ModelNotServing(describe(wanted.model, stuck))
             status = Status(status.state, status.message + " (rollout in progress)", "rolling-out",
                             status.details, status.ready_replicas, status.targets)
         sleep(poll)
     raise ModelNotServing(
-        f"model {ref.model} not serving after {props.get('ready_timeout_seconds')}s: "
+        f"model {wanted.model} not serving after {wanted.ready_timeout_seconds}s: "
         f"{status.state}: {status.message}"
     )
 
@@ -124,7 +118,7 @@ def status_diff(olds: dict, news: dict) -> DiffResult:
     """A status record changes when its inputs do, and whenever it says the model is not serving
     (a refresh saw it down, or could not read it): the next `up` then waits again, so it records
     READY or fails with the reason, instead of reporting success over a stale PENDING / ERROR /
-    UNKNOWN. Shared by the raw path and the NIM operator path."""
+    UNKNOWN."""
     changed = changed_inputs(olds, news)
     if not changed and olds.get("state") not in (None, READY):
         changed = ["state"]
@@ -147,12 +141,10 @@ class ModelStatusProvider(ResourceProvider):
         return UpdateResult(status_outputs(news, wait_until_serving(news)))
 
     def read(self, id_: str, props: dict) -> ReadResult:
-        from .observe import current_status
-
-        inputs = {k: v for k, v in props.items() if k not in STATUS_KEYS}
+        inputs = inputs_only(props, STATUS_KEYS)
         try:
-            clients = kube.connect(kube.Target(props.get("kubeconfig") or None, props.get("context") or None))
-            status = current_status(clients, _ref(props))
+            wanted = StatusProps.from_dict(inputs)
+            status = current_status(kube.connect(wanted.cluster.kube()), observer_for(wanted))
         except Exception as error:  # noqa: BLE001 - refresh reports, it does not guess
             status = Status(UNKNOWN, f"status could not be read this time: {error}", "read-failed")
         return ReadResult(id_, status_outputs(inputs, status), inputs)

@@ -5,56 +5,25 @@ from __future__ import annotations
 import json
 import sys
 
-from components.compile.common import ModelNames
 from components.config.model import StackConfig
 
 from . import kube
-from .observe import ModelRef, current_status
+from .observe import current_status, observer_for
 from .projection import READY, Status, UNKNOWN
-
-
-def model_refs(stack: StackConfig) -> list[ModelRef]:
-    refs = []
-    for model in stack.models:
-        names = ModelNames.of(model)
-        refs.append(ModelRef(
-            namespace=stack.platform.namespace, model=model.name, deployment=names.server,
-            service=names.service, puller_job=names.puller,
-            pending_timeout_seconds=stack.platform.pending_timeout_seconds,
-        ))
-    return refs
-
-
-def operator_props(stack: StackConfig) -> dict[str, dict]:
-    """What the NIM operator-path status reads, per model (the objects are the operator's)."""
-    from components.compile import nim
-
-    props = {}
-    for model in stack.models:
-        if model.engine == "nim" and model.on_operator:
-            names = nim.names(model, stack)
-            props[model.name] = {
-                "namespace": stack.platform.namespace, "model": model.name,
-                "nim_service": names.service, "nim_cache": names.cache,
-                "pending_timeout_seconds": stack.platform.pending_timeout_seconds,
-            }
-    return props
+from .props import ClusterTarget
 
 
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:
+    """Each model's status, read by the observer its plan names (raw objects or operator CRs)."""
+    from components.compile.plan import model_plan
+
+    observers = [(model.name, observer_for(model_plan(model, stack).status)) for model in stack.models]
     try:
-        clients = kube.connect(kube.Target(stack.cluster.kubeconfig, stack.cluster.context))
+        clients = kube.connect(ClusterTarget.of(stack.cluster).kube())
     except Exception as error:  # noqa: BLE001 - no cluster config: every model is UNKNOWN
         unknown = Status(UNKNOWN, f"cluster not reachable: {error}", "no-cluster")
-        return [(ref.model, unknown) for ref in model_refs(stack)]
-    from .nim_status import current_nim_status
-
-    on_operator = operator_props(stack)
-    return [
-        (ref.model, current_nim_status(clients, on_operator[ref.model]) if ref.model in on_operator
-         else current_status(clients, ref))
-        for ref in model_refs(stack)
-    ]
+        return [(name, unknown) for name, _ in observers]
+    return [(name, current_status(clients, observer)) for name, observer in observers]
 
 
 def print_status(stack: StackConfig, as_json: bool = False, out=sys.stdout) -> int:
@@ -82,7 +51,7 @@ def print_router_targets(stack: StackConfig, as_json: bool = False, out=sys.stdo
     if stack.router is None:
         raise SystemExit("the stack declares no router (llm-serving:router): nothing to report")
     services = fronted_services(stack)
-    clients = kube.connect(kube.Target(stack.cluster.kubeconfig, stack.cluster.context))
+    clients = kube.connect(ClusterTarget.of(stack.cluster).kube())
     targets = read_router_targets(clients, stack.platform.namespace, services)
     if as_json:
         json.dump({"router": stack.router.name, **targets.as_outputs()}, out, indent=2, sort_keys=True)

@@ -4,6 +4,7 @@ No Pulumi import and no I/O here, so every fact about the objects is testable wi
 cluster or an engine.
 """
 
-from .stack import ModelManifests, compile_model, compile_stack
+from .plan import compile_stack
+from .stack import ModelManifests, compile_model
 
 __all__ = ["ModelManifests", "compile_model", "compile_stack"]

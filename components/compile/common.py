@@ -10,14 +10,12 @@ from dataclasses import dataclass
 
 from ..children import WEIGHTS_GATE, child
 from ..config.model import ModelConfig, PlatformConfig
+from ..labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL
 
 PART_OF = "llm-serving"
-DOMAIN = "llm-serving.dev"
 # Values contain '/', which label values may not: model source and health path are annotations.
 MODEL_SOURCE_ANNOTATION = f"{DOMAIN}/model-source"
 HEALTH_PATH_ANNOTATION = f"{DOMAIN}/health-path"
-ENGINE_LABEL = f"{DOMAIN}/engine"
-MODEL_LABEL = f"{DOMAIN}/model"
 SOURCE_HASH_LABEL = f"{DOMAIN}/source-hash"
 
 # The weights gate and the status provider do the waiting for Jobs, Deployments and Services:
@@ -100,7 +98,7 @@ def selector_labels(model: ModelConfig, component: str) -> dict[str, str]:
     Deployment replacement)."""
     return {
         "app.kubernetes.io/name": model.name,
-        "app.kubernetes.io/component": component,
+        COMPONENT_LABEL: component,
     }
 
 

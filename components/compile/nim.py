@@ -23,18 +23,16 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import labels
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common, engines, network, server, weights
 
-GROUP = "apps.nvidia.com"
-VERSION = "v1alpha1"
+# The operator's API names live in ``components.labels`` (the status provider reads them too).
+GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
 API_VERSION = f"{GROUP}/{VERSION}"
-CACHE_PLURAL, SERVICE_PLURAL = "nimcaches", "nimservices"
-# What the operator path needs on the cluster; a vLLM-only (or raw-path) stack needs neither.
-CRD_NAMES = (f"{CACHE_PLURAL}.{GROUP}", f"{SERVICE_PLURAL}.{GROUP}")
 
 CACHE_COMPONENT = "nim-cache"
-SERVICE_COMPONENT = server.SERVER_COMPONENT
+SERVICE_COMPONENT = labels.SERVER_COMPONENT
 # The operator names the container port `api`; its Service port and ours are the same number.
 API_PORT_NAME = "api"
 DEFAULT_CACHE_CPU, DEFAULT_CACHE_MEMORY = "1", "4Gi"
@@ -57,10 +55,6 @@ class NimManifests:
     cache: dict
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
-
-    def in_order(self) -> list[dict]:
-        policy = [self.network_policy] if self.network_policy is not None else []
-        return [self.cache, *policy, self.service]
 
 
 def split_image(ref: str) -> tuple[str, str]:
@@ -215,7 +209,7 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
         "groupID": ident.gid,
         # Merged onto the objects the operator renders, so they are found as this model's.
         "labels": {
-            "app.kubernetes.io/component": SERVICE_COMPONENT,
+            labels.COMPONENT_LABEL: SERVICE_COMPONENT,
             common.MODEL_LABEL: model.name,
             common.ENGINE_LABEL: model.engine,
         },

@@ -1,4 +1,4 @@
-"""Everything a stack declares, compiled: the one source for `render`, components and tests."""
+"""The raw objects of one model, and the stack-wide ones (``plan.compile_stack`` puts them in order)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, network, nim, server, weights
-from .rbac import compile_teardown_identity
+from . import common, engines, network, server, weights
 
 
 @dataclass(frozen=True)
@@ -74,21 +73,3 @@ def compile_model_service_account(platform: PlatformConfig) -> dict:
         },
         "automountServiceAccountToken": False,
     }
-
-
-def compile_stack(stack: StackConfig) -> list[dict]:
-    manifests: list[dict] = []
-    if stack.platform.create_namespace:
-        manifests.append(compile_namespace(stack.platform))
-    manifests.append(compile_model_service_account(stack.platform))
-    manifests.extend(compile_teardown_identity(stack))
-    for model in stack.models:
-        if model.on_operator:
-            manifests.extend(nim.compile_nim_operator(model, stack).in_order())
-        else:
-            manifests.extend(compile_model(model, stack).in_order())
-    if stack.router is not None:
-        from .router import compile_router  # the router fronts the models: rendered after them
-
-        manifests.extend(compile_router(stack).in_order())
-    return manifests

@@ -38,6 +38,9 @@ from .. import children as roles
 from ..children import child as child_name
 from . import kubernetes as kube_resources
 from .model import Deploy
+from providers.props import (
+    ClusterTarget, CrdRequirement, RequiredCrdsProps, RouterTargetsProps, WorkloadKindProps,
+)
 from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
 from providers.router_guard import WorkloadKindGuardProvider
 
@@ -63,6 +66,7 @@ class RequestRouter(pulumi.ComponentResource):
             return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(deps)))
 
         base = tuple(deploy.depends_on)
+        cluster = ClusterTarget.of(deploy.cluster)
         workload_after: list[pulumi.Resource] = list(base)
         # Another operator's kinds (cert-manager, Prometheus Operator) wait for the check that
         # the cluster serves them: without it, preview stops with the setting and the fix.
@@ -72,12 +76,9 @@ class RequestRouter(pulumi.ComponentResource):
         if requirements and not deploy.rendering:
             from providers.crd_check import RequiredCrdsProvider
 
-            self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), {
-                "owner": f"router {name}",
-                "requirements": requirements,
-                "kubeconfig": deploy.cluster.kubeconfig or "",
-                "context": deploy.cluster.context or "",
-            }, RequiredCrdsProvider(), after(*base))
+            self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), RequiredCrdsProps(
+                f"router {name}", tuple(CrdRequirement.from_dict(r) for r in requirements), cluster,
+            ).to_dict(), RequiredCrdsProvider(), after(*base))
             crd_check = (self.crd_check,)
         def apply(role: str, manifest: Optional[dict], *deps: pulumi.Resource) -> Optional[pulumi.Resource]:
             return None if manifest is None else kube_resources.apply(child_name(name, role), manifest, after(*deps))
@@ -116,12 +117,9 @@ class RequestRouter(pulumi.ComponentResource):
             workload_after.append(backend_service)
         # State-only (no cluster access), so it runs in render mode too: a kind flip there is
         # worse, since `kubectl apply` of the rendered files never deletes the old kind.
-        self.kind_guard = WorkloadKindGuard(child_name(name, roles.ROUTER_WORKLOAD_KIND), {
-            "router": name,
-            "kind": topology.kind,
-            "migrate_from": router.workload.migrate_from or "",
-            "kind_explicit": "kind" in router.workload.model_fields_set,
-        }, WorkloadKindGuardProvider(), after(*base))
+        self.kind_guard = WorkloadKindGuard(child_name(name, roles.ROUTER_WORKLOAD_KIND), WorkloadKindProps(
+            name, topology.kind, router.workload.migrate_from or "", "kind" in router.workload.model_fields_set,
+        ).to_dict(), WorkloadKindGuardProvider(), after(*base))
         workload_after.append(self.kind_guard)
         self.workload = kube_resources.apply(child_name(name, roles.ROUTER_WORKLOAD), manifests.workload, after(*workload_after, *fronts))
         self.service = kube_resources.apply(child_name(name, roles.ROUTER_SERVICE), manifests.service, after(self.workload))
@@ -134,14 +132,10 @@ class RequestRouter(pulumi.ComponentResource):
             # Read, not awaited: each fronted model already waited for its rollout. The models'
             # recorded targets are inputs, so whenever a model's status is re-recorded (a
             # rollout, a scale) the router's view is re-read with it, in the same `up`.
-            self.targets = RouterTargets(child_name(name, roles.ROUTER_TARGETS), {
-                "router": name,
-                "namespace": stack.platform.namespace,
-                "services": fronted_services(stack),
-                "fronted_targets": [front.status.targets for front in fronts if getattr(front, "status", None) is not None],
-                "kubeconfig": deploy.cluster.kubeconfig or "",
-                "context": deploy.cluster.context or "",
-            }, RouterTargetsProvider(), after(self.workload))
+            self.targets = RouterTargets(child_name(name, roles.ROUTER_TARGETS), RouterTargetsProps(
+                name, stack.platform.namespace, fronted_services(stack),
+                tuple(front.status.targets for front in fronts if getattr(front, "status", None) is not None), cluster,
+            ).to_dict(), RouterTargetsProvider(), after(self.workload))
 
         url = endpoint_url(stack)
         pylon = pylon_address(stack, names, topology)

@@ -6,6 +6,7 @@ import pulumi
 import pytest
 
 import providers.nim_status as nim_status
+import providers.resources as dynamic_resources
 from component_kit import Mocks, deploy_platform, record_graph
 from components.config import load_stack_config
 
@@ -21,7 +22,7 @@ STACK = {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [OPERATOR, RAW]
 
 @pytest.fixture
 def graph(monkeypatch):
-    return record_graph(monkeypatch, (nim_status, "NimOperatorCheck"))
+    return record_graph(monkeypatch, (dynamic_resources, "NimOperatorCheck"))
 
 
 def deploy_stack(raw: dict):

@@ -23,6 +23,7 @@ from fakes import (
 from providers.projection import job_succeeded
 from providers import gate, kube
 from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
+from providers.props import GateProps
 
 ROOT = Path(__file__).resolve().parents[2]
 PULLER_POD = f"{PULLER_JOB}-x7k2p"
@@ -32,6 +33,7 @@ PROPS = {
     "model_source": SOURCE, "deadline_seconds": 30, "poll_seconds": 0.001,
     "kubeconfig": "", "context": "",
 }
+GATE = GateProps.from_dict(PROPS)
 
 
 def puller_pod(name: str = PULLER_POD, *, phase: str = "Succeeded", age: float = 60, **kwargs) -> dict:
@@ -84,7 +86,7 @@ def test_hand_off_deletes_every_pod_of_the_job_and_waits_until_they_are_gone() -
     cluster.graceful_delete = True  # pods linger (deletionTimestamp set) for one more list
     clock = FakeClock()
 
-    deleted = gate.hand_off(cluster.clients(), PROPS, sleep=clock.sleep, clock=clock)
+    deleted = gate.hand_off(cluster.clients(), GATE, sleep=clock.sleep, clock=clock)
 
     assert deleted == 2
     assert sorted(name for _, name in cluster.deleted) == [f"{PULLER_JOB}-aaaaa", f"{PULLER_JOB}-bbbbb"]
@@ -95,7 +97,7 @@ def test_hand_off_deletes_every_pod_of_the_job_and_waits_until_they_are_gone() -
 
 def test_hand_off_with_no_pods_left_is_immediate() -> None:
     cluster = FakeCluster().put(job(state="succeeded"))
-    assert gate.hand_off(cluster.clients(), PROPS, sleep=pytest.fail, clock=FakeClock()) == 0
+    assert gate.hand_off(cluster.clients(), GATE, sleep=pytest.fail, clock=FakeClock()) == 0
 
 
 def test_hand_off_tolerates_a_pod_deleted_meanwhile() -> None:
@@ -103,14 +105,14 @@ def test_hand_off_tolerates_a_pod_deleted_meanwhile() -> None:
     cluster.fail("delete_namespaced_pod", api_error(404))
     cluster.when("list_namespaced_pod", 2, lambda c: c.remove("Pod", PULLER_POD))
     clock = FakeClock()
-    assert gate.hand_off(cluster.clients(), PROPS, sleep=clock.sleep, clock=clock) == 0
+    assert gate.hand_off(cluster.clients(), GATE, sleep=clock.sleep, clock=clock) == 0
 
 
 def test_hand_off_times_out_on_a_pod_that_never_goes() -> None:
     cluster = FakeCluster().put(job(state="succeeded"), puller_pod(finalizers=["example.com/hold"]))
     clock = FakeClock()
     with pytest.raises(WeightsNotReady, match="still hold the weights volume.*finalizers"):
-        gate.hand_off(cluster.clients(), PROPS, sleep=clock.sleep, clock=clock)
+        gate.hand_off(cluster.clients(), GATE, sleep=clock.sleep, clock=clock)
     assert cluster.count("delete_namespaced_pod") == 1
 
 
@@ -170,7 +172,7 @@ def test_the_deadline_with_an_injected_clock() -> None:
     cluster = FakeCluster().put(job(state="running"))
     clock = FakeClock()
     with pytest.raises(WeightsNotReady, match="not ready after 600s"):
-        gate.wait_for_job(cluster.clients(), {**PROPS, "deadline_seconds": 600, "poll_seconds": 5},
+        gate.wait_for_job(cluster.clients(), GateProps.from_dict({**PROPS, "deadline_seconds": 600, "poll_seconds": 5}),
                           sleep=clock.sleep, clock=clock)
     assert 600 <= sum(clock.sleeps) <= 610 and set(clock.sleeps) == {5}
 
@@ -192,7 +194,7 @@ def test_an_api_outage_longer_than_one_calls_retries_keeps_waiting(monkeypatch: 
     cluster = FakeCluster().put(job(state="succeeded"))
     cluster.fail("read_namespaced_job", protocol_error, times=kube.MAX_ATTEMPTS * 2)
     clock = FakeClock()
-    finished = gate.wait_for_job(cluster.clients(), {**PROPS, "deadline_seconds": 600, "poll_seconds": 5},
+    finished = gate.wait_for_job(cluster.clients(), GateProps.from_dict({**PROPS, "deadline_seconds": 600, "poll_seconds": 5}),
                                  sleep=clock.sleep, clock=clock)
     assert job_succeeded(finished)
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import pytest
 
-from providers.nim_projection import NimObservation, crd_missing_message, project_nim_status
+from providers.nim_projection import NimObservation, project_nim_status
 from providers.projection import Observation
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -142,11 +142,3 @@ def test_messages_are_bounded():
     status = project_nim_status(observe(service("NotReady"), cache("Failed", [
         condition("NIM_CACHE_JOB_COMPLETED", "False", "JobFailed", "x" * 5000)])))
     assert len(status.message) <= 600
-
-
-def test_crd_missing_message_says_what_and_how():
-    text = crd_missing_message("llama", ["nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com"])
-    for needle in ("llama", "path: operator", "nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com",
-                   "helm install nim-operator nvidia/k8s-nim-operator", "https://helm.ngc.nvidia.com/nvidia",
-                   "path: raw"):
-        assert needle in text

@@ -1,4 +1,7 @@
-"""Operator-path providers against a fake API: the CRD preflight and the status wait.
+"""Operator-path NIM models against a fake API: the CRD check (the shared ``RequiredCrdsProvider``
+reading the props deployed stacks record), the operator observer, and what only this path has
+(cache states). The wait itself is the shared one: ``test_status_paths.py`` runs its table on
+both observers.
 
 The fakes return wire-shape dicts (``kube.to_dict`` passes dicts through), so no real client is
 built; errors are the real client's ``ApiException``.
@@ -12,14 +15,28 @@ from typing import Any, Callable, Optional
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-import providers.nim_status as nim_status
-from components.compile import nim as nim_compile
-from providers import kube
+from components.labels import NIM_CRD_NAMES as CRD_NAMES
+from providers import crd_check, kube
+from providers.crd_check import check_required
 from providers.inputs import UNKNOWN_INPUT
-from providers.nim_status import (
-    CRD_NAMES, NimModelNotServing, NimOperatorCheckProvider, NimOperatorMissing, NimStatusProvider, check_operator,
-    current_nim_status, missing_crds, observe_nim, wait_until_serving,
-)
+from providers.nim_status import NimModelNotServing, NimOperatorCheckProvider, NimOperatorMissing, NimStatusProvider
+from providers.observe import OperatorRef, current_status
+from providers.status import wait_until_serving
+
+REF = OperatorRef(namespace="llm", model="llama", nim_service="llama", nim_cache="llama-cache-abc123",
+                  pending_timeout_seconds=300)
+
+
+def missing_crds(clients, api):
+    return crd_check.missing_crds(clients, api, [(name, "v1alpha1") for name in CRD_NAMES])
+
+
+def observe_nim(clients, _props):
+    return REF.observe(clients)
+
+
+def current_nim_status(clients, _props):
+    return current_status(clients, REF)
 
 NS, SERVICE, CACHE = "llm", "llama", "llama-cache-abc123"
 PROPS = {"namespace": NS, "model": SERVICE, "nim_service": SERVICE, "nim_cache": CACHE,
@@ -113,10 +130,6 @@ def serving(cluster: FakeCluster) -> None:
 
 # --- preflight ---------------------------------------------------------------------------------
 
-def test_crd_names_match_the_compiler():
-    assert CRD_NAMES == nim_compile.CRD_NAMES == ("nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com")
-
-
 def test_present_crds_pass():
     api = FakeApiextensions({name: crd(name) for name in CRD_NAMES})
     assert missing_crds(None, api) == []
@@ -141,7 +154,8 @@ def test_forbidden_is_not_missing():
 
 
 def _check(crds: dict[str, Any]):
-    return check_operator({"model": "llama", "crds": list(CRD_NAMES)},
+    # The props deployed stacks record for the check: ``model`` and ``crds``.
+    return check_required({"model": "llama", "crds": list(CRD_NAMES)},
                           connect=lambda target: None, api_for=lambda clients: FakeApiextensions(crds))
 
 
@@ -149,8 +163,10 @@ def test_cluster_without_the_operator_fails_with_instructions():
     with pytest.raises(NimOperatorMissing) as caught:
         _check({})
     text = str(caught.value)
-    assert "nimcaches.apps.nvidia.com, nimservices.apps.nvidia.com missing" in text
+    assert text.startswith("model llama uses path: operator")
+    assert "nimcaches.apps.nvidia.com, nimservices.apps.nvidia.com, missing on this cluster" in text
     assert "helm install nim-operator nvidia/k8s-nim-operator" in text and "path: raw" in text
+    assert "https://helm.ngc.nvidia.com/nvidia" in text
 
 
 def test_cluster_with_the_operator_passes():
@@ -161,8 +177,8 @@ def test_cluster_with_the_operator_passes():
 def fake_api(monkeypatch):
     """Route the provider's own connect / apiextensions to fakes (as the engine would call it)."""
     state: dict[str, Any] = {"crds": {}}
-    monkeypatch.setattr(nim_status.kube, "connect", lambda target: kube.Clients(None, None, None, None, None))
-    monkeypatch.setattr(nim_status, "apiextensions", lambda clients: FakeApiextensions(state["crds"]))
+    monkeypatch.setattr(kube, "connect", lambda target: kube.Clients(None, None, None, None, None))
+    monkeypatch.setattr(crd_check, "apiextensions", lambda clients: FakeApiextensions(state["crds"]))
     return state
 
 
@@ -236,28 +252,6 @@ def test_wait_stops_at_a_failed_cache_with_its_message():
     assert "model llama is ERROR" in str(caught.value) and "401 Unauthorized" in str(caught.value)
 
 
-def test_wait_quotes_the_crashing_pods_log():
-    cluster = FakeCluster()
-    serving(cluster)
-    cluster.set("nimservices", SERVICE, {"state": "NotReady"})
-    cluster.slices = []
-    cluster.pods[0]["status"]["containerStatuses"][0].update(
-        ready=False, restartCount=4, state={"waiting": {"reason": "CrashLoopBackOff"}},
-        lastState={"terminated": {"exitCode": 1, "reason": "Error"}})
-    with pytest.raises(NimModelNotServing) as caught:
-        wait_until_serving(PROPS, sleep=lambda s: None, clock=lambda: 0.0, connect=lambda t: cluster.clients())
-    assert "uid-unknown" in str(caught.value) and "getpwuid" in str(caught.value)
-
-
-def test_wait_has_a_deadline():
-    cluster = FakeCluster()
-    cluster.set("nimservices", SERVICE, {"state": "NotReady"})
-    ticks = iter(range(0, 1000, 30))
-    with pytest.raises(NimModelNotServing, match="not serving after 60s: PENDING"):
-        wait_until_serving(PROPS, sleep=lambda s: None, clock=lambda: float(next(ticks)),
-                           connect=lambda t: cluster.clients())
-
-
 def test_unreadable_status_is_unknown_never_a_guess():
     cluster = FakeCluster()
     cluster.fail_with = ApiException(status=403, reason="Forbidden")
@@ -269,7 +263,7 @@ def test_refresh_reports_unknown_when_the_cluster_is_unreachable(monkeypatch):
     def unreachable(target):
         raise kube.ClusterUnreachable("connection refused")
 
-    monkeypatch.setattr(nim_status.kube, "connect", unreachable)
+    monkeypatch.setattr(kube, "connect", unreachable)
     result = NimStatusProvider().read("llm/llama", {**PROPS, "state": "READY", "message": "old"})
     assert result.outs["state"] == "UNKNOWN" and "connection refused" in result.outs["message"]
     assert "state" not in result.inputs

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 import pytest
 
 from fakes import (
-    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, api_error, container_status, deployment,
-    event, job, pod, protocol_error, ready_server_pod, ready_slices, unschedulable,
+    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, container_status, deployment, job, pod,
+    protocol_error, ready_server_pod, ready_slices,
 )
 from providers import kube, status as status_module
 from providers.projection import ERROR, PENDING, READY, UNKNOWN
@@ -47,83 +47,7 @@ def serving(cluster: FakeCluster, *, generation: int = 1) -> None:
                 *ready_slices([SERVER]))
 
 
-# --- wait_until_serving ---------------------------------------------------------------------------
-
-def test_ready_once_started_and_routable() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    cluster.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(running=True)]))
-    clock.on_sleep.append(lambda n: n == 3 and serving(cluster))
-
-    status = wait(cluster, clock)
-
-    assert (status.state, status.reason) == (READY, "ready") and status.targets == [SERVER]
-    assert len(clock.sleeps) == 3
-
-
-def test_ready_waits_for_the_rollout_to_complete() -> None:
-    """The old pod still serves while the controller has not acted on the new spec: not done yet."""
-    cluster, clock = FakeCluster(), FakeClock()
-    serving(cluster)
-    cluster.put(deployment(ready=1, generation=2, observed=1))
-    clock.on_sleep.append(lambda n: n == 2 and cluster.put(deployment(ready=1, generation=2, updated=1, total=2)))
-    clock.on_sleep.append(lambda n: n == 4 and cluster.put(deployment(ready=1, generation=2)))
-
-    status = wait(cluster, clock)
-
-    assert status.state == READY and "rollout" not in status.message
-    assert len(clock.sleeps) == 4
-
-
-def test_a_scale_up_is_done_when_every_replica_is_ready_and_reports_them_all() -> None:
-    """READY at the first routable pod, but `up` returns only once the rollout is whole: the
-    recorded targets are every ready replica (the router's view of the finished rollout)."""
-    cluster, clock = FakeCluster(), FakeClock()
-    second = "llama-server-7d9f8c6b5-x8y9z"
-    cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=real_now()),
-                pod(second, now=real_now(), age=1, containers=[container_status(running=True)]), *ready_slices([SERVER]))
-    clock.on_sleep.append(lambda n: n == 3 and cluster.put(
-        deployment(replicas=2, ready=2), ready_server_pod(second, now=real_now()), *ready_slices([SERVER, second])))
-
-    status = wait(cluster, clock)
-
-    assert status.state == READY and sorted(status.targets) == sorted([SERVER, second])
-    assert status.ready_replicas == 2
-    assert len(clock.sleeps) == 3
-
-
-def test_a_replica_pending_past_the_timeout_stops_the_up_while_the_model_serves() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    stuck = "llama-server-7d9f8c6b5-stuck"
-    cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=real_now()), *ready_slices([SERVER]),
-                pod(stuck, phase="Pending", age=120, now=real_now(), conditions=unschedulable(
-                    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")),
-                event(stuck, "FailedScheduling", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", now=real_now()))
-
-    with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock, pending_timeout_seconds=60)
-
-    message = str(raised.value)
-    assert f"pod {stuck} has been Pending" in message and "reason: insufficient-gpus" in message
-    assert clock.sleeps == []
-
-
-def test_a_crash_loop_fails_fast_with_reason_and_log_tail() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    cluster.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(
-        restarts=3, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})]),
-        event(SERVER, "BackOff", "Back-off restarting failed container server in pod"))
-    cluster.logs[SERVER] = "INFO loading\nKeyError: 'getpwuid(): uid not found: 1001'\n"
-
-    with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock)
-
-    message = str(raised.value)
-    assert message.startswith("model llama is ERROR:") and SERVER in message
-    assert "reason: uid-unknown" in message
-    assert f"log tail of {SERVER}:" in message and "getpwuid(): uid not found: 1001" in message
-    assert "recent events:" in message and "BackOff: Back-off restarting failed container" in message
-    assert clock.sleeps == []  # the first read that sees it fails the up
-
+# --- wait_until_serving: what only the raw path has (the shared table is test_status_paths.py) ----
 
 def test_a_failed_puller_fails_fast() -> None:
     cluster, clock = FakeCluster(), FakeClock()
@@ -131,58 +55,6 @@ def test_a_failed_puller_fails_fast() -> None:
                                          job=PULLER_JOB, now=real_now()))
     cluster.logs[f"{PULLER_JOB}-abcde"] = "OSError: [Errno 28] No space left on device"
     with pytest.raises(ModelNotServing, match="reason: disk-full"):
-        wait(cluster, clock)
-    assert clock.sleeps == []
-
-
-def test_unknown_reads_are_retried_until_they_succeed(no_backoff: None) -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    serving(cluster)
-    cluster.fail("list_namespaced_pod", lambda: api_error(403), times=2)
-    cluster.fail("read_namespaced_deployment", protocol_error, times=kube.MAX_ATTEMPTS)  # one whole unreachable read
-
-    status = wait(cluster, clock)
-
-    assert status.state == READY
-    assert len(clock.sleeps) == 3
-
-
-def test_unknown_until_the_deadline_times_out_with_the_last_status(no_backoff: None) -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    serving(cluster)
-    cluster.fail_always("list_namespaced_endpoint_slice", lambda: api_error(503))
-
-    with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock, ready_timeout_seconds=30, poll_seconds=5)
-
-    message = str(raised.value)
-    assert "not serving after 30s" in message and "UNKNOWN: status could not be read" in message
-    assert 30 <= sum(clock.sleeps) <= 35
-
-
-def test_pending_until_the_deadline_times_out_with_the_last_status() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    cluster.put(deployment(ready=0), pod(SERVER, phase="Pending", now=real_now(), age=5,
-                                         containers=[container_status(waiting={"reason": "ContainerCreating"})]))
-    with pytest.raises(ModelNotServing, match=r"not serving after 60s: PENDING: model server starting: 0/1"):
-        wait(cluster, clock)
-    assert 60 <= sum(clock.sleeps) <= 61
-
-
-def test_a_stuck_rollout_times_out_saying_so() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    serving(cluster)
-    cluster.put(deployment(ready=1, generation=3, observed=3, updated=0, total=2))
-    with pytest.raises(ModelNotServing, match=r"READY: .*\(rollout in progress\)"):
-        wait(cluster, clock)
-
-
-def test_pending_too_long_is_an_error_not_a_timeout() -> None:
-    cluster, clock = FakeCluster(), FakeClock()
-    cluster.put(deployment(ready=0), pod(SERVER, phase="Pending", now=real_now(), age=1000, conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]))
-    with pytest.raises(ModelNotServing, match="reason: insufficient-gpus"):
         wait(cluster, clock)
     assert clock.sleeps == []
 

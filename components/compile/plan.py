@@ -1,0 +1,152 @@
+"""One model's plan: the children its component declares, in order, and what each waits on;
+and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
+
+    raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
+    NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
+
+(the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
+named by its typed props (``providers.props``); those need a cluster, so in render mode they are
+left out and what waited on one waits on what it waited on. Children are named by the roles of
+``components.children`` (state is keyed by them). Pure: no Pulumi, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Union
+
+from providers.props import (
+    ClusterTarget, GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps,
+)
+
+from .. import children as roles
+from ..config.model import ModelConfig, StackConfig
+from . import nim, server
+from .rbac import compile_teardown_identity
+from .stack import compile_model, compile_model_service_account, compile_namespace
+
+# In ``Child.after``: the platform's objects (namespace, service account, secrets).
+PLATFORM = "platform"
+
+DynamicProps = Union[GateProps, NimOperatorCheckProps, StatusProps]
+
+
+@dataclass(frozen=True)
+class Child:
+    role: str
+    manifest: Optional[dict] = None
+    props: Optional[DynamicProps] = None  # a dynamic resource (needs a cluster)
+    after: tuple[str, ...] = ()  # roles this child waits on, or PLATFORM
+    replace_on_changes: tuple[str, ...] = ()
+
+    @property
+    def needs_cluster(self) -> bool:
+        return self.props is not None
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    model: ModelConfig
+    children: tuple[Child, ...]
+    endpoint_url: str
+    # What the component exports beside its status (the objects' names, the path).
+    outputs: dict
+
+    @property
+    def status(self) -> StatusProps:
+        """What the model's status reads (the status provider and the `status` command use it)."""
+        return next(c.props for c in self.children if c.role == roles.STATUS)  # type: ignore[return-value]
+
+    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
+        """The children to declare, in order, each with the roles (or PLATFORM) it waits on. A wait
+        on a role the plan lacks (no NetworkPolicy) is dropped; when rendering, a child needing a
+        cluster is left out and its dependents wait on what it waited on."""
+        resolved: dict[str, tuple[str, ...]] = {PLATFORM: (PLATFORM,)}
+        for child in self.children:
+            waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, ())))
+            if rendering and child.needs_cluster:
+                resolved[child.role] = waits
+                continue
+            resolved[child.role] = (child.role,)
+            yield child, waits
+
+
+def spec_revision(manifest: dict) -> str:
+    """A stable digest of what a rollout changes, so status waits again only when it changes."""
+    return hashlib.sha256(json.dumps(manifest["spec"], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _policy(manifest: Optional[dict]) -> tuple[Child, ...]:
+    # platform.networkPolicy: in place before the first server pod can accept a connection.
+    return () if manifest is None else (Child(roles.NETWORK_POLICY, manifest, after=(PLATFORM,)),)
+
+
+def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
+    manifests = compile_model(model, stack)
+    names, platform = manifests.names, stack.platform
+    url = server.endpoint_url(model, platform)
+    gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
+                     platform.pull_timeout_seconds, cluster)
+    status = StatusProps(
+        platform.namespace, model.name,
+        RawObjects(names.server, names.service, names.puller, spec_revision(manifests.deployment)),
+        url, platform.pending_timeout_seconds,
+        platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
+    )
+    return ModelPlan(model, (
+        Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
+        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS,)),
+        *_policy(manifests.network_policy),
+        # The serving Deployment waits on the gate (complete weights, volume handed off).
+        Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
+        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
+        Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
+        Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
+    ), url, {"endpoint_url": url, "objects": {
+        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})
+
+
+def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
+    manifests = nim.compile_nim_operator(model, stack)
+    names, platform = manifests.names, stack.platform
+    url = nim.endpoint_url(model, platform)
+    status = StatusProps(
+        platform.namespace, model.name, OperatorObjects(names.service, names.cache, spec_revision(manifests.service)),
+        # Caching is part of this wait: the download's budget plus the server's.
+        url, platform.pending_timeout_seconds,
+        platform.pull_timeout_seconds + platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
+    )
+    return ModelPlan(model, (
+        # First: nothing NIM-specific reaches a cluster without the operator's CRDs.
+        Child(roles.NIM_OPERATOR_CHECK, props=NimOperatorCheckProps.of(model.name, nim.CRD_NAMES, nim.VERSION, cluster),
+              after=(PLATFORM,)),
+        # The NIMCache spec is immutable: never patch it. Its name carries a digest of the spec,
+        # so a change is a new cache created before the old one is deleted.
+        Child(roles.NIM_CACHE, manifests.cache, after=(roles.NIM_OPERATOR_CHECK,), replace_on_changes=("spec",)),
+        *_policy(manifests.network_policy),
+        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY)),
+        Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
+    ), url, {"endpoint_url": url, "path": "operator",
+             "objects": {"nim_cache": names.cache, "nim_service": names.service}})
+
+
+def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:
+    """The plan of one model on its path; ``cluster`` (the stack's cluster config by default) is
+    where its dynamic resources look."""
+    target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
+    return (operator_plan if model.on_operator else raw_plan)(model, stack, target)
+
+
+def compile_stack(stack: StackConfig) -> list[dict]:
+    """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
+    manifests = [compile_namespace(stack.platform)] if stack.platform.create_namespace else []
+    manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
+    for model in stack.models:
+        manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
+    if stack.router is not None:
+        from .router import compile_router
+
+        manifests += compile_router(stack).in_order()
+    return manifests

@@ -1,0 +1,75 @@
+"""The plans ModelServer declares (components.compile.plan): children by the roles
+``components.children`` defines, waits on earlier children only, and the render-mode rule that a
+child needing a cluster is left out with its dependents waiting on what it waited on."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import children as roles
+from components.compile.plan import PLATFORM, model_plan
+from components.config import load_stack_config
+from providers.props import GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps
+
+NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
+MODELS = {
+    "vllm": {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory": "32Gi"}},
+    "nim-raw": {"name": "raw", "engine": "nim", "image": NGC_IMAGE, "source": {"repo": "org/raw"},
+                "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}},
+    "nim-operator": {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
+                     "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"},
+                     "nim": {"authSecret": "ngc-api"}},
+}
+
+
+def plan(kind: str, **platform):
+    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", **platform}, "models": [MODELS[kind]]})
+    return model_plan(stack.models[0], stack)
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+@pytest.mark.parametrize("policy", [False, True])
+def test_children_use_the_defined_roles_and_wait_on_earlier_children_only(kind: str, policy: bool) -> None:
+    model_plan_ = plan(kind, networkPolicy={"enabled": policy, "allowFrom": []})
+    seen: set[str] = {PLATFORM}
+    for child in model_plan_.children:
+        assert child.role in roles.MODEL_ROLES, child.role
+        assert set(child.after) <= seen | {roles.NETWORK_POLICY}, (child.role, child.after)
+        assert (child.manifest is None) != (child.props is None), child.role
+        seen.add(child.role)
+    assert (roles.NETWORK_POLICY in seen) is policy
+
+
+def test_the_raw_plan_in_order() -> None:
+    raw = plan("vllm")
+    assert [c.role for c in raw.children] == [roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.SERVER,
+                                              roles.SERVICE, roles.STATUS]
+    assert [type(c.props) for c in raw.children if c.props] == [GateProps, StatusProps]
+    assert isinstance(raw.status.objects, RawObjects) and raw.status.objects.deployment == "plain"
+
+
+def test_the_operator_plan_in_order() -> None:
+    operator = plan("nim-operator")
+    assert [c.role for c in operator.children] == [roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NIM_SERVICE,
+                                                   roles.STATUS]
+    assert [type(c.props) for c in operator.children if c.props] == [NimOperatorCheckProps, StatusProps]
+    assert isinstance(operator.status.objects, OperatorObjects)
+    assert [c.replace_on_changes for c in operator.children if c.role == roles.NIM_CACHE] == [("spec",)]
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_on_a_cluster_everything_is_declared_with_its_own_waits(kind: str) -> None:
+    model_plan_ = plan(kind, networkPolicy={"enabled": True, "allowFrom": []})
+    declared = list(model_plan_.declared(rendering=False))
+    assert [c for c, _ in declared] == list(model_plan_.children)
+    assert all(waits == child.after for child, waits in declared)
+
+
+def test_rendering_leaves_out_the_cluster_children_and_passes_their_waits_on() -> None:
+    raw = {c.role: waits for c, waits in plan("vllm", networkPolicy={"enabled": True, "allowFrom": []}).declared(rendering=True)}
+    assert roles.WEIGHTS_GATE not in raw and roles.STATUS not in raw
+    assert raw[roles.SERVER] == (roles.PULLER, roles.NETWORK_POLICY)
+    operator = {c.role: waits for c, waits in plan("nim-operator").declared(rendering=True)}
+    assert roles.NIM_OPERATOR_CHECK not in operator
+    assert operator[roles.NIM_CACHE] == (PLATFORM,)
+    assert operator[roles.NIM_SERVICE] == (roles.NIM_CACHE,)  # no policy: that wait is dropped

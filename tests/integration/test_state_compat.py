@@ -1,0 +1,129 @@
+"""A stack deployed by the code before the model-pipeline refactor keeps working with this code
+(issue 14, item 6), on the real engine and the simulated cluster.
+
+`pulumi up` with the program of commit 8485478 (extracted with `git archive`), then switch the
+project to this checkout's program: `pulumi preview` shows no create, replace or delete, and no
+update but those listed in ALLOWED_UPDATES; `pulumi refresh` and `pulumi destroy` run the
+providers the old code pickled into the state (by their old module paths) and succeed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness import PROJECT_FILES, REPO, small_model, stack_config
+
+pytestmark = pytest.mark.integration
+
+BASELINE = "8485478"  # main before the refactor: the code deployed stacks were created with
+ROUTER_IMAGE = "registry.example.com/llm/request-router:1.0.0"
+
+# Updates a deployed stack is expected to see when it moves to this code, by (logical name,
+# property path), each with its reason. Only changes made on purpose belong here.
+ALLOWED_UPDATES: dict[tuple[str, str], str] = {}
+
+
+def config(namespace: str) -> dict:
+    router = {"name": "edge", "image": ROUTER_IMAGE, "resources": {"cpu": "100m", "memory": "128Mi"}}
+    return {**stack_config(namespace, [small_model("compat")]), "router": router}
+
+
+def extract_baseline(into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def use_program(project, source: Path) -> None:
+    """Make the project run the program found in ``source`` (a checkout's root)."""
+    for name in PROJECT_FILES:
+        target = project.root / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source / name, target)
+
+
+def input_paths(old, new, prefix: str = "") -> list[str]:
+    """Dotted paths where two recorded inputs differ (lists by index)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted((set(old) | set(new)) - {"__provider"})
+        return [p for k in keys for p in input_paths(old.get(k), new.get(k), f"{prefix}{k}.")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (o, n) in enumerate(zip(old, new)) for p in input_paths(o, n, f"{prefix}[{i}].")]
+    return [] if old == new else [prefix.rstrip(".") or "(whole value)"]
+
+
+def changed_paths(step: dict) -> list[str]:
+    """The properties an update changes: as the provider reports them, else (a dynamic provider
+    reports none) where the old and new inputs differ."""
+    paths = list((step.get("detailedDiff") or {}).keys()) or list(step.get("diffReasons") or [])
+    if not paths:
+        paths = input_paths((step.get("oldState") or {}).get("inputs") or {},
+                            (step.get("newState") or {}).get("inputs") or {})
+    return paths or ["(no property named)"]
+
+
+@pytest.fixture(scope="module")
+def moved(make_project, tmp_path_factory):
+    """A stack up with the old program, then switched to this one."""
+    baseline = extract_baseline(tmp_path_factory.mktemp("baseline"))
+    project = make_project(config)
+    use_program(project, baseline)
+    project.up()
+    use_program(project, REPO)
+    return project
+
+
+def test_preview_with_the_new_code_changes_nothing(moved):
+    assert (moved.root / "components" / "compile" / "plan.py").exists(), "the project must run this checkout"
+    deployed = {r["urn"].rsplit("::", 1)[-1] for r in state_resources(moved)}
+    assert {"compat-weights-gate", "compat-status", "edge-workload-kind", "edge-targets"} <= deployed, deployed
+    steps = moved.preview_steps()
+    unexpected = []
+    for step in steps:
+        name, op = step["urn"].rsplit("::", 1)[-1], step["op"]
+        if op in ("same", "read"):
+            continue
+        if op != "update":
+            unexpected.append(f"{op} {name} ({step['urn']})")
+            continue
+        unexpected += [f"update {name}: {path}" for path in changed_paths(step)
+                       if (name, path) not in ALLOWED_UPDATES]
+    assert unexpected == [], "a deployed stack would see:\n" + "\n".join(unexpected)
+
+
+def state_resources(project) -> list[dict]:
+    exported = json.loads(project.run("stack", "export").stdout)
+    return exported["deployment"].get("resources") or []
+
+
+def status_record(project) -> dict:
+    [status] = [r for r in state_resources(project) if r["urn"].endswith("::compat-status")]
+    return status
+
+
+def test_refresh_runs_the_pickled_providers(moved):
+    before = status_record(moved)["outputs"]["observed_at"]
+    moved.run("refresh", "--yes", "--skip-preview")
+    after = status_record(moved)["outputs"]
+    # Re-read (a new observation) by the provider the old code pickled into the record.
+    assert after["state"] == "READY", after
+    assert after["observed_at"] != before
+
+
+def test_destroy_with_the_new_code_succeeds(moved, kube):
+    moved.run("destroy", "--yes", "--skip-preview")
+    assert kube.AppsV1Api().list_namespaced_deployment(moved.namespace).items == []

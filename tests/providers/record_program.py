@@ -1,0 +1,79 @@
+"""Declare one stack of every kind of child under Pulumi mocks and print what the engine would
+record: each resource's name, type token and parent, and each dynamic resource's inputs (with
+its pickled provider). Run from a checkout's root (``python <this file>``): it imports the
+``components`` and ``providers`` found there, so the same script records an older checkout.
+
+``state_compat_baseline.json`` is this script's output for commit 8485478 (the code deployed
+stacks were created with); ``test_state_compat_unit.py`` compares the current code with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+STACK = {
+    "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "context": "gpu-cluster"},
+    "platform": {"sharedMemorySizeLimit": "1Gi", "networkPolicy": {"enabled": True}},
+    "models": [
+        {"name": "alpha", "source": {"repo": "org/alpha"}, "resources": {"memory": "8Gi"}},
+        {"name": "nimraw", "engine": "nim", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
+         "source": {"repo": "org/raw"}, "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}},
+        {"name": "nimop", "engine": "nim", "path": "operator", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
+         "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"},
+         "nim": {"authSecret": "ngc-api"}},
+    ],
+    "router": {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
+               "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.6.0", "serviceMonitor": True},
+               "tls": {"enabled": True}},
+}
+
+
+def record() -> dict:
+    import pulumi
+
+    from components.config import load_stack_config
+    from components.config.router import fronted_models
+    from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+
+    recorded: dict = {}
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            outputs = dict(args.inputs)
+            if args.typ.endswith("ModelStatus"):
+                outputs.update(state="READY", message="serving", targets=[f"{args.name}-0"], ready_replicas=1)
+            entry = {"type": args.typ}
+            if args.typ.startswith("pulumi-python:dynamic"):
+                entry["inputs"] = args.inputs
+            recorded[args.name] = entry
+            return [f"{args.name}-id", outputs]
+
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    parents: dict = {}
+
+    @pulumi.runtime.test
+    def declare():
+        stack = load_stack_config(STACK)
+        platform = Platform("platform", stack, None)
+        deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+        models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}
+        for name, component in models.items():
+            parents[name] = component._type  # the component's type token is part of its children's URNs
+        fronted = fronted_models(stack.router, [m.name for m in stack.models])
+        router = RequestRouter(stack, deploy, fronts=[models[n] for n in fronted])
+        parents[router._name] = router._type
+        return pulumi.Output.all(*(c.urn for c in [*models.values(), router]))
+
+    declare()
+    return {"components": parents, "resources": recorded}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.getcwd())
+    json.dump(record(), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")

@@ -1,0 +1,165 @@
+"""Deployed stacks keep working with this code, checked without an engine.
+
+``state_compat_baseline.json`` is what the code of commit 8485478 declares for one stack of every
+kind of child (``record_program.py`` run in that checkout): names, type tokens, the dynamic
+resources' inputs and their pickled providers, as the engine stores them in the state. Here:
+- the current code declares the same children, with the same type tokens, under the same
+  component types, and gives every dynamic resource the same inputs (so `pulumi preview` of a
+  deployed stack shows no change from this code; ``tests/integration/test_state_compat.py``
+  proves it on the engine);
+- every provider pickled by the old code loads from its old module path and works on the props
+  the old code recorded: diff against the new inputs, read (`pulumi refresh`), delete (`pulumi
+  destroy`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickletools
+import subprocess
+import sys
+from pathlib import Path
+
+import dill
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from fakes import FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
+from providers import crd_check, kube
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+BASELINE = json.loads((HERE / "state_compat_baseline.json").read_text())
+DYNAMIC = {name: r for name, r in BASELINE["resources"].items() if "inputs" in r}
+
+# Every provider class a state written by the old code names, by module path and class name.
+OLD_PROVIDERS = {
+    "alpha-status": ("providers.status", "ModelStatusProvider"),
+    "nimraw-status": ("providers.status", "ModelStatusProvider"),
+    "nimop-status": ("providers.nim_status", "NimStatusProvider"),
+    "nimop-nim-operator-check": ("providers.nim_status", "NimOperatorCheckProvider"),
+    "alpha-weights-gate": ("providers.gate", "WeightsGateProvider"),
+    "nimraw-weights-gate": ("providers.gate", "WeightsGateProvider"),
+    "llm-router-crd-check": ("providers.crd_check", "RequiredCrdsProvider"),
+    "llm-router-workload-kind": ("providers.router_guard", "WorkloadKindGuardProvider"),
+    "llm-router-targets": ("providers.router_targets", "RouterTargetsProvider"),
+}
+
+
+def pickled(inputs: dict) -> bytes:
+    value = inputs["__provider"]
+    if isinstance(value, dict):  # a secret: the engine's signature key and the value
+        value = value["value"]
+    return base64.b64decode(value)
+
+
+def global_named(blob: bytes) -> tuple[str, str]:
+    strings = [arg for op, arg, _ in pickletools.genops(blob) if op.name in ("SHORT_BINUNICODE", "BINUNICODE")]
+    return strings[0], strings[1]
+
+
+def plain(inputs: dict) -> dict:
+    return {k: v for k, v in inputs.items() if k != "__provider"}
+
+
+@pytest.fixture(scope="module")
+def current() -> dict:
+    """What this checkout declares for the same stack (in a fresh process, as the engine runs it)."""
+    result = subprocess.run([sys.executable, str(HERE / "record_program.py")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_the_baseline_names_every_old_provider_path() -> None:
+    assert {name: global_named(pickled(r["inputs"])) for name, r in DYNAMIC.items()} == OLD_PROVIDERS
+
+
+def test_every_child_keeps_its_name_type_and_component(current: dict) -> None:
+    assert current["components"] == BASELINE["components"]
+    assert {n: r["type"] for n, r in current["resources"].items()} == {n: r["type"] for n, r in BASELINE["resources"].items()}
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_every_dynamic_resource_gets_the_inputs_the_state_holds(current: dict, name: str) -> None:
+    assert plain(current["resources"][name]["inputs"]) == plain(DYNAMIC[name]["inputs"])
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_an_old_pickled_provider_loads_and_sees_no_change(current: dict, name: str) -> None:
+    provider = dill.loads(pickled(DYNAMIC[name]["inputs"]))
+    module, cls = OLD_PROVIDERS[name]
+    assert isinstance(provider, getattr(__import__(module, fromlist=[cls]), cls))
+    olds = dict(DYNAMIC[name]["inputs"])
+    news = dict(current["resources"][name]["inputs"])
+    if name.endswith("-status"):
+        olds.update(state="READY", message="serving", reason="ready", details={}, ready_replicas=1, targets=["p"],
+                    observed_at="2026-01-01T00:00:00+00:00")
+    assert provider.diff(f"id-{name}", olds, news).changes is False
+    assert provider.delete(f"id-{name}", olds) is None  # `pulumi destroy` runs the stored provider
+
+
+def loaded(name: str):
+    return dill.loads(pickled(DYNAMIC[name]["inputs"])), plain(DYNAMIC[name]["inputs"])
+
+
+@pytest.mark.parametrize("name", ["alpha-status", "nimop-status"])
+def test_an_old_status_provider_refreshes_from_the_props_it_recorded(monkeypatch, name: str) -> None:
+    """The old NimStatusProvider reads the operator's objects, the old ModelStatusProvider the raw ones."""
+    provider, props = loaded(name)
+    cluster = FakeCluster()
+    server = "x-0"
+    if name == "nimop-status":
+        cluster.put({"kind": "nimcaches", "metadata": {"name": props["nim_cache"], "namespace": props["namespace"]},
+                     "status": {"state": "Ready"}},
+                    {"kind": "nimservices", "metadata": {"name": "nimop", "namespace": props["namespace"]},
+                     "status": {"state": "NotReady"}})
+        crashing = pod(server, containers=[container_status(restarts=5, waiting={"reason": "CrashLoopBackOff"})])
+        crashing["metadata"]["labels"]["app"] = "nimop"
+        crashing["metadata"]["namespace"] = props["namespace"]
+        cluster.put({**deployment("nimop"), "metadata": {**deployment("nimop")["metadata"], "namespace": props["namespace"]}},
+                    crashing)
+    else:
+        ready = ready_server_pod(server)
+        ready["metadata"]["namespace"] = props["namespace"]
+        ready["metadata"]["labels"]["llm-serving.dev/model"] = "alpha"
+        slices = ready_slices([server])
+        for s in slices:
+            s["metadata"].update(namespace=props["namespace"], labels={"kubernetes.io/service-name": "alpha"})
+        cluster.put({**deployment("alpha", ready=1),
+                     "metadata": {**deployment("alpha")["metadata"], "namespace": props["namespace"]}}, ready, *slices)
+    targets = []
+    monkeypatch.setattr(kube, "connect", lambda target: targets.append(target) or cluster.clients())
+
+    result = provider.read(f"llm-serving/{props['model']}", {**props, "state": "READY"})
+
+    assert targets == [kube.Target("/etc/llm/kubeconfig", "gpu-cluster")]
+    expected = ("ERROR", "crash-loop") if name == "nimop-status" else ("READY", "ready")
+    assert (result.outs["state"], result.outs["reason"]) == expected, result.outs["message"]
+    assert result.inputs == {**props}
+
+
+def test_the_old_nim_operator_check_still_checks_with_its_recorded_props(monkeypatch) -> None:
+    provider, props = loaded("nimop-nim-operator-check")
+    assert props == {"model": "nimop", "crds": ["nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com"],
+                     "kubeconfig": "/etc/llm/kubeconfig", "context": "gpu-cluster"}
+
+    class NoCrds:
+        def read_custom_resource_definition(self, name):
+            raise ApiException(status=404, reason="Not Found")
+
+    monkeypatch.setattr(kube, "connect", lambda target: kube.Clients(None, None, None, None, None))
+    monkeypatch.setattr(crd_check, "apiextensions", lambda clients: NoCrds())
+    [failure] = provider.check({}, props).failures
+    assert failure.property == "crds"
+    assert "model nimop uses path: operator" in failure.reason and "helm install nim-operator" in failure.reason
+
+
+def test_an_old_gate_refresh_reads_its_volume_and_job(monkeypatch) -> None:
+    provider, props = loaded("alpha-weights-gate")
+    cluster = FakeCluster()  # neither the volume nor the Job: the gate is gone, the next `up` gates again
+    monkeypatch.setattr(kube, "connect", lambda target: cluster.clients())
+    result = provider.read("id", props)
+    assert result.id is None
+    assert cluster.count("read_namespaced_persistent_volume_claim") == 1
