@@ -12,6 +12,7 @@ WEIGHTS = "weights"
 PULLER = "puller"
 WEIGHTS_GATE = "weights-gate"  # also the gate's object name in the cluster
 NETWORK_POLICY = "network-policy"
+PULLER_NETWORK_POLICY = "puller-network-policy"
 SERVER = "server"
 SERVICE = "service"
 STATUS = "status"
@@ -57,7 +58,7 @@ BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TA
 # Every role a model declares, longest first so a suffix match never stops at a shorter role
 # ("weights-gate" before "weights").
 MODEL_ROLES = tuple(sorted(
-    (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, SERVER, SERVICE, STATUS,
+    (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
      NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE),
     key=len, reverse=True,
 ))

@@ -83,6 +83,11 @@ def _policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.NETWORK_POLICY, manifest, after=(PLATFORM,)),)
 
 
+def _puller_policy(manifest: Optional[dict]) -> tuple[Child, ...]:
+    # platform.networkPolicy: the puller's egress (DNS and its hub only) is in place before it runs.
+    return () if manifest is None else (Child(roles.PULLER_NETWORK_POLICY, manifest, after=(PLATFORM,)),)
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
@@ -97,7 +102,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     )
     return ModelPlan(model, (
         Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
-        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS,)),
+        *_puller_policy(manifests.puller_network_policy),
+        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY)),
         *_policy(manifests.network_policy),
         # The serving Deployment waits on the gate (complete weights, volume handed off).
         Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),

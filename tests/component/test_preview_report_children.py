@@ -124,7 +124,7 @@ def test_the_graphs_hold_every_role_on_each_model_path():
     for variant in STACKS:
         for registered, _, parent in _children(graph_of(variant)):
             found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
-    raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.SERVER,
+    raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
                 roles.SERVICE, roles.STATUS}
     assert found["plain"] == raw_path  # vLLM
     assert found["raw"] == raw_path  # NIM, raw objects

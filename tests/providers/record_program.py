@@ -30,6 +30,20 @@ STACK = {
 }
 
 
+def stack_for_this_checkout() -> dict:
+    """STACK as this checkout's config spells it. Since the router follows the request router's
+    chart (issue 17), the ServiceMonitor setting covers router and backend router and lives under
+    `router.metrics`; the baseline checkout reads the old spelling."""
+    from components.config.router import RouterConfig
+
+    if "metrics" not in RouterConfig.model_fields:
+        return STACK
+    router = dict(STACK["router"])
+    backend = dict(router["backendRouter"])
+    router["metrics"] = {"serviceMonitor": backend.pop("serviceMonitor")}
+    return {**STACK, "router": {**router, "backendRouter": backend}}
+
+
 def record() -> dict:
     import pulumi
 
@@ -58,7 +72,7 @@ def record() -> dict:
 
     @pulumi.runtime.test
     def declare():
-        stack = load_stack_config(STACK)
+        stack = load_stack_config(stack_for_this_checkout())
         platform = Platform("platform", stack, None)
         deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
         models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}
