@@ -553,6 +553,7 @@ class ClusterConfig(Strict):
 
 # Imported here, not at the top: the router section builds on Strict, Image and the other types above.
 from .router import RouterConfig, stack_problems as router_stack_problems  # noqa: E402
+from .pylon import pylon_stack_problems  # noqa: E402
 
 # Stack secrets: Pulumi secret config values the program turns into Kubernetes Secrets (never
 # into a manifest, an output or a log). The config model knows only that one is set.
@@ -659,6 +660,7 @@ class StackConfig(Strict):
         if self.router is not None:
             problems.extend(router_stack_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))
+            problems.extend(pylon_stack_problems(self))
         policy = self.platform.network_policy
         if policy.enabled and self.router is None and "allow_from" not in policy.model_fields_set:
             problems.append((

@@ -25,6 +25,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
 from .model import Image, NonRootUid, PositiveQuantity, Strict
+from .pylon import PylonConfig, WorkerAuth, pylon_problems
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 DEFAULT_KIND: WorkloadKind = "Deployment"
@@ -198,6 +199,8 @@ class RouterConfig(Strict):
     )
     args: tuple[str, ...] = Field((), description="Extra router arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
+    pylon: Optional[PylonConfig] = Field(None, description="The pylon sidecar that registers each fronted model with the router (see components/config/pylon.py).")
+    worker_auth: Optional[WorkerAuth] = Field(None, description="How the router authenticates pylons; required with `pylon`.")
 
     @field_validator("health_path")
     @classmethod
@@ -209,7 +212,7 @@ class RouterConfig(Strict):
 
     @model_validator(mode="after")
     def _topology(self) -> "RouterConfig":
-        problems = topology_problems(self)
+        problems = topology_problems(self) + pylon_problems(self)
         if problems:
             raise values.Problems(problems)
         return self
