@@ -142,7 +142,7 @@ class WorkerAuth(Strict):
             stray = [name for name in token_only if name in self.model_fields_set]
             if stray:
                 raise values.Problems([
-                    (self.model_fields[name].alias or name, "applies to mode: token only; remove it")
+                    (type(self).model_fields[name].alias or name, "applies to mode: token only; remove it")
                     for name in stray
                 ])
         return self
