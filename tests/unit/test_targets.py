@@ -358,3 +358,56 @@ def test_the_generation_counts_target_set_changes(data):
         if cache.snapshot().revision != revisions[-1]:
             revisions.append(cache.snapshot().revision)
     assert cache.generation == len(revisions) - 1
+
+
+# --- what the router can reach: router pods and pylon-served model pods -------------------------
+
+from components.targets import has_router_ports, pods_with_ready_pylon, router_targets  # noqa: E402
+
+GRPC = {"name": "grpc", "port": 50071, "protocol": "TCP"}
+QUIC = {"name": "quic", "port": 50072, "protocol": "UDP"}
+
+
+def labelled(service: str, item: dict, ports=None) -> dict:
+    item = {**item, "metadata": {**item["metadata"], "labels": {"kubernetes.io/service-name": service}}}
+    if ports is not None:
+        item["ports"] = ports
+    return item
+
+
+def pylon_pod(name: str, ready=True, deleting=False) -> dict:
+    meta: dict = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"containerStatuses": [
+        {"name": "server", "ready": True}, {"name": "pylon", "ready": ready}]}}
+
+
+def test_router_ports_need_grpc_tcp_and_quic_udp_by_name():
+    assert has_router_ports({"ports": [GRPC, QUIC]})
+    assert has_router_ports({"ports": [{**GRPC, "protocol": None}, QUIC]})  # absent protocol is TCP
+    assert not has_router_ports({"ports": [GRPC]})
+    assert not has_router_ports({"ports": [GRPC, {**QUIC, "protocol": "TCP"}]})
+    assert not has_router_ports({"ports": [GRPC, {**QUIC, "port": 0}]})
+
+
+def test_pylon_readiness_ignores_pods_being_deleted_and_pods_without_pylon():
+    no_pylon = {"metadata": {"name": "d"}, "status": {"containerStatuses": [{"name": "server", "ready": True}]}}
+    found = pods_with_ready_pylon([pylon_pod("a"), pylon_pod("b", ready=False), pylon_pod("c", deleting=True), no_pylon])
+    assert found == {"a"}
+
+
+def test_router_targets_models_need_a_pylon_and_routers_come_from_the_headless_slices():
+    slices = [
+        labelled("m", endpoint_slice("m-1", endpoint("m-0"), endpoint("m-1", "10.0.0.2"))),
+        labelled("r-headless", endpoint_slice("r-1", endpoint("r-0", "10.0.1.1"),
+                                              endpoint("r-1", "10.0.1.2", terminating=True)), [GRPC, QUIC]),
+        labelled("r-headless", endpoint_slice("r-2", endpoint("r-2", "10.0.1.3")), [GRPC]),
+    ]
+    targets = router_targets({"model": "m"}, slices, [pylon_pod("m-0"), pylon_pod("m-1", ready=False)], "r-headless")
+    assert targets.by_model["model"].pods == ["m-0"]
+    assert targets.routers.pods == ["r-0"]
+    assert targets.reachable
+    # Without pods, the model Service's own view (what the model status uses).
+    assert router_targets({"model": "m"}, slices).by_model["model"].pods == ["m-0", "m-1"]
+    assert not router_targets({"model": "m"}, slices).reachable  # no router Service given
