@@ -212,7 +212,9 @@ def router_worker_auth(router: RouterConfig) -> RouterWorkerAuth:
     ``crates/stargate/src/main.rs``) knows only ``--worker-auth-endpoint`` (NVCF's
     ``AuthLlmWorker`` gRPC call): token mode needs a Stargate image that has it.
 
-    ``open``: no flag. Stargate 0.16.2 accepts any worker when no authenticator is configured;
+    ``open``: no flag. Stargate 0.16.2 accepts any worker when no authenticator is configured
+    (``crates/stargate/src/main/startup.rs`` there starts with ``OpenAuthenticator`` and replaces
+    it only for ``--worker-auth-endpoint``);
     newer images refuse to start without ``--allow-open-worker-auth``, which 0.16.2 would reject
     as an unknown argument, so that flag is left to ``router.args`` for those images.
     """
