@@ -7,8 +7,8 @@
     python -m components preview-report --stack NAME [--json-in FILE] [--out FILE] [--policy-pack DIR]
 
 Exit codes: 0 success, 2 invalid config (one `field.path: reason` line per problem on
-stderr, nothing written), 3 `status` found a model that is not READY (`targets`: a fronted
-model without a target), 4 `preview-report` wrote its report but the preview failed (e.g. a
+stderr, nothing written), 3 `status` found a model that is not READY (`targets`: no router
+pod, or a fronted model without a pod whose pylon is ready), 4 `preview-report` wrote its report but the preview failed (e.g. a
 mandatory policy violation), 1 anything else.
 """
 
@@ -82,7 +82,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
-    from providers.status_cli import print_router_targets
+    from providers.router_targets import print_router_targets
 
     return print_router_targets(_load(args), as_json=args.json)
 
@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     source(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=_cmd_status)
-    p = sub.add_parser("targets", help="the pods the router forwards to, per fronted model, live")
+    p = sub.add_parser("targets", help="what the router can reach, live: its pods and, per fronted model, "
+                       "the pods whose pylon is ready")
     source(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=_cmd_targets)

@@ -1,7 +1,21 @@
 """Routable targets from EndpointSlices, as the request router sees them.
 
-Pure: EndpointSlice dicts (wire shape) in, targets out. Used by the model status (a model is
-READY only when the router would see at least one target for it) and by the router component.
+Pure: EndpointSlice and Pod dicts (wire shape) in, targets out. Used by the model status (a model
+is READY only when its Service has at least one target) and by the router component.
+
+What the router can reach follows the upstream model (NVIDIA llm-request-router, chart 0.16.2,
+devilkun/nvcf@e07119fa): the router never reads model Services. Two things must hold:
+- router pods: the backend router (``stargate-k8s-router``, ``src/endpoints.rs``) reads the
+  router's *headless* Service's EndpointSlices, keeps only slices with a port named ``grpc``
+  (TCP) and one named ``quic`` (UDP), and takes each endpoint that is ready (absent = ready) and
+  not terminating, named by its pod (``targetRef.name``). ``serving`` is not consulted: the
+  headless Service publishes warming pods and upstream includes a ready-but-not-serving one.
+- models: a model is reachable when a pylon beside it has registered it with those router pods.
+  Registrations live in each router pod's memory and the router exposes no API we could ask from
+  a deploy tool, so the observable proxy is: a ready pod of the model's Service whose ``pylon``
+  container is ready (pylon's only probe is its metrics server, so "ready" says the sidecar runs,
+  not that every registration stream is up; ``pylon_registration_stream_connected`` on its
+  ``/metrics`` says that).
 
 Rules (the upstream router's):
 - the canonical identity of a target is the pod named by ``targetRef.name``;
@@ -54,15 +68,27 @@ class TargetSnapshot:
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
+PYLON_CONTAINER = "pylon"  # components.compile.pylon.PYLON_CONTAINER
+ROUTER_PORTS = (("grpc", "TCP"), ("quic", "UDP"))  # stargate-k8s-router --grpc/--quic-port-name
+
+
+def headless_service_name(router: str) -> str:
+    """The router's headless Service, whose slices name the router pods (``<name>-headless``,
+    as ``components.compile.router`` names it)."""
+    return f"{router}-headless"
+
+
 @dataclass(frozen=True)
 class RouterTargets:
-    """What the router forwards to: per fronted model, the targets of its Service's slices."""
+    """What the router can reach: its pods, and per fronted model the pods a pylon serves."""
 
     by_model: Mapping[str, TargetSnapshot]
+    routers: TargetSnapshot = field(default_factory=TargetSnapshot)
 
     @property
     def revision(self) -> str:
         digest = hashlib.sha256()
+        digest.update(f"routers={self.routers.revision}\n".encode())
         for model in sorted(self.by_model):
             digest.update(f"{model}={self.by_model[model].revision}\n".encode())
         return digest.hexdigest()[:16]
@@ -71,23 +97,75 @@ class RouterTargets:
     def count(self) -> int:
         return sum(len(snapshot.targets) for snapshot in self.by_model.values())
 
+    @property
+    def reachable(self) -> bool:
+        """At least one router pod, and every fronted model with at least one pylon-served pod."""
+        return bool(self.routers.targets) and bool(self.by_model) and all(
+            snapshot.targets for snapshot in self.by_model.values())
+
     def as_outputs(self) -> dict:
         return {
+            "routers": self.routers.pods,
             "models": {model: self.by_model[model].pods for model in sorted(self.by_model)},
             "count": self.count,
+            "reachable": self.reachable,
             "revision": self.revision,
         }
 
 
-def router_targets(services: Mapping[str, str], endpoint_slices: Iterable[dict]) -> RouterTargets:
-    """Group slices by the Service they belong to (their ``kubernetes.io/service-name`` label)
-    and compute each fronted model's targets; slices of other Services are ignored."""
-    by_service: dict[str, list[dict]] = {service: [] for service in services.values()}
-    for endpoint_slice in endpoint_slices:
-        service = ((endpoint_slice.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
-        if service in by_service:
-            by_service[service].append(endpoint_slice)
-    return RouterTargets({model: routable_targets(by_service[service]) for model, service in services.items()})
+def _slices_of(service: str, endpoint_slices: Iterable[dict]) -> list[dict]:
+    return [s for s in endpoint_slices
+            if ((s.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL) == service]
+
+
+def has_router_ports(endpoint_slice: dict) -> bool:
+    """The slice names a ``grpc`` TCP port and a ``quic`` UDP port (protocol absent = TCP), each
+    with a port number: the backend router ignores a slice without both."""
+    ports = endpoint_slice.get("ports") or []
+    return all(
+        any(p.get("name") == name and (p.get("protocol") or "TCP").upper() == protocol and (p.get("port") or 0) > 0
+            for p in ports)
+        for name, protocol in ROUTER_PORTS
+    )
+
+
+def router_pods(router_service: str, endpoint_slices: Iterable[dict]) -> TargetSnapshot:
+    """The router pods the backend router would hand pylons, from the headless Service's slices."""
+    return routable_targets(s for s in _slices_of(router_service, endpoint_slices) if has_router_ports(s))
+
+
+def pods_with_ready_pylon(pods: Iterable[dict]) -> set[str]:
+    """Names of pods not being deleted whose ``pylon`` container reports ready."""
+    names = set()
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("deletionTimestamp") or not metadata.get("name"):
+            continue
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if any(c.get("name") == PYLON_CONTAINER and c.get("ready") is True for c in statuses):
+            names.add(metadata["name"])
+    return names
+
+
+def router_targets(services: Mapping[str, str], endpoint_slices: Iterable[dict],
+                   pods: Optional[Iterable[dict]] = None, router_service: Optional[str] = None) -> RouterTargets:
+    """Group slices by the Service they belong to (their ``kubernetes.io/service-name`` label).
+
+    Per fronted model: the ready endpoints of its Service's slices, kept only where the pod has a
+    ready pylon (``pods``); ``pods=None`` skips that filter (the model Service's own view, which
+    the model status uses). ``router_service``: the router's headless Service, for the router
+    pods. Slices of other Services are ignored.
+    """
+    endpoint_slices = list(endpoint_slices)
+    with_pylon = None if pods is None else pods_with_ready_pylon(pods)
+    by_model = {}
+    for model, service in services.items():
+        snapshot = routable_targets(_slices_of(service, endpoint_slices))
+        if with_pylon is not None:
+            snapshot = TargetSnapshot(tuple(t for t in snapshot.targets if t.pod in with_pylon))
+        by_model[model] = snapshot
+    routers = router_pods(router_service, endpoint_slices) if router_service else TargetSnapshot()
+    return RouterTargets(by_model, routers)
 
 
 def _is_ready(endpoint: dict) -> bool:

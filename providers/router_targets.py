@@ -1,13 +1,21 @@
-"""RouterTargets: what the request router forwards to, recorded in the stack and re-read on refresh.
+"""RouterTargets: what the request router can reach, recorded in the stack and re-read on refresh.
 
-The targets are computed exactly as the backend router computes them (``components.targets``)
-from the EndpointSlices of the fronted models' Services: one list call for all of them
-(a set-based selector on ``kubernetes.io/service-name``), whatever the number of models.
+Computed under the upstream rules (``components.targets``): the router pods are the ready, not
+terminating endpoints of the router's headless Service that carry the named grpc/TCP and quic/UDP
+ports (as the backend router reads them, by ``targetRef.name``); a fronted model counts a pod when
+the pod is a ready endpoint of the model's Service and its ``pylon`` sidecar is ready, the
+observable proxy for "a pylon registered this model" (the router's registrations are in its
+memory, not in the API). Two list calls, whatever the number of models: EndpointSlices (one
+set-based selector on ``kubernetes.io/service-name`` for the headless and every model Service)
+and the namespace's pods.
 
 create / update do not wait: the router is declared after the models it fronts, and each of
 those already waited for its rollout (``ModelStatus``), and their recorded targets are inputs here,
 so a re-recorded model status re-reads the router's view in the same `up`. read (`pulumi
 refresh`) re-reads into the stack state; a failed read records the error, never a guess.
+
+Props: ``router`` (name), ``namespace``, ``services`` (model -> Service), optional
+``router_service`` (the headless Service; default ``<router>-headless``), cluster access.
 
 Pickled into the stack's state: no import-time side effects, clients built inside methods.
 """
@@ -25,25 +33,36 @@ from .props import kube_target
 OUTPUT_KEYS = ("targets", "observed_at", "error")
 
 
-def service_selector(services: dict[str, str]) -> str:
+def service_selector(services: dict[str, str], router_service: Optional[str] = None) -> str:
     from components.targets import SERVICE_NAME_LABEL
 
-    return f"{SERVICE_NAME_LABEL} in ({','.join(sorted(set(services.values())))})"
+    names = set(services.values()) | ({router_service} if router_service else set())
+    return f"{SERVICE_NAME_LABEL} in ({','.join(sorted(names))})"
 
 
-def read_router_targets(clients: kube.Clients, namespace: str, services: dict[str, str]):
+def read_router_targets(clients: kube.Clients, namespace: str, services: dict[str, str],
+                        router_service: Optional[str] = None):
     from components.targets import router_targets
 
-    if not services:
-        return router_targets({}, [])
+    if not services and not router_service:
+        return router_targets({}, [], [], router_service)
     listing = kube.call(clients, clients.discovery.list_namespaced_endpoint_slice, namespace,
-                        label_selector=service_selector(services))
-    return router_targets(services, [kube.to_dict(clients, s) for s in listing.items])
+                        label_selector=service_selector(services, router_service))
+    pods = kube.call(clients, clients.core.list_namespaced_pod, namespace)
+    return router_targets(services, [kube.to_dict(clients, s) for s in listing.items],
+                          [kube.to_dict(clients, p) for p in pods.items], router_service)
+
+
+def _router_service(props: dict) -> str:
+    from components.targets import headless_service_name
+
+    return props.get("router_service") or headless_service_name(props["router"])
 
 
 def _observe(props: dict, connect=kube.connect) -> dict:
     clients = connect(kube_target(props))
-    targets = read_router_targets(clients, props["namespace"], dict(props.get("services") or {}))
+    targets = read_router_targets(clients, props["namespace"], dict(props.get("services") or {}),
+                                  _router_service(props))
     return {"targets": targets.as_outputs(), "error": ""}
 
 
@@ -81,3 +100,37 @@ class RouterTargetsProvider(ResourceProvider):
 
     def delete(self, _id: str, _props: dict) -> None:
         return None
+
+
+def print_router_targets(stack, as_json: bool = False, out=None) -> int:
+    """`python -m components targets`: the topology, the router pods, and per fronted model the
+    pods whose pylon is ready. Exit 0 when there is a router pod and every fronted model has a
+    pod, else 3."""
+    import json
+    import sys
+
+    from components.compile.router import compile_router, fronted_services
+
+    out = out or sys.stdout
+    if stack.router is None:
+        raise SystemExit("the stack declares no router (llm-serving:router): nothing to report")
+    manifests = compile_router(stack)
+    topology, headless = manifests.topology, manifests.names.headless
+    services = fronted_services(stack)
+    clients = kube.connect(kube.Target(stack.cluster.kubeconfig, stack.cluster.context))
+    targets = read_router_targets(clients, stack.platform.namespace, services, headless)
+    report = {"router": stack.router.name, "topology": topology.reason, **targets.as_outputs()}
+    if as_json:
+        json.dump(report, out, indent=2, sort_keys=True)
+        out.write("\n")
+    else:
+        out.write(f"router {stack.router.name}: {topology.reason}\n")
+        routers = targets.routers.pods
+        out.write(f"router pods ({headless}): {', '.join(routers) if routers else '(none)'}\n")
+        out.write(f"{targets.count} model target(s), revision {targets.revision}\n")
+        width = max([len("MODEL")] + [len(name) for name in services])
+        out.write(f"{'MODEL':<{width}}  PODS WITH A READY PYLON\n")
+        for model in services:
+            pods = targets.by_model[model].pods
+            out.write(f"{model:<{width}}  {', '.join(pods) if pods else '(none)'}\n")
+    return 0 if targets.reachable else 3

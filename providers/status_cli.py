@@ -39,28 +39,3 @@ def print_status(stack: StackConfig, as_json: bool = False, out=sys.stdout) -> i
                       f"{len(status.targets):>7}  {status.message}\n")
     # Exit 0 only when every model serves: scripts and probes can rely on it.
     return 0 if rows and all(status.state == READY for _, status in rows) else 3
-
-
-def print_router_targets(stack: StackConfig, as_json: bool = False, out=sys.stdout) -> int:
-    """What the router forwards to now, per fronted model: the backend router's computation
-    over the models' EndpointSlices. Exit 0 when every fronted model has a target, else 3."""
-    from components.compile.router import fronted_services
-
-    from .router_targets import read_router_targets
-
-    if stack.router is None:
-        raise SystemExit("the stack declares no router (llm-serving:router): nothing to report")
-    services = fronted_services(stack)
-    clients = kube.connect(ClusterTarget.of(stack.cluster).kube())
-    targets = read_router_targets(clients, stack.platform.namespace, services)
-    if as_json:
-        json.dump({"router": stack.router.name, **targets.as_outputs()}, out, indent=2, sort_keys=True)
-        out.write("\n")
-    else:
-        out.write(f"router {stack.router.name}: {targets.count} target(s), revision {targets.revision}\n")
-        width = max([len("MODEL")] + [len(name) for name in services])
-        out.write(f"{'MODEL':<{width}}  TARGETS\n")
-        for model in services:
-            pods = targets.by_model[model].pods
-            out.write(f"{model:<{width}}  {', '.join(pods) if pods else '(none)'}\n")
-    return 0 if services and all(targets.by_model[m].targets for m in services) else 3

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, weights
+from . import common, engines, pylon, weights
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -174,6 +174,10 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
     }
     if model.lora.enabled:
         pod_spec["initContainers"] = [lora_init_container(model, stack)]
+    if pylon.is_fronted(model, stack):  # the router reaches the model only through its pylon
+        sidecar = pylon.pylon_sidecar(model, stack)
+        pod_spec["containers"].append(sidecar.container)
+        pod_spec["volumes"].extend(sidecar.volumes)
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:
         pod_spec["imagePullSecrets"] = pull_secrets

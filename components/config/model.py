@@ -18,6 +18,7 @@ from .platform import (  # noqa: F401  (re-exported: the compilers import them f
     GPU_TOLERATIONS, MONITORING_NAMESPACE, VLLM_IMAGE, ClusterConfig, NetworkPeer, NetworkPolicyConfig,
     PlatformConfig, Preflight, TeardownIdentity,
 )
+from .pylon import pylon_stack_problems
 from .router import RouterConfig, stack_problems as router_stack_problems
 from .stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS  # noqa: F401
 from .types import (  # noqa: F401  (re-exported for existing imports)
@@ -368,6 +369,7 @@ class StackConfig(Strict):
         if self.router is not None:
             problems.extend(router_stack_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))
+            problems.extend(pylon_stack_problems(self))
         policy = self.platform.network_policy
         if policy.enabled and self.router is None and "allow_from" not in policy.model_fields_set:
             problems.append((

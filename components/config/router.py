@@ -24,6 +24,7 @@ from typing import Annotated, Iterable, Literal, Optional, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
+from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
@@ -311,6 +312,8 @@ class RouterConfig(Strict):
     )
     args: tuple[str, ...] = Field((), description="Extra Stargate flags (not those the component sets).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
+    pylon: Optional[PylonConfig] = Field(None, description="The pylon sidecar that registers each fronted model with the router (see components/config/pylon.py).")
+    worker_auth: Optional[WorkerAuth] = Field(None, description="How the router authenticates pylons; required with `pylon`.")
 
     @model_validator(mode="before")
     @classmethod
@@ -323,7 +326,7 @@ class RouterConfig(Strict):
 
     @model_validator(mode="after")
     def _topology(self) -> "RouterConfig":
-        problems = topology_problems(self)
+        problems = topology_problems(self) + pylon_problems(self)
         if problems:
             raise values.Problems(problems)
         return self

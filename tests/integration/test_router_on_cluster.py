@@ -15,6 +15,7 @@ from harness import REPO, small_model, stack_config
 pytestmark = pytest.mark.integration
 
 ROUTER_IMAGE = "registry.example.com/llm/request-router:0.16.2"
+PYLON_IMAGE = "registry.example.com/llm/stargate-client:0.4.0"
 
 
 def model(replicas: int) -> dict:
@@ -24,7 +25,10 @@ def model(replicas: int) -> dict:
 
 def config(namespace: str, replicas: int = 1, kind: str | None = "StatefulSet", migrate_from: str | None = None) -> dict:
     workload = {k: v for k, v in (("kind", kind), ("migrateFrom", migrate_from)) if v}
-    router = {"name": "edge", "image": ROUTER_IMAGE}
+    # The pylon registers the model with the router: without it nothing is reachable.
+    router = {"name": "edge", "image": ROUTER_IMAGE,
+              "pylon": {"image": PYLON_IMAGE, "resources": {"cpu": "50m", "memory": "64Mi"}},
+              "workerAuth": {"mode": "open"}}
     if workload:
         router["workload"] = workload
     return {**stack_config(namespace, [model(replicas)]), "router": router}
@@ -60,8 +64,11 @@ def test_reported_targets_are_the_models_ready_pods(deployed, kube):
     pods = ready_pods(kube, deployed.namespace, "tiny")
     assert len(pods) == 1
     assert targets["models"] == {"tiny": pods}
+    # The router pods, read from the headless Service as the backend router reads them.
+    assert targets["routers"] == ["edge-0"]
     code, live = cli_targets(deployed)
     assert code == 0
+    assert live["routers"] == ["edge-0"] and live["topology"].startswith("StatefulSet")
     assert (live["models"], live["revision"]) == (targets["models"], targets["revision"])
 
 

@@ -1,19 +1,39 @@
-"""RouterTargets provider and `python -m components targets`: the backend router's target
-computation over the fronted models' EndpointSlices, read in one call."""
+"""RouterTargets provider and `python -m components targets`: what the router can reach under the
+upstream rules, read in two calls (EndpointSlices, pods).
+
+Router pods: the headless Service's slices with named grpc/TCP and quic/UDP ports, ready and not
+terminating endpoints, by ``targetRef.name`` (devilkun/nvcf@e07119fa stargate-k8s-router
+``src/endpoints.rs``). Models: ready endpoints of the model's Service whose pod has a ready
+``pylon`` container (the observable proxy for a registration)."""
 
 from __future__ import annotations
 
 import io
 import json
 
-from fakes import NS, FakeCluster, api_error, endpoint, endpoint_slice
+from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
 
 from components.config import load_stack_config
-from providers import kube, status_cli
-from providers.router_targets import RouterTargetsProvider, read_router_targets, service_selector
+from providers import kube
+from providers.router_targets import RouterTargetsProvider, print_router_targets, read_router_targets, service_selector
 
 SERVICES = {"llama": "llama", "qwen": "qwen"}
+HEADLESS = "llm-router-headless"
 PROPS = {"router": "llm-router", "namespace": NS, "services": SERVICES, "kubeconfig": "", "context": ""}
+ROUTER_PORTS = [{"name": "grpc", "port": 50071, "protocol": "TCP"}, {"name": "quic", "port": 50072, "protocol": "UDP"}]
+
+
+def router_slice(name: str, endpoints: list[dict], ports=None) -> dict:
+    item = endpoint_slice(name, endpoints, service=HEADLESS)
+    item["ports"] = ROUTER_PORTS if ports is None else ports
+    return item
+
+
+def model_pod(name: str, pylon_ready: bool = True, pylon: bool = True) -> dict:
+    statuses = [container_status("server", ready=True, running=True)]
+    if pylon:
+        statuses.append(container_status("pylon", ready=pylon_ready, running=True))
+    return pod(name, containers=statuses)
 
 
 def slices() -> list[dict]:
@@ -22,39 +42,88 @@ def slices() -> list[dict]:
         endpoint_slice("llama-b", [endpoint("llama-0", "10.0.0.1"), endpoint("llama-2", "10.0.0.3")], service="llama"),
         endpoint_slice("qwen-a", [endpoint("qwen-0", "10.0.1.1")], service="qwen"),
         endpoint_slice("other-a", [endpoint("other-0", "10.0.2.1")], service="other"),
+        router_slice("router-a", [endpoint("llm-router-0", "10.0.3.1"),
+                                  endpoint("llm-router-1", "10.0.3.2", terminating=True),
+                                  endpoint("llm-router-2", "10.0.3.3", ready=False)]),
     ]
 
 
-def test_the_selector_names_every_fronted_service_once():
+def pods() -> list[dict]:
+    return [model_pod("llama-0"), model_pod("llama-1"), model_pod("llama-2"), model_pod("qwen-0")]
+
+
+def cluster() -> FakeCluster:
+    return FakeCluster().put(*slices(), *pods())
+
+
+def test_the_selector_names_every_fronted_service_and_the_headless_once():
     assert service_selector({"a": "svc-b", "b": "svc-a", "c": "svc-a"}) == "kubernetes.io/service-name in (svc-a,svc-b)"
+    assert service_selector({"a": "svc-b"}, "r-headless") == "kubernetes.io/service-name in (r-headless,svc-b)"
 
 
-def test_targets_per_model_in_one_call_other_services_ignored():
-    cluster = FakeCluster().put(*slices())
-    targets = read_router_targets(cluster.clients(), NS, SERVICES)
-    assert targets.as_outputs()["models"] == {"llama": ["llama-0", "llama-2"], "qwen": ["qwen-0"]}
-    assert targets.count == 3
-    assert cluster.count("list_namespaced_endpoint_slice") == 1
+def test_router_pods_and_models_in_two_calls_other_services_ignored():
+    fake = cluster()
+    targets = read_router_targets(fake.clients(), NS, SERVICES, HEADLESS)
+    outputs = targets.as_outputs()
+    assert outputs["routers"] == ["llm-router-0"]  # terminating and not-ready left out
+    assert outputs["models"] == {"llama": ["llama-0", "llama-2"], "qwen": ["qwen-0"]}
+    assert outputs["reachable"] is True and targets.count == 3
+    assert fake.count("list_namespaced_endpoint_slice") == 1 and fake.count("list_namespaced_pod") == 1
+
+
+def test_a_model_pod_counts_only_with_a_ready_pylon_beside_it():
+    fake = FakeCluster().put(*slices(), model_pod("llama-0", pylon_ready=False), model_pod("llama-2", pylon=False),
+                             model_pod("qwen-0"))
+    targets = read_router_targets(fake.clients(), NS, SERVICES, HEADLESS)
+    assert targets.as_outputs()["models"] == {"llama": [], "qwen": ["qwen-0"]}
+    assert targets.reachable is False
+
+
+def test_a_headless_slice_without_both_named_ports_gives_no_router_pod():
+    only_grpc = [ROUTER_PORTS[0]]
+    quic_as_tcp = [ROUTER_PORTS[0], {"name": "quic", "port": 50072, "protocol": "TCP"}]
+    for ports in (only_grpc, quic_as_tcp, [{"name": "http", "port": 8000, "protocol": "TCP"}]):
+        fake = FakeCluster().put(router_slice("router-a", [endpoint("llm-router-0", "10.0.3.1")], ports), *pods())
+        targets = read_router_targets(fake.clients(), NS, SERVICES, HEADLESS)
+        assert targets.routers.pods == [] and targets.reachable is False
+
+
+def test_a_ready_but_not_serving_router_endpoint_is_a_router_pod():
+    # Upstream includes it (endpoints.rs: a published warming endpoint); serving is not read.
+    fake = FakeCluster().put(router_slice("router-a", [endpoint("llm-router-0", "10.0.3.1", serving=False)]), *pods())
+    assert read_router_targets(fake.clients(), NS, SERVICES, HEADLESS).routers.pods == ["llm-router-0"]
 
 
 def test_create_records_targets_and_refresh_follows_scaling():
-    cluster = FakeCluster().put(*slices())
-    provider = RouterTargetsProvider(connect=lambda target: cluster.clients())
+    fake = cluster()
+    provider = RouterTargetsProvider(connect=lambda target: fake.clients())
     created = provider.create(dict(PROPS))
     assert created.outs["targets"]["models"]["qwen"] == ["qwen-0"]
+    assert created.outs["targets"]["routers"] == ["llm-router-0"]  # default <router>-headless
     assert created.outs["error"] == ""
-    cluster.put(endpoint_slice("qwen-a", [endpoint("qwen-0", "10.0.1.1"), endpoint("qwen-1", "10.0.1.2")], service="qwen"))
+    fake.put(endpoint_slice("qwen-a", [endpoint("qwen-0", "10.0.1.1"), endpoint("qwen-1", "10.0.1.2")], service="qwen"),
+             model_pod("qwen-1"))
     refreshed = provider.read(created.id, created.outs)
     assert refreshed.outs["targets"]["models"]["qwen"] == ["qwen-0", "qwen-1"]
     assert refreshed.outs["targets"]["revision"] != created.outs["targets"]["revision"]
     assert refreshed.inputs == PROPS
 
 
+def test_refresh_follows_the_router_pods_too():
+    fake = cluster()
+    provider = RouterTargetsProvider(connect=lambda target: fake.clients())
+    created = provider.create({**PROPS, "router_service": HEADLESS})
+    fake.put(router_slice("router-a", [endpoint("llm-router-0", "10.0.3.1"), endpoint("llm-router-3", "10.0.3.4")]))
+    refreshed = provider.read(created.id, created.outs)
+    assert refreshed.outs["targets"]["routers"] == ["llm-router-0", "llm-router-3"]
+    assert refreshed.outs["targets"]["revision"] != created.outs["targets"]["revision"]
+
+
 def test_a_failed_refresh_reports_the_error_not_the_old_targets():
-    cluster = FakeCluster().put(*slices())
-    provider = RouterTargetsProvider(connect=lambda target: cluster.clients())
+    fake = cluster()
+    provider = RouterTargetsProvider(connect=lambda target: fake.clients())
     created = provider.create(dict(PROPS))
-    cluster.fail_always("list_namespaced_endpoint_slice", lambda: api_error(403))
+    fake.fail_always("list_namespaced_pod", lambda: api_error(403))
     refreshed = provider.read(created.id, created.outs)
     assert refreshed.outs["targets"] is None
     assert "could not be read" in refreshed.outs["error"] and "403" in refreshed.outs["error"]
@@ -71,25 +140,34 @@ STACK = load_stack_config({
     "platform": {"namespace": NS, "sharedMemorySizeLimit": "1Gi"},
     "models": [{"name": name, "source": {"repo": f"acme/{name}"}, "resources": {"memory": "8Gi"}}
                for name in ("llama", "qwen")],
-    "router": {"image": "registry.example.com/llm/router:1.0.0"},
+    "router": {"image": "registry.example.com/llm/router:1.0.0", "workload": {"kind": "StatefulSet"}},
 })
 
 
-def run_cli(monkeypatch, cluster, as_json=False):
-    monkeypatch.setattr(kube, "connect", lambda target: cluster.clients())
+def run_cli(monkeypatch, fake, as_json=False):
+    monkeypatch.setattr(kube, "connect", lambda target: fake.clients())
     out = io.StringIO()
-    return status_cli.print_router_targets(STACK, as_json=as_json, out=out), out.getvalue()
+    return print_router_targets(STACK, as_json=as_json, out=out), out.getvalue()
 
 
-def test_cli_reports_each_fronted_model_and_exits_zero_when_all_have_targets(monkeypatch):
-    code, text = run_cli(monkeypatch, FakeCluster().put(*slices()), as_json=True)
+def test_cli_reports_topology_router_pods_and_models_and_exits_zero_when_reachable(monkeypatch):
+    code, text = run_cli(monkeypatch, cluster(), as_json=True)
     report = json.loads(text)
     assert code == 0
     assert report["router"] == "llm-router"
+    assert report["topology"].startswith("StatefulSet")
+    assert report["routers"] == ["llm-router-0"]
     assert report["models"] == {"llama": ["llama-0", "llama-2"], "qwen": ["qwen-0"]}
 
 
-def test_cli_exits_3_when_a_fronted_model_has_no_target(monkeypatch):
-    code, text = run_cli(monkeypatch, FakeCluster().put(*slices()[:2]))
+def test_cli_exits_3_when_a_fronted_model_has_no_pylon_served_pod(monkeypatch):
+    fake = FakeCluster().put(*slices(), model_pod("llama-0"), model_pod("qwen-0", pylon=False))
+    code, text = run_cli(monkeypatch, fake)
     assert code == 3
-    assert "qwen" in text and "(none)" in text
+    assert "qwen" in text and "(none)" in text and "StatefulSet" in text
+
+
+def test_cli_exits_3_without_a_router_pod(monkeypatch):
+    fake = FakeCluster().put(*slices()[:3], *pods())
+    code, text = run_cli(monkeypatch, fake)
+    assert code == 3 and "router pods (llm-router-headless): (none)" in text

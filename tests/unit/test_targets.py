@@ -10,7 +10,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.targets import Target, TargetSnapshot, routable_targets
+from components.targets import (
+    Target,
+    TargetSnapshot,
+    has_router_ports,
+    pods_with_ready_pylon,
+    routable_targets,
+    router_targets,
+)
 
 
 def endpoint(pod: str | None, *addresses: str, ready=True, terminating=None, node="node-a",
@@ -93,6 +100,8 @@ def test_the_revision_ignores_slice_metadata():
 
 # --- properties -------------------------------------------------------------------------------
 
+GRPC = {"name": "grpc", "port": 50071, "protocol": "TCP"}
+QUIC = {"name": "quic", "port": 50072, "protocol": "UDP"}
 POD_NAMES = st.text(alphabet="abcdefghij0123456789-", min_size=1, max_size=8)
 READINESS = st.sampled_from([
     # (conditions, routable)
@@ -227,3 +236,83 @@ def test_slices_with_the_same_name_in_other_namespaces_are_not_copies():
     other = endpoint_slice("chat-a", endpoint("chat-9"), version="1")
     other["metadata"]["namespace"] = "elsewhere"
     assert routable_targets([one, other]).pods == ["chat-0", "chat-9"]
+
+
+
+@st.composite
+def histories(draw):
+    writes = []
+    for version in range(1, draw(st.integers(1, 14)) + 1):
+        name = draw(SLICE_NAMES)
+        pods_in_slice = draw(st.lists(st.sampled_from(["p0", "p1", "p2", "p3", "p4"]), max_size=3, unique=True))
+        ready = draw(st.booleans())
+        deleted = draw(st.booleans()) and draw(st.booleans())  # deletions rarer than writes
+        writes.append((name, version, None if deleted else [endpoint(p, ready=ready) for p in pods_in_slice]))
+    return writes
+
+
+def state_after(writes) -> dict:
+    state = {}
+    for name, version, endpoints in writes:
+        if endpoints is None:
+            state.pop(name, None)
+        else:
+            state[name] = endpoint_slice(name, *endpoints, version=str(version))
+    return state
+
+
+def events_of(writes) -> list[tuple[str, dict]]:
+    seen, events = set(), []
+    for name, version, endpoints in writes:
+        if endpoints is None:
+            events.append(("DELETED", endpoint_slice(name, version=str(version))))
+            seen.discard(name)
+        else:
+            events.append(("MODIFIED" if name in seen else "ADDED", endpoint_slice(name, *endpoints, version=str(version))))
+            seen.add(name)
+    return events
+
+
+def labelled(service: str, item: dict, ports=None) -> dict:
+    item = {**item, "metadata": {**item["metadata"], "labels": {"kubernetes.io/service-name": service}}}
+    if ports is not None:
+        item["ports"] = ports
+    return item
+
+
+def pylon_pod(name: str, ready=True, deleting=False) -> dict:
+    meta: dict = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"containerStatuses": [
+        {"name": "server", "ready": True}, {"name": "pylon", "ready": ready}]}}
+
+
+def test_router_ports_need_grpc_tcp_and_quic_udp_by_name():
+    assert has_router_ports({"ports": [GRPC, QUIC]})
+    assert has_router_ports({"ports": [{**GRPC, "protocol": None}, QUIC]})  # absent protocol is TCP
+    assert not has_router_ports({"ports": [GRPC]})
+    assert not has_router_ports({"ports": [GRPC, {**QUIC, "protocol": "TCP"}]})
+    assert not has_router_ports({"ports": [GRPC, {**QUIC, "port": 0}]})
+
+
+def test_pylon_readiness_ignores_pods_being_deleted_and_pods_without_pylon():
+    no_pylon = {"metadata": {"name": "d"}, "status": {"containerStatuses": [{"name": "server", "ready": True}]}}
+    found = pods_with_ready_pylon([pylon_pod("a"), pylon_pod("b", ready=False), pylon_pod("c", deleting=True), no_pylon])
+    assert found == {"a"}
+
+
+def test_router_targets_models_need_a_pylon_and_routers_come_from_the_headless_slices():
+    slices = [
+        labelled("m", endpoint_slice("m-1", endpoint("m-0"), endpoint("m-1", "10.0.0.2"))),
+        labelled("r-headless", endpoint_slice("r-1", endpoint("r-0", "10.0.1.1"),
+                                              endpoint("r-1", "10.0.1.2", terminating=True)), [GRPC, QUIC]),
+        labelled("r-headless", endpoint_slice("r-2", endpoint("r-2", "10.0.1.3")), [GRPC]),
+    ]
+    targets = router_targets({"model": "m"}, slices, [pylon_pod("m-0"), pylon_pod("m-1", ready=False)], "r-headless")
+    assert targets.by_model["model"].pods == ["m-0"]
+    assert targets.routers.pods == ["r-0"]
+    assert targets.reachable
+    # Without pods, the model Service's own view (what the model status uses).
+    assert router_targets({"model": "m"}, slices).by_model["model"].pods == ["m-0", "m-1"]
+    assert not router_targets({"model": "m"}, slices).reachable  # no router Service given

@@ -1,0 +1,188 @@
+"""`router.pylon` and `router.workerAuth`: how model servers register with the request router.
+
+The router (NVIDIA's llm-request-router, "Stargate") never discovers model Services. Each model
+pod runs a ``pylon`` sidecar that dials the router, registers the model and opens a QUIC reverse
+tunnel; requests reach the engine on loopback. ``router.pylon`` turns that sidecar on for every
+fronted model (its image has no public default, so it is required); ``router.workerAuth`` says how
+the router tells a real worker from anyone else that can reach its gRPC port. There is no default
+for ``workerAuth.mode``: an open router must be a decision written in the stack file.
+
+Paths of the problems are relative to the router section (``pylon_problems``) or the stack
+(``pylon_stack_problems``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field, model_validator
+
+from . import values
+from .types import Image, PositiveQuantity, Strict
+
+if TYPE_CHECKING:  # the router and stack models import this module
+    from .model import StackConfig
+    from .router import RouterConfig
+
+Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
+
+# A Secret key: what Kubernetes accepts as a data key.
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+
+
+def check_secret_key(key: str) -> str:
+    if not _SECRET_KEY.match(key or ""):
+        raise ValueError(f"'{key}' is not a Secret key; use letters, digits, '-', '_' and '.'")
+    return key
+
+
+SecretKey = Annotated[str, AfterValidator(check_secret_key)]
+
+# Flags the compiler renders on the pylon from config (components.compile.pylon); `args` may not
+# repeat them, since clap takes the last value of a flag and a duplicate would silently win.
+RENDERED_FLAGS = (
+    "--upstream-http-base-url", "--stargate-address", "--model-name", "--inference-server-id",
+    "--cluster-id", "--backend-connectivity", "--auth-token", "--auth-token-file",
+    "--tls-cert-path", "--quic-insecure", "--metrics-host", "--metrics-port",
+    "--upstream-health-path", "--upstream-health-wait-ms", "--initial-input-tps",
+    "--do-calibration", "--pylon-upstream-backend", "--engine-stats-stream",
+)
+
+
+class PylonResources(Strict):
+    # NVCF injects its pylon ("llm-worker" container) with requests 500m/512Mi and limits 1/1Gi
+    # (NVIDIA/nvcf src/libraries/go/lib/pkg/icms-translate/translate/function/llm.go).
+    cpu: PositiveQuantity = Field("500m", description="CPU request of the pylon container.")
+    memory: PositiveQuantity = Field("512Mi", description="Memory request of the pylon container.")
+    cpu_limit: PositiveQuantity = Field("1", description="CPU limit of the pylon container.")
+    memory_limit: PositiveQuantity = Field("1Gi", description="Memory limit of the pylon container.")
+
+    @model_validator(mode="after")
+    def _limits_cover_requests(self) -> "PylonResources":
+        problems = [
+            (limit, f"must be at least {request} ({self_value})")
+            for limit, request, self_value, wanted in (
+                ("cpuLimit", "cpu", self.cpu, self.cpu_limit),
+                ("memoryLimit", "memory", self.memory, self.memory_limit),
+            )
+            if values.parse_quantity(wanted) < values.parse_quantity(self_value)
+        ]
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+
+class PylonConfig(Strict):
+    """The pylon sidecar beside every model server the router fronts."""
+
+    image: Image = Field(
+        description="Pylon image, fully qualified and pinned (no public default; NVCF calls it "
+        "`stargate-client`), e.g. `nvcr.io/<org>/stargate-client:<tag>`."
+    )
+    resources: PylonResources = Field(default_factory=PylonResources, description="Pylon CPU and memory.")
+    initial_input_tps: float = Field(
+        100, gt=0,
+        description="`--initial-input-tps`: the input tokens/s each model starts with before pylon "
+        "measures it (NVCF passes 100). Calibration (`--do-calibration`) is for a cluster's sole "
+        "pylon only, so it is not used.",
+    )
+    upstream_backend: Literal["passthrough", "dynamo"] = Field(
+        "passthrough",
+        description="`--pylon-upstream-backend`: `passthrough` forwards requests unchanged (vLLM, "
+        "NIM); `dynamo` derives Dynamo's priority headers from `x-priority`.",
+    )
+    args: tuple[str, ...] = Field((), description="Extra pylon arguments (not the flags rendered from config).")
+
+    @model_validator(mode="after")
+    def _no_rendered_flag(self) -> "PylonConfig":
+        problems = [
+            (f"args.{index}", f"{arg.split('=', 1)[0]} is rendered from config; remove it")
+            for index, arg in enumerate(self.args)
+            if arg.split("=", 1)[0] in RENDERED_FLAGS
+        ]
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+
+class WorkerAuth(Strict):
+    """How the router authenticates pylons (registration stream and reverse tunnel)."""
+
+    mode: Literal["token", "open"] = Field(
+        description="`token`: each pylon sends a bearer token read from a Secret, and the router "
+        "checks it against a worker-auth file from the same Secret. `open`: the router accepts "
+        "any worker that reaches its gRPC port (for development). No default: choose one.",
+    )
+    secret_name: Optional[Label] = Field(
+        None, description="`token` only: the existing Secret holding the token and the router's worker-auth file.",
+    )
+    token_key: SecretKey = Field("token", description="`token` only: the Secret key of the bearer token pylons send.")
+    auth_file_key: SecretKey = Field(
+        "worker-auth.yaml",
+        description="`token` only: the Secret key of the router's worker-auth file (YAML: "
+        "`clusters: {<clusterId>: [sha256:<hex of the token>]}`).",
+    )
+    cluster_id: Optional[Label] = Field(
+        None,
+        description="`token` only: the cluster id pylons register with (`--cluster-id`), which the "
+        "worker-auth file binds the token to. Unset: the router's name.",
+    )
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> "WorkerAuth":
+        token_only = ("secret_name", "token_key", "auth_file_key", "cluster_id")
+        if self.mode == "token" and self.secret_name is None:
+            raise values.Problems([(
+                "secretName",
+                "required with mode: token; name the Secret holding the pylons' token and the "
+                "router's worker-auth file, or set mode: open",
+            )])
+        if self.mode == "open":
+            stray = [name for name in token_only if name in self.model_fields_set]
+            if stray:
+                raise values.Problems([
+                    (type(self).model_fields[name].alias or name, "applies to mode: token only; remove it")
+                    for name in stray
+                ])
+        return self
+
+
+def pylon_problems(router: "RouterConfig") -> list[tuple[str, str]]:
+    """The two sections go together: pylons need an auth choice, and an auth choice without
+    pylons configures nothing."""
+    if router.pylon is not None and router.worker_auth is None:
+        return [(
+            "workerAuth.mode",
+            "required when router.pylon is set: pylons register with the router, which must "
+            "either check a token (mode: token, secretName: <Secret>) or accept any worker "
+            "(mode: open, for development only)",
+        )]
+    if router.pylon is None and router.worker_auth is not None:
+        return [(
+            "workerAuth",
+            "configures the pylon sidecars, and router.pylon is unset; set router.pylon.image, "
+            "or remove workerAuth",
+        )]
+    return []
+
+
+def pylon_stack_problems(stack: "StackConfig") -> list[tuple[str, str]]:
+    """A fronted model must be able to carry the sidecar."""
+    from .router import fronted_models
+
+    router = stack.router
+    if router is None or router.pylon is None:
+        return []
+    fronted = set(fronted_models(router, [m.name for m in stack.models]))
+    return [
+        (
+            f"models.{index}.path",
+            f"model '{model.name}' is fronted by the router, which reaches models only through a "
+            "pylon sidecar in their pods; the NIM operator renders the pod from the NIMService, "
+            "whose sidecar entries cannot carry the pylon's probes, security context or token "
+            "volume. Use path: raw for this model, or leave it out of router.models",
+        )
+        for index, model in enumerate(stack.models)
+        if model.name in fronted and model.on_operator
+    ]
