@@ -26,7 +26,7 @@ from . import kube
 from .crd_check import CrdsMissing, RequiredCrdsProvider, apiextensions
 from .failures import Reported, reported
 from .nim_projection import NimObservation, crd_missing_message, project_nim_status
-from .projection import ERROR, READY, UNKNOWN, Observation, Status
+from .projection import ERROR, READY, RETRYING_REASONS, UNKNOWN, Observation, Status
 
 GROUP, VERSION = "apps.nvidia.com", "v1alpha1"
 CRD_NAMES = ("nimcaches.apps.nvidia.com", "nimservices.apps.nvidia.com")
@@ -115,8 +115,11 @@ def observe_nim(clients: kube.Clients, props: dict, now: Optional[datetime] = No
     from .observe import read_optional
 
     namespace, service = props["namespace"], props["nim_service"]
+    from .status import restart_threshold
+
     core = Observation(model=props["model"], now=now or datetime.now(timezone.utc),
-                       pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900))
+                       pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900),
+                       restart_threshold=restart_threshold(props))
     obs = NimObservation(model=props["model"], service_name=service, cache_name=props["nim_cache"], core=core)
     obs.cache = _read_custom(clients, "nimcaches", namespace, props["nim_cache"])
     obs.service = _read_custom(clients, "nimservices", namespace, service)
@@ -139,7 +142,7 @@ def current_nim_status(clients: kube.Clients, props: dict, now: Optional[datetim
     try:
         obs = observe_nim(clients, props, now)
         status = project_nim_status(obs)
-        if status.state == ERROR and status.pod:
+        if (status.state == ERROR or status.reason in RETRYING_REASONS) and status.pod:
             add_evidence(clients, props["namespace"], obs.core, status.pod)
             status = project_nim_status(obs)
         return status

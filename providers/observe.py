@@ -13,7 +13,10 @@ from typing import Optional
 from components.compile.common import MODEL_LABEL
 
 from . import kube
-from .projection import ERROR, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status
+from .projection import (
+    ERROR, RETRYING_REASONS, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status,
+)
+from .transience import DEFAULT_RESTART_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class ModelRef:
     service: str
     puller_job: str = ""
     pending_timeout_seconds: int = 900
+    restart_threshold: int = DEFAULT_RESTART_THRESHOLD
 
 
 def read_optional(clients: kube.Clients, fn, *args, **kwargs) -> Optional[dict]:
@@ -59,7 +63,7 @@ def read_events(clients: kube.Clients, namespace: str, names: list[str]) -> list
 
 def observe(clients: kube.Clients, ref: ModelRef, now: Optional[datetime] = None) -> Observation:
     observation = Observation(model=ref.model, pending_timeout_seconds=ref.pending_timeout_seconds,
-                              now=now or datetime.now(timezone.utc))
+                              restart_threshold=ref.restart_threshold, now=now or datetime.now(timezone.utc))
     observation.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, ref.deployment, ref.namespace)
     pods = kube.call(clients, clients.core.list_namespaced_pod, ref.namespace, label_selector=f"{MODEL_LABEL}={ref.model}")
     observation.pods = [kube.to_dict(clients, p) for p in pods.items]
@@ -82,7 +86,9 @@ def current_status(clients: kube.Clients, ref: ModelRef, now: Optional[datetime]
     try:
         observation = observe(clients, ref, now)
         status = project_status(observation)
-        if status.state == ERROR or job_failed(observation.puller_job):
+        # A pod still retrying is read with its evidence too: its log tail or its `Failed to pull`
+        # event can make the cause definitive (providers/transience.py).
+        if status.state == ERROR or status.reason in RETRYING_REASONS or job_failed(observation.puller_job):
             add_evidence(clients, ref.namespace, observation, status.pod)
             status = project_status(observation)
         return status

@@ -4,7 +4,8 @@ create / update: wait until the model is READY (at least one routable target) an
 whole (every desired replica of the current spec ready, no old pod left), or stop at the first
 classified ERROR (crash loop, OOMKilled, puller failure, image pull, pending too long — also for one
 replica of a model that otherwise serves) with its evidence, instead of a generic ten-minute await
-timeout. The recorded targets are those of the finished rollout.
+timeout. Trouble the kubelet may still get past (a registry timeout, a crash below
+``restart_threshold`` restarts) projects as PENDING and is waited out (providers/transience.py). The recorded targets are those of the finished rollout.
 read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be read.
 """
 
@@ -34,7 +35,16 @@ def _ref(props: dict):
         namespace=props["namespace"], model=props["model"], deployment=props["deployment"],
         service=props["service"], puller_job=props.get("puller_job") or "",
         pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900),
+        restart_threshold=restart_threshold(props),
     )
+
+
+def restart_threshold(props: dict) -> int:
+    """Restarts a crashing server may make before `up` fails (transient causes only; a
+    definitive one fails at once). Prop ``restart_threshold``; unset: the default."""
+    from .transience import DEFAULT_RESTART_THRESHOLD
+
+    return int(props.get("restart_threshold") or DEFAULT_RESTART_THRESHOLD)
 
 
 def rollout_complete(deployment: dict | None) -> bool:
