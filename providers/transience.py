@@ -229,3 +229,16 @@ def crash_is_fatal(verdict: Verdict, restarts: int, threshold: int = DEFAULT_RES
     """A definitive crash fails at once; a transient one once the container has restarted
     ``threshold`` times (at least once: a threshold below 1 is read as 1)."""
     return verdict.definitive or restarts >= max(1, int(threshold))
+
+
+def definitive_waiting(pod: dict, event_messages: Iterable[str] = ()) -> Optional[tuple[dict, Verdict]]:
+    """The first container of a pod (wire-shape dict) waiting on a DEFINITIVE image or config
+    cause, with its verdict; None when every wait may still end by itself."""
+    status = pod.get("status") or {}
+    events = list(event_messages)
+    for container in list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        verdict = classify_waiting(waiting.get("reason") or "", waiting.get("message") or "", events)
+        if verdict is not None and verdict.definitive:
+            return {"container": container.get("name"), "image": container.get("image"), **waiting}, verdict
+    return None

@@ -338,3 +338,57 @@ def test_a_crash_that_does_not_recover_fails_at_the_restart_threshold(threshold)
     message = str(raised.value)
     assert "reason: crash-loop" in message and "keeps crashing (exit code 1)" in message
     assert "Engine core initialization failed" in message  # the log tail
+
+
+# --- the weights gate (providers/gate.py): a puller pod that can never start ------------------------
+
+from providers import gate  # noqa: E402
+from providers.gate import WeightsNotReady  # noqa: E402
+
+GATE_PROPS = {"namespace": NS, "model": "llama", "weights_claim": "llama-weights-1a2b3c4d", "puller_job": PULLER_JOB,
+              "model_source": "meta-llama/Llama-3.1-8B-Instruct@main", "deadline_seconds": 600, "poll_seconds": 0.5,
+              "kubeconfig": "", "context": ""}
+PULLER_POD = f"{PULLER_JOB}-x7k2p"
+
+
+def puller_waiting(waiting: dict) -> dict:
+    return pod(PULLER_POD, component="weights-puller", phase="Pending", job=PULLER_JOB, now=now(),
+               containers=[container_status("puller", image="docker.io/library/python:3.12", waiting=waiting)])
+
+
+def gate_wait(cluster: FakeCluster, clock: FakeClock) -> dict:
+    return gate.wait_for_job(cluster.clients(), dict(GATE_PROPS), sleep=clock.sleep, clock=clock, rerun=False)
+
+
+@pytest.mark.parametrize("waiting, events, cause", [
+    ({"reason": "CreateContainerConfigError", "message": 'secret "llama-hf-token" not found'}, [], "secret-missing"),
+    ({"reason": "ErrImagePull", "message": f"{RESOLVE}docker.io/library/python:3.99: not found"}, [], "image-not-found"),
+    ({"reason": "ImagePullBackOff", "message": 'Back-off pulling image "docker.io/library/python:3.12"'},
+     ['Failed to pull image "docker.io/library/python:3.12": failed to authorize: 401 Unauthorized'],
+     "image-access-denied"),
+], ids=["missing-token-secret", "image-not-found", "backoff-access-denied"])
+def test_the_gate_fails_within_30s_on_a_puller_that_can_never_start(waiting: dict, events: list, cause: str) -> None:
+    from fakes import job
+
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(job(state="running"), puller_waiting(waiting),
+                *[event(PULLER_POD, "Failed", text, now=now(), seq=i) for i, text in enumerate(events)])
+
+    with pytest.raises(WeightsNotReady) as raised:
+        gate_wait(cluster, clock)
+
+    assert sum(clock.sleeps) <= FAIL_FAST
+    message = str(raised.value)
+    assert f"the puller pod {PULLER_POD} cannot start" in message and f"reason: {cause}" in message
+
+
+def test_the_gate_waits_out_a_transient_puller_pull() -> None:
+    from fakes import job
+
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(job(state="running"), puller_waiting(TIMEOUT))
+    clock.on_sleep.append(lambda n: n == 60 and cluster.put(job(state="succeeded")))  # 30 s of retries
+
+    assert gate.job_succeeded(gate_wait(cluster, clock))
+    assert len(clock.sleeps) == 60
+    assert 5 <= cluster.count("list_namespaced_pod") <= 7  # pods checked every 5 s, not at every poll
