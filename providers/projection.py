@@ -311,9 +311,9 @@ def project_status(observation: Observation) -> Status:
             verdict = classify_crash(crash[1], log_tail(obs.logs.get(_name(pod), "")))
             if not crash_is_fatal(verdict, crash[2], obs.restart_threshold):
                 retrying = retrying or Status(
-                    PENDING, cap(f"the model server in pod {_name(pod)} restarted {crash[2]} time(s) "
-                                 f"(exit code {crash[1].get('exitCode', '?')}); waiting for it to recover, "
-                                 f"failing at {obs.restart_threshold} restarts"),
+                    PENDING, cap(f"the model server in pod {_name(pod)} crashed (exit code "
+                                 f"{crash[1].get('exitCode', '?')}, {crash[2]} restart(s) so far); waiting for it "
+                                 f"to recover, failing at {obs.restart_threshold} restarts"),
                     "restarting", {"pod": _name(pod), "cause": verdict.cause, "restarts": crash[2]},
                     ready, snapshot.pods, _name(pod))
                 continue

@@ -224,13 +224,13 @@ CASES = [
          ERROR, "crash-loop", (SERVER_POD, "exit code 137")),
     Case("two-restarts-is-not-a-crash-loop-yet", lambda: crashing([container_status(
         restarts=2, running=True, ready=False, last_terminated={"exitCode": 1, "reason": "Error"})]),
-         PENDING, "restarting", (SERVER_POD, "restarted 2 time(s)", "failing at 3 restarts"),
+         PENDING, "restarting", (SERVER_POD, "2 restart(s) so far", "failing at 3 restarts"),
          check=lambda s: (s.pod == SERVER_POD and s.details["cause"] == "crash-loop") or _fail(s)),
     # Issue 15 item 7: one restart is not the verdict, whatever the kubelet's back-off says...
     Case("first-crash-loop-backoff-is-waited-out", lambda: crashing([container_status(
         restarts=1, waiting={"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"},
         last_terminated={"exitCode": 1, "reason": "Error"})]),
-         PENDING, "restarting", ("restarted 1 time(s)",)),
+         PENDING, "restarting", ("crashed (exit code 1, 1 restart(s) so far)",)),
     Case("restart-threshold-is-configurable", lambda: replace(crashing([container_status(
         restarts=1, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})]),
         restart_threshold=1),

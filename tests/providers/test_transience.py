@@ -392,3 +392,54 @@ def test_the_gate_waits_out_a_transient_puller_pull() -> None:
     assert gate.job_succeeded(gate_wait(cluster, clock))
     assert len(clock.sleeps) == 60
     assert 5 <= cluster.count("list_namespaced_pod") <= 7  # pods checked every 5 s, not at every poll
+
+
+# --- the operator path (providers/nim_status.py) reads a restarting pod's evidence too ---------------
+
+def test_a_nim_pod_with_a_definitive_crash_fails_at_its_first_restart() -> None:
+    from providers.nim_status import NimModelNotServing
+    from providers.nim_status import wait_until_serving as nim_wait
+    from test_nim_status import PROPS as NIM_PROPS, SERVICE as NIM_SERVICE, FakeCluster as NimCluster, serving as nim_serving
+
+    cluster = NimCluster()
+    nim_serving(cluster)
+    cluster.set("nimservices", NIM_SERVICE, {"state": "NotReady"})
+    cluster.slices = []
+    cluster.pods[0]["status"]["containerStatuses"][0].update(
+        ready=False, restartCount=1, state={"waiting": {"reason": "CrashLoopBackOff"}},
+        lastState={"terminated": {"exitCode": 1, "reason": "Error"}})
+    clock = FakeClock()
+    with pytest.raises(NimModelNotServing, match="uid-unknown"):
+        nim_wait({**NIM_PROPS, "ready_timeout_seconds": 600}, sleep=clock.sleep, clock=clock,
+                 connect=lambda t: cluster.clients())
+    assert sum(clock.sleeps) <= FAIL_FAST
+
+
+def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from providers.nim_status import wait_until_serving as nim_wait
+    from test_nim_status import PROPS as NIM_PROPS, SERVICE as NIM_SERVICE, FakeCluster as NimCluster, serving as nim_serving
+
+    cluster = NimCluster()
+    nim_serving(cluster)
+    cluster.set("nimservices", NIM_SERVICE, {"state": "NotReady"})
+    slices, cluster.slices = cluster.slices, []
+    import providers.observe as observe_module
+
+    # This fake's log is the uid crash; here the crash is one with no definitive words.
+    monkeypatch.setattr(observe_module, "read_logs", lambda *_: "RuntimeError: Engine core initialization failed.")
+    container = cluster.pods[0]["status"]["containerStatuses"][0]
+    healthy = dict(container)
+    container.update(ready=False, restartCount=1, state={"waiting": {"reason": "CrashLoopBackOff"}},
+                     lastState={"terminated": {"exitCode": 1, "reason": "Error"}})
+    sleeps: list[float] = []
+
+    def recover(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            container.clear()
+            container.update({**healthy, "restartCount": 1})
+            cluster.slices = slices
+            cluster.set("nimservices", NIM_SERVICE, {"state": "Ready"})
+
+    status = nim_wait(NIM_PROPS, sleep=recover, clock=lambda: 0.0, connect=lambda t: cluster.clients())
+    assert status.state == READY and len(sleeps) == 3
