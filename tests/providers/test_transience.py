@@ -7,8 +7,18 @@ each with the verdict and the cause it must get.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
+from fakes import (
+    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, container_status, deployment, event, job, pod,
+    ready_server_pod, ready_slices,
+)
+from providers import gate
+from providers.gate import WeightsNotReady
+from providers.projection import READY
+from providers.status import ModelNotServing, wait_until_serving
 from providers.transience import (
     DEFAULT_RESTART_THRESHOLD, DEFINITIVE, TRANSIENT, classify_crash, classify_image_pull, classify_waiting,
     crash_is_fatal,
@@ -179,14 +189,6 @@ def test_the_threshold_is_configurable_and_at_least_one(threshold: int, restarts
 
 # --- the wait loop (providers/status.py) with the in-memory API and a simulated clock --------------
 
-from datetime import datetime, timezone  # noqa: E402
-
-from fakes import (  # noqa: E402
-    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, container_status, deployment, event, pod,
-    ready_server_pod, ready_slices,
-)
-from providers.projection import READY  # noqa: E402
-from providers.status import ModelNotServing, wait_until_serving  # noqa: E402
 
 PROPS = {
     "namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
@@ -342,8 +344,6 @@ def test_a_crash_that_does_not_recover_fails_at_the_restart_threshold(threshold)
 
 # --- the weights gate (providers/gate.py): a puller pod that can never start ------------------------
 
-from providers import gate  # noqa: E402
-from providers.gate import WeightsNotReady  # noqa: E402
 
 GATE_PROPS = {"namespace": NS, "model": "llama", "weights_claim": "llama-weights-1a2b3c4d", "puller_job": PULLER_JOB,
               "model_source": "meta-llama/Llama-3.1-8B-Instruct@main", "deadline_seconds": 600, "poll_seconds": 0.5,
@@ -368,8 +368,6 @@ def gate_wait(cluster: FakeCluster, clock: FakeClock) -> dict:
      "image-access-denied"),
 ], ids=["missing-token-secret", "image-not-found", "backoff-access-denied"])
 def test_the_gate_fails_within_30s_on_a_puller_that_can_never_start(waiting: dict, events: list, cause: str) -> None:
-    from fakes import job
-
     cluster, clock = FakeCluster(), FakeClock()
     cluster.put(job(state="running"), puller_waiting(waiting),
                 *[event(PULLER_POD, "Failed", text, now=now(), seq=i) for i, text in enumerate(events)])
@@ -383,8 +381,6 @@ def test_the_gate_fails_within_30s_on_a_puller_that_can_never_start(waiting: dic
 
 
 def test_the_gate_waits_out_a_transient_puller_pull() -> None:
-    from fakes import job
-
     cluster, clock = FakeCluster(), FakeClock()
     cluster.put(job(state="running"), puller_waiting(TIMEOUT))
     clock.on_sleep.append(lambda n: n == 60 and cluster.put(job(state="succeeded")))  # 30 s of retries
