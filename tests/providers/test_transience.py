@@ -439,3 +439,14 @@ def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch
 
     status = nim_wait(NIM_PROPS, sleep=recover, clock=lambda: 0.0, connect=lambda t: cluster.clients())
     assert status.state == READY and len(sleeps) == 3
+
+
+def test_a_replica_whose_pull_never_recovered_is_named_by_its_pull_not_as_pending() -> None:
+    """The rollout check (status.stuck_replica -> projection.lagging_replica) of a replica that
+    waited out its pending timeout on a transient pull quotes the pull's last words."""
+    from fakes import NOW
+    from providers.projection import Observation, lagging_replica
+
+    stuck = pod(SERVER, phase="Pending", age=1000, containers=[container_status(waiting=TIMEOUT)])
+    status = lagging_replica(Observation(model="llama", pods=[stuck], now=NOW, pending_timeout_seconds=900))
+    assert status is not None and status.reason == "image-pull" and "i/o timeout" in status.message
