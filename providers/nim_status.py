@@ -113,10 +113,9 @@ def _read_custom(clients: kube.Clients, plural: str, namespace: str, name: str) 
 
 def observe_nim(clients: kube.Clients, props: dict, now: Optional[datetime] = None) -> NimObservation:
     from .observe import read_optional
-
-    namespace, service = props["namespace"], props["nim_service"]
     from .status import restart_threshold
 
+    namespace, service = props["namespace"], props["nim_service"]
     core = Observation(model=props["model"], now=now or datetime.now(timezone.utc),
                        pending_timeout_seconds=int(props.get("pending_timeout_seconds") or 900),
                        restart_threshold=restart_threshold(props))
