@@ -5,6 +5,8 @@ Two stacks, one `up` each (KWOK stages of scripts/cluster/stages/30-pod-faults.y
 pods through an admission policy, as in test_fault_server.py):
 - ``badimage``: its server pods wait in ErrImagePull with containerd's `<image>: not found`
   (`image-not-found`) → `up` fails within 30 s with reason image-pull, quoting the runtime;
+  ``badpuller``, in the same `up`: its puller pod waits the same way → its weights gate fails
+  within 30 s (the Job itself would only fail at its deadline);
 - ``slowpull``: ErrImagePull with `dial tcp …: i/o timeout` for 8 s, then Running and Ready
   (`image-timeout`), and ``flaky``: one restart in CrashLoopBackOff for 8 s, then Ready
   (`restart-once`) → `up` succeeds, after waiting through both.
@@ -64,9 +66,11 @@ def stages(cluster):
 
 @pytest.fixture(scope="module")
 def definitive(fault_project, cluster, stages):
-    project = fault_project(lambda ns: stack_config(ns, [small_model("badimage")]))
+    project = fault_project(lambda ns: stack_config(ns, [small_model("badimage"), small_model("badpuller")]))
     cluster.inject(project.namespace, "image-not-found", component="server", model="badimage")
-    failed = project.timed("up", "--yes", "--skip-preview")
+    cluster.inject(project.namespace, "image-not-found", component="weights-puller", model="badpuller")
+    # Each failure is checked on its own: the first one must not keep the other from starting.
+    failed = project.timed("up", "--yes", "--skip-preview", "--continue-on-error")
     print(f"\n(b2) failing `pulumi up`: {failed.seconds:.1f} s")
     return failed
 
@@ -92,6 +96,16 @@ def test_a_definitive_pull_failure_fails_up_fast_with_its_reason(definitive) -> 
     started = definitive.at(r"ModelStatus badimage-status creating \(0s\)")
     seconds = definitive.at(r"ModelStatus badimage-status \*\*creating failed\*\*") - started
     print(f"(b2) definitive pull failure reported after {seconds:.0f} s of waiting")
+    assert seconds <= FAIL_FAST
+
+
+def test_a_puller_that_can_never_start_fails_its_gate_fast(definitive) -> None:
+    out = definitive.output
+    assert "model badpuller: the puller pod badpuller-" in out, out[-6000:]
+    assert "reason: image-not-found" in out and "tag or digest" in out
+    started = definitive.at(r"WeightsGate badpuller-weights-gate creating \(0s\)")
+    seconds = definitive.at(r"WeightsGate badpuller-weights-gate \*\*creating failed\*\*") - started
+    print(f"(b2) puller that cannot start reported after {seconds:.0f} s of waiting")
     assert seconds <= FAIL_FAST
 
 
