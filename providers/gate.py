@@ -35,6 +35,9 @@ from .props import GateProps
 # A change of any of these means other weights: replace the gate (and wait again).
 REPLACE_ON = GateProps.WEIGHTS_KEYS
 HANDOFF_TIMEOUT_SECONDS = 120
+# How often a running pull's pods are checked for a cause the Job would only report at its
+# deadline (an image that does not exist, a missing token Secret: the pod waits, never fails).
+POD_CHECK_SECONDS = 5.0
 RERUN_TIMEOUT_SECONDS = 120
 # Set on a failed Job once a gate has reported its failure: the next `pulumi up` re-runs it.
 FAILURE_REPORTED = "llm-serving.dev/pull-failure-reported"
@@ -56,6 +59,7 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
     deadline = clock() + float(props.deadline_seconds or 7200)
     poll = float(props.poll_seconds or 0.5)
     checked = not rerun
+    next_pod_check = clock() + POD_CHECK_SECONDS
     while True:
         try:
             job = kube.to_dict(clients, kube.call(
@@ -100,12 +104,48 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
                 f"The failed Job is kept for its logs; fix the cause and run `pulumi up` again: an unchanged "
                 f"puller is re-run, a changed source starts a new one."
             )
+        if clock() >= next_pod_check:
+            next_pod_check = clock() + POD_CHECK_SECONDS
+            stuck = puller_cannot_start(clients, props)
+            if stuck:
+                raise WeightsNotReady(stuck)
         if clock() > deadline:
             raise WeightsNotReady(
                 f"model {props.model}: weights not ready after {props.deadline_seconds}s "
                 f"(Job {props.puller_job} still running); raise platform.pullTimeoutSeconds"
             )
         sleep(poll)
+
+
+def puller_cannot_start(clients: kube.Clients, props: GateProps) -> str:
+    """Why a pod of the running puller can never start ('' when it may): a DEFINITIVE waiting
+    state (providers/transience.py). Transient ones (a registry timeout) are left to the kubelet's
+    retries and the Job's own deadline. Best effort: a failed read is not a verdict."""
+    from .observe import read_events
+    from .transience import definitive_waiting
+
+    try:
+        pods = [kube.to_dict(clients, p) for p in _puller_pods(clients, props)]
+        for pod in pods:
+            name = (pod.get("metadata") or {}).get("name", "")
+            status = pod.get("status") or {}
+            containers = list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+            found = definitive_waiting(pod)
+            if found is None and any(((c.get("state") or {}).get("waiting") or {}).get("reason") == "ImagePullBackOff"
+                                     for c in containers):
+                # The back-off hides the runtime's answer; the kubelet's Failed event has it (newest last).
+                events = sorted(read_events(clients, props.namespace, [name]),
+                                key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+                found = definitive_waiting(pod, [e.get("message") or "" for e in events])
+            if found:
+                waiting, verdict = found
+                return (f"model {props.model}: the puller pod {name} cannot start its container "
+                        f"{waiting.get('container')} ({waiting.get('image')}): {waiting.get('reason')} "
+                        f"{waiting.get('message') or ''}; {verdict.hint}\nreason: {verdict.cause}\n"
+                        f"The Job is kept; fix the cause and run `pulumi up` again.")
+    except Exception:  # noqa: BLE001
+        return ""
+    return ""
 
 
 def mark_reported(clients: kube.Clients, props: GateProps, reason: str) -> None:

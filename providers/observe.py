@@ -25,8 +25,11 @@ from components.targets import SERVICE_NAME_LABEL
 
 from . import kube
 from .nim_projection import NimObservation, project_nim_status
-from .projection import ERROR, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status
+from .projection import (
+    ERROR, RETRYING_REASONS, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status,
+)
 from .props import StatusProps
+from .transience import DEFAULT_RESTART_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,11 @@ class ModelRef:
     service: str
     puller_job: str = ""
     pending_timeout_seconds: int = 900
+    restart_threshold: int = DEFAULT_RESTART_THRESHOLD
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> Observation:
         seen = Observation(model=self.model, pending_timeout_seconds=self.pending_timeout_seconds,
-                           now=now or datetime.now(timezone.utc))
+                           restart_threshold=self.restart_threshold, now=now or datetime.now(timezone.utc))
         seen.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, self.deployment, self.namespace)
         pods = kube.call(clients, clients.core.list_namespaced_pod, self.namespace,
                          label_selector=f"{MODEL_LABEL}={self.model}")
@@ -68,11 +72,13 @@ class OperatorRef:
     nim_service: str
     nim_cache: str
     pending_timeout_seconds: int = 900
+    restart_threshold: int = DEFAULT_RESTART_THRESHOLD
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> NimObservation:
         namespace, service = self.namespace, self.nim_service
         core = Observation(model=self.model, now=now or datetime.now(timezone.utc),
-                           pending_timeout_seconds=self.pending_timeout_seconds)
+                           pending_timeout_seconds=self.pending_timeout_seconds,
+                           restart_threshold=self.restart_threshold)
         seen = NimObservation(model=self.model, service_name=service, cache_name=self.nim_cache, core=core)
         read_custom = clients.custom.get_namespaced_custom_object
         seen.cache = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_CACHE_PLURAL, self.nim_cache)
@@ -99,11 +105,12 @@ Observer = Union[ModelRef, OperatorRef]
 
 def observer_for(props: StatusProps) -> Observer:
     objects = props.objects
+    threshold = props.restart_threshold or DEFAULT_RESTART_THRESHOLD
     if props.on_operator:
         return OperatorRef(props.namespace, props.model, objects.nim_service, objects.nim_cache,
-                           props.pending_timeout_seconds)
+                           props.pending_timeout_seconds, threshold)
     return ModelRef(props.namespace, props.model, objects.deployment, objects.service, objects.puller_job,
-                    props.pending_timeout_seconds)
+                    props.pending_timeout_seconds, threshold)
 
 
 def read_optional(clients: kube.Clients, fn, *args, **kwargs) -> Optional[dict]:
@@ -162,7 +169,9 @@ def current_status(clients: kube.Clients, ref: Observer, now: Optional[datetime]
         seen: Any = ref.observe(clients, now)
         status = ref.project(seen)
         core = ref.core(seen)
-        if status.state == ERROR or job_failed(core.puller_job):
+        # A pod still retrying is read with its evidence too: its log tail or its `Failed to pull`
+        # event can make the cause definitive (providers/transience.py).
+        if status.state == ERROR or status.reason in RETRYING_REASONS or job_failed(core.puller_job):
             # The evidence the diagnosis quotes (log tail, events), then the diagnosis again with it.
             add_evidence(clients, ref.namespace, core, status.pod)
             status = ref.project(seen)

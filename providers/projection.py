@@ -15,13 +15,17 @@ from typing import Optional
 
 from components.targets import routable_targets
 
+from .transience import DEFAULT_RESTART_THRESHOLD, classify_crash, classify_waiting, crash_is_fatal
+
 PENDING, READY, ERROR, UNKNOWN = "PENDING", "READY", "ERROR", "UNKNOWN"
 
 MESSAGE_LIMIT = 600
 LOG_TAIL_LINES = 20
 LOG_TAIL_CHARS = 2000
 EVENTS_LIMIT = 8
-CRASH_RESTARTS = 3
+# PENDING reasons of a pod in trouble the kubelet may still get past (providers/transience.py):
+# the caller reads their evidence (log tail, events) too, since it can make the cause definitive.
+RETRYING_REASONS = ("restarting", "image-pull-retrying", "container-retrying")
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Observation:
     logs: dict[str, str] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     pending_timeout_seconds: int = 900
+    restart_threshold: int = DEFAULT_RESTART_THRESHOLD
 
 
 @dataclass
@@ -155,58 +160,72 @@ def diagnose_puller_failure(job: dict, pods: list[dict], logs: dict[str, str], e
 
 # --- server ---------------------------------------------------------------------------------
 
-_CRASH_DIAGNOSES = (
-    (re.compile(r"getpwuid|uid not found", re.I), "uid-unknown",
-     "the server crashes because its uid has no passwd entry in the image; use the engine's uid "
-     "(vLLM 2000/0, NIM 1000/2000)"),
-    (re.compile(r"NCCL|/dev/shm|shared memory|Bus error", re.I), "shared-memory",
-     "the server crashes on shared memory / NCCL; raise sharedMemorySizeLimit"),
-    (re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError", re.I), "gpu-out-of-memory",
-     "the model does not fit the GPUs; add gpus / tensorParallelSize or lower --max-model-len"),
-)
-
-
 def _container_statuses(pod: dict) -> list[dict]:
     status = pod.get("status") or {}
     return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
 
 
-def _crash(pod: dict) -> Optional[tuple[str, dict]]:
+def _crash(pod: dict) -> Optional[tuple[str, dict, int]]:
+    """The first container of the pod that has crashed at all: (name, its last termination,
+    restarts). Whether that is the verdict is ``transience.crash_is_fatal``'s call."""
     for container in _container_statuses(pod):
         if container.get("ready"):
             continue  # serving now: restartCount and lastState are history, not a crash loop
         waiting = (container.get("state") or {}).get("waiting") or {}
         last = (container.get("lastState") or {}).get("terminated") or {}
         current = (container.get("state") or {}).get("terminated") or {}
-        if waiting.get("reason") == "CrashLoopBackOff" or container.get("restartCount", 0) >= CRASH_RESTARTS:
-            return container.get("name", ""), last or current
-        if (last or current).get("reason") == "OOMKilled":
-            return container.get("name", ""), last or current
+        restarts = int(container.get("restartCount") or 0)
+        crashed = current.get("exitCode", 0) != 0 or current.get("reason") == "OOMKilled"
+        if waiting.get("reason") == "CrashLoopBackOff" or restarts > 0 or crashed:
+            return container.get("name", ""), current if crashed else (last or current), restarts
     return None
-
-
-_IMAGE_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
 
 
 def _image_problem(pod: dict) -> Optional[dict]:
+    """A container waiting on its image or its config (``transience.classify_waiting`` knows it)."""
     for container in _container_statuses(pod):
         waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in _IMAGE_REASONS:
+        if classify_waiting(waiting.get("reason") or "", waiting.get("message") or "") is not None:
             return {"container": container.get("name"), "image": container.get("image"), **waiting}
     return None
+
+
+def _waiting_verdict(pod: dict, image: dict, events: list[dict]):
+    messages = [e.get("message") or "" for e in _events_for(events, _name(pod))]
+    return classify_waiting(image.get("reason") or "", image.get("message") or "", messages)
+
+
+def _waiting_status(pod: dict, image: dict, verdict, observation: "Observation", ready: int, targets: list[str]) -> Status:
+    """An image / container-config waiting state: ERROR when definitive or past the pending
+    timeout, else PENDING (the kubelet retries) with the cause so far."""
+    name = _name(pod)
+    pulling = image.get("reason") not in ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+    what = f"cannot pull image {image.get('image')}" if pulling else f"cannot start container {image.get('container')}"
+    started = _parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    waited = int((observation.now - started).total_seconds()) if started else 0
+    details = {"pod": name, "cause": verdict.cause, **{k: v for k, v in image.items() if isinstance(v, str)},
+               "events": _event_lines(_events_for(observation.events, name))}
+    said = f"{image.get('reason')} {image.get('message', '')}".strip()
+    if verdict.definitive:
+        state, text = ERROR, f"pod {name} {what}: {said}; {verdict.hint}"
+    elif waited >= observation.pending_timeout_seconds:
+        state, text = ERROR, f"pod {name} still {what} after {waited}s: {said}; {verdict.hint}"
+    else:
+        state, text = PENDING, f"pod {name} {what} yet, the kubelet retries: {said}"
+    reason = ("image-pull" if pulling else "container-config") if state == ERROR else (
+        "image-pull-retrying" if pulling else "container-retrying")
+    return Status(state, cap(text), reason, details, ready, targets, name)
 
 
 def diagnose_crash(pod: dict, container: str, terminated: dict, logs: dict[str, str], events: list[dict]) -> Status:
     name = _name(pod)
     tail = log_tail(logs.get(name, ""))
-    reason, message = "crash-loop", f"the model server in pod {name} keeps crashing (exit code {terminated.get('exitCode', '?')})"
-    if terminated.get("reason") == "OOMKilled":
-        reason, message = "oom-killed", f"pod {name} was OOMKilled; raise resources.memory"
-    else:
-        for pattern, kind, text in _CRASH_DIAGNOSES:
-            if pattern.search(tail):
-                reason, message = kind, f"pod {name}: {text}"
-                break
+    verdict = classify_crash(terminated, tail)
+    reason, message = verdict.cause, f"pod {name}: {verdict.hint}"
+    if verdict.cause == "crash-loop":
+        message = f"the model server in pod {name} keeps crashing (exit code {terminated.get('exitCode', '?')})"
+    elif verdict.cause == "oom-killed":
+        message = f"pod {name} was OOMKilled; raise resources.memory"
     details = {"pod": name, "container": container, "terminated": {k: terminated.get(k) for k in ("reason", "exitCode") if k in terminated},
                "logTail": tail, "events": _event_lines(_events_for(events, name))}
     return Status(ERROR, cap(message), reason, details, pod=name)
@@ -214,6 +233,9 @@ def diagnose_crash(pod: dict, container: str, terminated: dict, logs: dict[str, 
 
 def _pending_reason(pod: dict, events: list[dict]) -> tuple[str, str]:
     related = _events_for(events, _name(pod))
+    image = _image_problem(pod)  # a transient pull that never recovered: its last words
+    if image:
+        return "image-pull", cap(f"its container {image.get('container')} waits: {image.get('reason')} {image.get('message', '')}", 300)
     for event in reversed(related):
         text = event.get("message", "")
         if "Multi-Attach" in text:
@@ -282,20 +304,29 @@ def project_status(observation: Observation) -> Status:
 
     snapshot = routable_targets(obs.endpoint_slices)
     ready = int((obs.deployment.get("status") or {}).get("readyReplicas") or 0)
+    retrying: Optional[Status] = None  # the first trouble the kubelet may still get past
     for pod in server_pods:
         crash = _crash(pod)
         if crash:
+            verdict = classify_crash(crash[1], log_tail(obs.logs.get(_name(pod), "")))
+            if not crash_is_fatal(verdict, crash[2], obs.restart_threshold):
+                retrying = retrying or Status(
+                    PENDING, cap(f"the model server in pod {_name(pod)} crashed (exit code "
+                                 f"{crash[1].get('exitCode', '?')}, {crash[2]} restart(s) so far); waiting for it "
+                                 f"to recover, failing at {obs.restart_threshold} restarts"),
+                    "restarting", {"pod": _name(pod), "cause": verdict.cause, "restarts": crash[2]},
+                    ready, snapshot.pods, _name(pod))
+                continue
             status = diagnose_crash(pod, crash[0], crash[1], obs.logs, obs.events)
             status.ready_replicas, status.targets = ready, snapshot.pods
             return status
     for pod in server_pods:
         image = _image_problem(pod)
         if image:
-            return Status(
-                ERROR, cap(f"pod {_name(pod)} cannot pull image {image.get('image')}: {image.get('reason')} {image.get('message', '')}"),
-                "image-pull", {"pod": _name(pod), **{k: v for k, v in image.items() if isinstance(v, str)}},
-                ready, snapshot.pods, _name(pod),
-            )
+            status = _waiting_status(pod, image, _waiting_verdict(pod, image, obs.events), obs, ready, snapshot.pods)
+            if status.state == ERROR:
+                return status
+            retrying = retrying or status
     if snapshot.targets:
         desired = int((obs.deployment.get("spec") or {}).get("replicas") or 0)
         return Status(
@@ -307,6 +338,8 @@ def project_status(observation: Observation) -> Status:
         if pending:
             pending.ready_replicas = ready
             return pending
+    if retrying is not None:
+        return retrying
     desired = int((obs.deployment.get("spec") or {}).get("replicas") or 0)
     if desired == 0:
         return Status(PENDING, "scaled to zero replicas: no routable target", "scaled-to-zero")

@@ -119,6 +119,9 @@ class StatusProps(Wire):
     ready_timeout_seconds: int = 1800
     cluster: ClusterTarget = ClusterTarget()
     poll_seconds: Optional[float] = None  # tests only; never written by a component
+    # platform.restartThreshold; written only when it is not the default, so a stack deployed
+    # before the setting existed records the same inputs (no update of every status).
+    restart_threshold: Optional[int] = None
 
     @property
     def on_operator(self) -> bool:

@@ -83,6 +83,13 @@ def _policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.NETWORK_POLICY, manifest, after=(PLATFORM,)),)
 
 
+def _restart_threshold(platform) -> Optional[int]:
+    """platform.restartThreshold for the status wait; left out at the default, so stacks deployed
+    before the setting existed record the same status inputs (no update of every model)."""
+    default = type(platform).model_fields["restart_threshold"].default
+    return None if platform.restart_threshold == default else platform.restart_threshold
+
+
 def _puller_policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     # platform.networkPolicy: the puller's egress (DNS and its hub only) is in place before it runs.
     return () if manifest is None else (Child(roles.PULLER_NETWORK_POLICY, manifest, after=(PLATFORM,)),)
@@ -99,6 +106,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         RawObjects(names.server, names.service, names.puller, spec_revision(manifests.deployment)),
         url, platform.pending_timeout_seconds,
         platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
+        restart_threshold=_restart_threshold(platform),
     )
     return ModelPlan(model, (
         Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
@@ -123,6 +131,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         # Caching is part of this wait: the download's budget plus the server's.
         url, platform.pending_timeout_seconds,
         platform.pull_timeout_seconds + platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
+        restart_threshold=_restart_threshold(platform),
     )
     return ModelPlan(model, (
         # First: nothing NIM-specific reaches a cluster without the operator's CRDs.

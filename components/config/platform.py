@@ -155,6 +155,11 @@ class PlatformConfig(Strict):
     pending_timeout_seconds: int = Field(
         900, gt=0, description="How long a pod may stay Pending before the status reports ERROR."
     )
+    restart_threshold: int = Field(
+        3, ge=1, description="Restarts a server container may make for a cause that can pass (a crash "
+        "with no known cause, NCCL) before `pulumi up` fails with the reason. Definitive causes (OOMKilled, "
+        "the uid crash, missing weights, an image that does not exist) fail at once.",
+    )
     pull_timeout_seconds: int = Field(
         7200, gt=0, description="Deadline of the weight download (the puller Job's activeDeadlineSeconds)."
     )

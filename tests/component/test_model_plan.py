@@ -76,3 +76,15 @@ def test_rendering_leaves_out_the_cluster_children_and_passes_their_waits_on() -
     assert roles.NIM_OPERATOR_CHECK not in operator
     assert operator[roles.NIM_CACHE] == (PLATFORM,)
     assert operator[roles.NIM_SERVICE] == (roles.NIM_CACHE,)  # no policy: that wait is dropped
+
+
+def test_the_restart_threshold_reaches_both_status_paths_only_when_set() -> None:
+    from providers.transience import DEFAULT_RESTART_THRESHOLD
+
+    for kind in MODELS:
+        assert "restart_threshold" not in plan(kind).status.to_dict()
+        assert plan(kind, restartThreshold=5).status.to_dict()["restart_threshold"] == 5
+    # The provider's default is the config's: a stack that leaves it out waits the same.
+    from components.config.platform import PlatformConfig
+
+    assert PlatformConfig.model_fields["restart_threshold"].default == DEFAULT_RESTART_THRESHOLD

@@ -104,8 +104,14 @@ CASES = [
     ("crash-loop", observe(service("NotReady"), cache(), deployment(), [pod(restarts=5, waiting={"reason": "CrashLoopBackOff"})],
                            logs={"llama-abc": "getpwuid(): uid not found: 2000"}),
      "ERROR", "uid-unknown", "passwd"),
-    ("image-pull", observe(service("NotReady"), cache(), deployment(), [pod(waiting={"reason": "ImagePullBackOff", "message": "401"})]),
+    ("image-pull", observe(service("NotReady"), cache(), deployment(), [pod(waiting={"reason": "ErrImagePull", "message": (
+        'failed to pull and unpack image "nvcr.io/nim/meta/llama:1": failed to resolve reference "nvcr.io/nim/meta/llama:1": '
+        "failed to authorize: failed to fetch oauth token: unexpected status: 401 Unauthorized")})]),
      "ERROR", "image-pull", "cannot pull image"),
+    # ImagePullBackOff alone names no cause (the kubelet retries): PENDING, not a verdict.
+    ("image-pull-backoff-retrying", observe(service("NotReady"), cache(), deployment(), [pod(waiting={
+        "reason": "ImagePullBackOff", "message": 'Back-off pulling image "nvcr.io/nim/meta/llama:1"'})]),
+     "PENDING", "image-pull-retrying", "the kubelet retries"),
     ("pending-too-long", observe(service("NotReady"), cache(), deployment(), [pod(phase="Pending", age=900)]),
      "ERROR", "pending", "Pending for 900s"),
     ("ready-with-target", observe(service("Ready"), cache(), deployment(ready=1), [pod()], [endpoint_slice("llama-abc")]),

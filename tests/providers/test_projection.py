@@ -7,7 +7,7 @@ evidence) must carry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import pytest
@@ -100,6 +100,24 @@ NCCL_LOG = """\
 Error while creating shared memory segment /dev/shm/nccl-Xy12Ab (size 9637888)
 torch.distributed.DistBackendError: NCCL error: unhandled system error
 """
+
+# vLLM 0.11 when its model directory has no config.json (vllm/transformers_utils/config.py).
+MISSING_WEIGHTS_LOG = """\
+(APIServer pid=1) ValueError: Invalid repository ID or local directory specified: '/model-store/weights'.
+Please verify the following requirements:
+1. Provide a valid Hugging Face repository ID.
+2. Specify a local directory that contains a recognized configuration file.
+"""
+
+# The kubelet's Failed event carries the runtime's words (containerd 1.7 shapes).
+NOT_FOUND_EVENT = (
+    'Failed to pull image "docker.io/vllm/vllm-openai:v9.9.9": rpc error: code = NotFound desc = failed to pull and '
+    'unpack image "docker.io/vllm/vllm-openai:v9.9.9": failed to resolve reference "docker.io/vllm/vllm-openai:v9.9.9": '
+    "docker.io/vllm/vllm-openai:v9.9.9: not found")
+TIMEOUT_PULL = (
+    'failed to pull and unpack image "docker.io/vllm/vllm-openai:v0.9.1": failed to resolve reference '
+    '"docker.io/vllm/vllm-openai:v0.9.1": failed to do request: Head "https://registry-1.docker.io/v2/vllm/vllm-openai/'
+    'manifests/v0.9.1": dial tcp 104.16.0.1:443: i/o timeout')
 
 CUDA_OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 22.05 GiB"
 
@@ -197,7 +215,7 @@ CASES = [
          check=lambda s: (s.details["pod"] == PULLER_POD and s.details["job"] and s.pod == PULLER_POD) or _fail(s)),
     # --- server crashes -------------------------------------------------------------------------
     Case("crash-loop-backoff", lambda: crashing([container_status(
-        restarts=2, waiting={"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"},
+        restarts=3, waiting={"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"},
         last_terminated={"exitCode": 1, "reason": "Error"})]),
          ERROR, "crash-loop", (SERVER_POD, "crashing", "exit code 1"),
          ("Engine core initialization failed", "BackOff: Back-off restarting failed container")),
@@ -206,7 +224,30 @@ CASES = [
          ERROR, "crash-loop", (SERVER_POD, "exit code 137")),
     Case("two-restarts-is-not-a-crash-loop-yet", lambda: crashing([container_status(
         restarts=2, running=True, ready=False, last_terminated={"exitCode": 1, "reason": "Error"})]),
-         PENDING, "starting"),
+         PENDING, "restarting", (SERVER_POD, "2 restart(s) so far", "failing at 3 restarts"),
+         check=lambda s: (s.pod == SERVER_POD and s.details["cause"] == "crash-loop") or _fail(s)),
+    # Issue 15 item 7: one restart is not the verdict, whatever the kubelet's back-off says...
+    Case("first-crash-loop-backoff-is-waited-out", lambda: crashing([container_status(
+        restarts=1, waiting={"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"},
+        last_terminated={"exitCode": 1, "reason": "Error"})]),
+         PENDING, "restarting", ("crashed (exit code 1, 1 restart(s) so far)",)),
+    Case("restart-threshold-is-configurable", lambda: replace(crashing([container_status(
+        restarts=1, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})]),
+        restart_threshold=1),
+         ERROR, "crash-loop", ("keeps crashing",)),
+    # ...unless its cause is definitive: then the first crash is.
+    Case("uid-crash-fails-at-the-first-restart", lambda: crashing([container_status(
+        restarts=1, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})],
+        log=UID_LOG),
+         ERROR, "uid-unknown", neutral=False),
+    Case("uid-crash-from-the-termination-message", lambda: crashing([container_status(
+        restarts=1, running=True, last_terminated={"exitCode": 1, "reason": "Error",
+                                                   "message": "KeyError: 'getpwuid(): uid not found: 1001'"})], log=""),
+         ERROR, "uid-unknown", neutral=False),
+    Case("missing-weights-fails-at-the-first-restart", lambda: crashing([container_status(
+        restarts=1, waiting={"reason": "CrashLoopBackOff"}, last_terminated={"exitCode": 1, "reason": "Error"})],
+        log=MISSING_WEIGHTS_LOG),
+         ERROR, "weights-missing", (SERVER_POD, "no weights"), ("Invalid repository ID or local directory",)),
     Case("oom-killed", lambda: crashing([container_status(
         restarts=1, running=True, last_terminated={"exitCode": 137, "reason": "OOMKilled"})]),
          ERROR, "oom-killed", (SERVER_POD, "OOMKilled", "resources.memory"),
@@ -226,8 +267,28 @@ CASES = [
     Case("image-pull-backoff", lambda: crashing([container_status(
         image="docker.io/vllm/vllm-openai:v9.9.9",
         waiting={"reason": "ImagePullBackOff", "message": 'Back-off pulling image "docker.io/vllm/vllm-openai:v9.9.9"'})],
-        log=""),
-         ERROR, "image-pull", (SERVER_POD, "docker.io/vllm/vllm-openai:v9.9.9", "ImagePullBackOff")),
+        log="", events=[event(SERVER_POD, "Failed", NOT_FOUND_EVENT, age=8)]),
+         ERROR, "image-pull", (SERVER_POD, "docker.io/vllm/vllm-openai:v9.9.9", "ImagePullBackOff", "tag or digest"),
+         ("docker.io/vllm/vllm-openai:v9.9.9: not found",),
+         check=lambda s: s.details["cause"] == "image-not-found" or _fail(s)),
+    Case("image-pull-backoff-without-a-cause-is-retried", lambda: crashing([container_status(
+        image="docker.io/vllm/vllm-openai:v9.9.9",
+        waiting={"reason": "ImagePullBackOff", "message": 'Back-off pulling image "docker.io/vllm/vllm-openai:v9.9.9"'})],
+        log="", events=[]),
+         PENDING, "image-pull-retrying", (SERVER_POD, "the kubelet retries")),
+    Case("image-pull-timeout-is-retried", lambda: crashing([container_status(
+        waiting={"reason": "ErrImagePull", "message": TIMEOUT_PULL})], log="", events=[]),
+         PENDING, "image-pull-retrying", ("i/o timeout",)),
+    Case("image-pull-timeout-past-the-pending-timeout", lambda: replace(crashing([container_status(
+        waiting={"reason": "ErrImagePull", "message": TIMEOUT_PULL})], log="", events=[]),
+        pending_timeout_seconds=30),
+         ERROR, "image-pull", ("still cannot pull image", "after 60s", "i/o timeout"),
+         check=lambda s: s.details["cause"] == "registry-unreachable" or _fail(s)),
+    Case("missing-secret-fails-at-once", lambda: crashing([container_status(
+        waiting={"reason": "CreateContainerConfigError", "message": 'secret "llama-hf-token" not found'})],
+        log="", events=[]),
+         ERROR, "container-config", ("cannot start container server", 'secret "llama-hf-token" not found', "Secret"),
+         check=lambda s: s.details["cause"] == "secret-missing" or _fail(s)),
     Case("err-image-pull", lambda: crashing([container_status(
         image="vllm-openai:latest", waiting={"reason": "ErrImagePull", "message": "short name mode is enforcing"})],
         log=""),
@@ -371,7 +432,7 @@ def test_long_messages_are_capped() -> None:
     assert len(status.details["condition"]) <= 300
 
     image = "registry.example.com/" + "very-long-path/" * 200 + "vllm:latest"
-    status = project_status(crashing([container_status(image=image, waiting={"reason": "ErrImagePull", "message": "y" * 5000})], log=""))
+    status = project_status(crashing([container_status(image=image, waiting={"reason": "ErrImagePull", "message": "y" * 5000 + " manifest unknown"})], log=""))
     assert status.reason == "image-pull" and len(status.message) <= MESSAGE_LIMIT
 
     status = project_status(pending_pod(age=1000, conditions=unschedulable("0/999 nodes: " + "z" * 5000)))

@@ -186,8 +186,10 @@ def test_an_oom_kill_fails_fast(path: Path) -> None:
 
 def test_an_image_that_cannot_be_pulled_fails_fast(path: Path) -> None:
     cluster, clock = FakeCluster(), FakeClock()
+    # A definitive answer from the registry (the image does not exist): a retry cannot help.
     path.put(cluster, deployment(ready=0), pod(SERVER, now=now(), containers=[container_status(
-        waiting={"reason": "ImagePullBackOff", "message": "Back-off pulling image"})]))
+        waiting={"reason": "ErrImagePull", "message": 'failed to pull and unpack image "nvcr.io/x:1": '
+                 'failed to resolve reference "nvcr.io/x:1": nvcr.io/x:1: not found'})]))
     with pytest.raises(ModelNotServing, match="reason: image-pull"):
         wait(path, cluster, clock)
     assert clock.sleeps == []
