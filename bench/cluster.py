@@ -22,9 +22,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT, ROOT / "tests" / "integration"):
@@ -117,7 +118,7 @@ class VolumePool:
             self._client = api()
         return self._client.CoreV1Api()
 
-    def __enter__(self) -> "VolumePool":
+    def __enter__(self) -> VolumePool:
         client = api()
         client.StorageV1Api().create_storage_class({
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -189,7 +190,7 @@ class Watcher:
     _threads: list = field(default_factory=list)
     _ready: list = field(default_factory=list)
 
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         client = api()
         streams: list[tuple[Callable, Callable]] = [
             (client.BatchV1Api().list_namespaced_job, self._on_job),
@@ -206,7 +207,7 @@ class Watcher:
             ready.wait(10)
         return self
 
-    def stop(self) -> "Watcher":
+    def stop(self) -> Watcher:
         self._stop.set()
         for thread in self._threads:
             thread.join(5)
@@ -452,7 +453,7 @@ class UpRun:
 
 
 def up_once(program: str, models: list[dict], pool: VolumePool, workdir: Path,
-            inspect: Optional[Callable[[Project, "UpRun"], None]] = None, **platform) -> UpRun:
+            inspect: Optional[Callable[[Project, UpRun], None]] = None, **platform) -> UpRun:
     """Create a fresh stack, time one `pulumi up` of it, then delete everything it made."""
     namespace = f"bench-{program}-{uuid.uuid4().hex[:6]}"
     require_cluster()

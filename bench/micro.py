@@ -14,7 +14,6 @@ if str(ROOT) not in sys.path:
 
 from components.targets import routable_targets  # noqa: E402
 
-
 # --- router targets ------------------------------------------------------------------------
 
 def endpoint_slices(endpoints: int, per_slice: int = 100) -> list[dict]:
@@ -98,6 +97,7 @@ def bench_targets(quick: bool) -> dict:
 def bench_puller(quick: bool) -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
     import puller_throughput as pt
+
     from components.compile import common
 
     mount = common.WEIGHTS_MOUNT  # puller_throughput points it at its scratch volume: restore it

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def main() -> None:
         copy = statistics.median(timed_copy(list(files.values()), work) for _ in range(args.runs))
 
     mb = total / 10**6
-    print(f"{datetime.now(timezone.utc):%Y-%m-%d} {platform.node()} {os.cpu_count()} cores, "
+    print(f"{datetime.now(UTC):%Y-%m-%d} {platform.node()} {os.cpu_count()} cores, "
           f"Python {platform.python_version()}; {mb:.0f} MB in {args.shards} safetensors shards + config, "
           f"median of {args.runs} runs")
     print(f"  {'plain file copy':40s} {copy:7.3f} s  {mb / copy:8.1f} MB/s")

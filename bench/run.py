@@ -26,7 +26,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Optional
 
@@ -273,7 +273,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     rows: list[Row] = []
     errors: dict[str, str] = {}
     workdir = Path(tempfile.mkdtemp(prefix="llm-serving-bench-"))
-    info = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    info = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
             "mode": "quick" if args.quick else "full", "selected": selected}
 
     def attempt(name: str, fn):

@@ -18,7 +18,6 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
-
 from cluster import ROOT, BenchError, cpu_ticks, new_project, run_pulumi, small_model, stack_config
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -41,7 +39,7 @@ class ProcessCpu:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "ProcessCpu":
+    def __enter__(self) -> ProcessCpu:
         self._thread.start()
         return self
 

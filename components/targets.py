@@ -38,8 +38,9 @@ of a slice, e.g. merged from two sources).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
+from typing import Optional
 
 
 @dataclass(frozen=True, order=True)

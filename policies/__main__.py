@@ -11,9 +11,8 @@ import sys
 # The language host runs this file by path; make `rules` importable however it is started.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-
-from rules.pack import policies  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
+from rules.pack import policies
 
 PolicyPack(
     name="llm-serving",

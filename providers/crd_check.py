@@ -12,13 +12,14 @@ Pickled into the stack's state: no import-time side effects, clients built insid
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from . import kube
-from .inputs import changed_inputs, now
 from .failures import Reported, reported
+from .inputs import changed_inputs, now
 from .props import RequiredCrdsProps
 
 
@@ -41,7 +42,7 @@ def missing_crds(clients: kube.Clients, api: Any, required: list[tuple[str, str]
     for name, version in required:
         try:
             crd = kube.to_dict(clients, kube.call(clients, api.read_custom_resource_definition, name))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             if kube.is_not_found(error):
                 missing.append(name)
                 continue

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 

@@ -78,7 +78,7 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
                 raise
             sleep(poll)
             continue
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             if not kube.is_not_found(error):
                 raise
             raise WeightsNotReady(
@@ -251,7 +251,7 @@ def rerun_job(clients: kube.Clients, props: GateProps, job: dict, why: str,
                 try:
                     kube.call(clients, clients.batch.delete_namespaced_job, name, namespace,
                               propagation_policy="Foreground")
-                except Exception as error:  # noqa: BLE001
+                except Exception as error:
                     if not kube.is_not_found(error):
                         raise
                 deleted = True
@@ -283,7 +283,7 @@ def hand_off(clients: kube.Clients, props: GateProps, sleep=time.sleep, clock=ti
                     kube.call(clients, clients.core.delete_namespaced_pod, pod.metadata.name,
                               props.namespace, grace_period_seconds=0)
                     deleted += 1
-                except Exception as error:  # noqa: BLE001
+                except Exception as error:
                     if not kube.is_not_found(error):
                         raise
         if clock() > deadline:

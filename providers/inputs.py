@@ -5,7 +5,7 @@ No import-time side effects: imported by pickled providers.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # What the engine hands a dynamic provider for an input not known yet (during preview).
 UNKNOWN_INPUT = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
@@ -18,7 +18,7 @@ def changed_inputs(olds: dict, news: dict) -> list[str]:
 
 def now() -> str:
     """When a provider observed or checked something, as it records it."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def inputs_only(props: dict, outputs: tuple[str, ...]) -> dict:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from .failures import Reported
 
@@ -94,7 +95,7 @@ def call(clients: Optional[Clients], fn: Callable[..., T], *args: Any,
             clients.calls += 1
         try:
             return fn(*args, **kwargs)
-        except Exception as error:  # noqa: BLE001 - classified below
+        except Exception as error:
             if not _retryable(error) or attempt == attempts:
                 if _retryable(error):
                     raise ClusterUnreachable(f"{getattr(fn, '__name__', 'call')}: {error}") from error

@@ -14,19 +14,33 @@ count; events and log tails are read only for the pod a diagnosis names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
 from components.labels import (
-    COMPONENT_LABEL, MODEL_LABEL, NIM_CACHE_PLURAL, NIM_GROUP, NIM_POD_SELECTOR_LABEL, NIM_SERVICE_PLURAL,
-    NIM_VERSION, SERVER_COMPONENT,
+    COMPONENT_LABEL,
+    MODEL_LABEL,
+    NIM_CACHE_PLURAL,
+    NIM_GROUP,
+    NIM_POD_SELECTOR_LABEL,
+    NIM_SERVICE_PLURAL,
+    NIM_VERSION,
+    SERVER_COMPONENT,
 )
 from components.targets import SERVICE_NAME_LABEL
 
 from . import kube
 from .nim_projection import NimObservation, project_nim_status
 from .projection import (
-    ERROR, RETRYING_REASONS, UNKNOWN, Observation, Status, job_failed, log_tail, pods_needing_logs, project_status,
+    ERROR,
+    RETRYING_REASONS,
+    UNKNOWN,
+    Observation,
+    Status,
+    job_failed,
+    log_tail,
+    pods_needing_logs,
+    project_status,
 )
 from .props import StatusProps
 from .transience import DEFAULT_RESTART_THRESHOLD
@@ -46,7 +60,7 @@ class ModelRef:
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> Observation:
         seen = Observation(model=self.model, pending_timeout_seconds=self.pending_timeout_seconds,
-                           restart_threshold=self.restart_threshold, now=now or datetime.now(timezone.utc))
+                           restart_threshold=self.restart_threshold, now=now or datetime.now(UTC))
         seen.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, self.deployment, self.namespace)
         pods = kube.call(clients, clients.core.list_namespaced_pod, self.namespace,
                          label_selector=f"{MODEL_LABEL}={self.model}")
@@ -76,7 +90,7 @@ class OperatorRef:
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> NimObservation:
         namespace, service = self.namespace, self.nim_service
-        core = Observation(model=self.model, now=now or datetime.now(timezone.utc),
+        core = Observation(model=self.model, now=now or datetime.now(UTC),
                            pending_timeout_seconds=self.pending_timeout_seconds,
                            restart_threshold=self.restart_threshold)
         seen = NimObservation(model=self.model, service_name=service, cache_name=self.nim_cache, core=core)
@@ -116,7 +130,7 @@ def observer_for(props: StatusProps) -> Observer:
 def read_optional(clients: kube.Clients, fn, *args, **kwargs) -> Optional[dict]:
     try:
         return kube.to_dict(clients, kube.call(clients, fn, *args, **kwargs))
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         if kube.is_not_found(error):
             return None
         raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Optional
 
 from components.targets import routable_targets
@@ -39,7 +39,7 @@ class Observation:
     endpoint_slices: list[dict] = field(default_factory=list)
     puller_job: Optional[dict] = None
     logs: dict[str, str] = field(default_factory=dict)
-    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
     pending_timeout_seconds: int = 900
     restart_threshold: int = DEFAULT_RESTART_THRESHOLD
 
@@ -195,7 +195,7 @@ def _waiting_verdict(pod: dict, image: dict, events: list[dict]):
     return classify_waiting(image.get("reason") or "", image.get("message") or "", messages)
 
 
-def _waiting_status(pod: dict, image: dict, verdict, observation: "Observation", ready: int, targets: list[str]) -> Status:
+def _waiting_status(pod: dict, image: dict, verdict, observation: Observation, ready: int, targets: list[str]) -> Status:
     """An image / container-config waiting state: ERROR when definitive or past the pending
     timeout, else PENDING (the kubelet retries) with the cause so far."""
     name = _name(pod)

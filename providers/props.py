@@ -13,8 +13,9 @@ No import-time side effects, no Pulumi import: pickled providers import this mod
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 from .kube import Target
 
@@ -54,7 +55,7 @@ class ClusterTarget(Wire):
     context: str = ""
 
     @classmethod
-    def of(cls, cluster: Any) -> "ClusterTarget":
+    def of(cls, cluster: Any) -> ClusterTarget:
         """From the stack's cluster config (``kubeconfig`` / ``context``, either may be None)."""
         return cls(getattr(cluster, "kubeconfig", None) or "", getattr(cluster, "context", None) or "")
 
@@ -155,7 +156,7 @@ class RequiredCrdsProps(Wire):
         return f"{self.owner}-crds"
 
     @classmethod
-    def from_dict(cls, props: Props) -> "RequiredCrdsProps":
+    def from_dict(cls, props: Props) -> RequiredCrdsProps:
         if "requirements" not in props and "crds" in props:
             return NimOperatorCheckProps.from_dict(props)
         return super().from_dict(props)
@@ -178,7 +179,7 @@ class NimOperatorCheckProps(RequiredCrdsProps):
     failure_property: ClassVar[str] = "crds"
 
     @classmethod
-    def of(cls, model: str, crds: tuple[str, ...], version: str, cluster: ClusterTarget) -> "NimOperatorCheckProps":
+    def of(cls, model: str, crds: tuple[str, ...], version: str, cluster: ClusterTarget) -> NimOperatorCheckProps:
         requirement = CrdRequirement("it", tuple(crds), version, NIM_OPERATOR_FIX)
         return cls(f"model {model} uses path: operator", (requirement,), cluster, model)
 
@@ -190,7 +191,7 @@ class NimOperatorCheckProps(RequiredCrdsProps):
         return {"model": self.model, "crds": list(self.requirements[0].crds), **self.cluster.to_dict()}
 
     @classmethod
-    def from_dict(cls, props: Props) -> "NimOperatorCheckProps":
+    def from_dict(cls, props: Props) -> NimOperatorCheckProps:
         from components.labels import NIM_CRD_NAMES, NIM_VERSION
 
         return cls.of(props.get("model") or "?", tuple(props.get("crds") or NIM_CRD_NAMES), NIM_VERSION,

@@ -9,7 +9,7 @@ from components.config.model import StackConfig
 
 from . import kube
 from .observe import current_status, observer_for
-from .projection import READY, Status, UNKNOWN
+from .projection import READY, UNKNOWN, Status
 from .props import ClusterTarget
 
 

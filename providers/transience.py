@@ -23,8 +23,9 @@ No I/O, no Pulumi: imported by pickled providers and by the tests directly.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Optional
 
 DEFINITIVE, TRANSIENT = "definitive", "transient"
 
@@ -48,7 +49,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class _Rule:
-    pattern: "re.Pattern[str]"
+    pattern: re.Pattern[str]
     verdict: Verdict
 
 

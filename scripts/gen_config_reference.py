@@ -15,8 +15,9 @@ import json
 import sys
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Literal, Union
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -27,7 +28,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
-from components.config import types as config_types, values  # noqa: E402
+from components.config import types as config_types  # noqa: E402
+from components.config import values
 from components.config.loader import PROJECT  # noqa: E402
 from components.config.model import StackConfig  # noqa: E402
 

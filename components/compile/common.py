@@ -67,7 +67,7 @@ class ModelNames:
     lora_cache: str = "lora-cache"
 
     @classmethod
-    def of(cls, model: ModelConfig) -> "ModelNames":
+    def of(cls, model: ModelConfig) -> ModelNames:
         digest = source_hash(model)
         return cls(
             server=model.name,

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 from providers.props import (
-    ClusterTarget, GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps,
+    ClusterTarget,
+    GateProps,
+    NimOperatorCheckProps,
+    OperatorObjects,
+    RawObjects,
+    StatusProps,
 )
 
 from .. import children as roles

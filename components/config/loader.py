@@ -7,8 +7,9 @@ touches a cluster.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import yaml
 from pydantic import ValidationError

@@ -11,7 +11,7 @@ it, so a new flag or variable cannot slip past them).
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 SERVER_PORT = 8000
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 

@@ -15,15 +15,34 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from . import managed, rules, stack_secrets, values
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
-    GPU_TOLERATIONS, MONITORING_NAMESPACE, VLLM_IMAGE, ClusterConfig, NetworkPeer, NetworkPolicyConfig,
-    PlatformConfig, Preflight, TeardownIdentity,
+    GPU_TOLERATIONS,
+    MONITORING_NAMESPACE,
+    VLLM_IMAGE,
+    ClusterConfig,
+    NetworkPeer,
+    NetworkPolicyConfig,
+    PlatformConfig,
+    Preflight,
+    TeardownIdentity,
 )
 from .pylon import pylon_stack_problems
-from .router import RouterConfig, stack_problems as router_stack_problems
+from .router import RouterConfig
+from .router import stack_problems as router_stack_problems
 from .stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS  # noqa: F401
 from .types import (  # noqa: F401  (re-exported for existing imports)
-    SECRET_MARKER, Dns1123Label, HealthPath, HfEndpoint, Image, NonRootUid, PositiveQuantity, Quantity,
-    SecretKeyRef, StackSecret, Strict, Toleration, check_health_path,
+    SECRET_MARKER,
+    Dns1123Label,
+    HealthPath,
+    HfEndpoint,
+    Image,
+    NonRootUid,
+    PositiveQuantity,
+    Quantity,
+    SecretKeyRef,
+    StackSecret,
+    Strict,
+    Toleration,
+    check_health_path,
 )
 
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
@@ -148,7 +167,7 @@ class Lora(Strict):
         return rank
 
     @model_validator(mode="after")
-    def _adapters(self) -> "Lora":
+    def _adapters(self) -> Lora:
         if self.adapters and not self.enabled:
             raise values.Problems([("enabled", "adapters are listed but LoRA is off; set lora.enabled: true "
                                     "or remove lora.adapters")])
@@ -301,7 +320,7 @@ class ModelConfig(Strict):
         return path or DEFAULT_HEALTH_PATH.get(info.data.get("engine", "vllm"), "/health")
 
     @model_validator(mode="after")
-    def _topology(self, info: ValidationInfo) -> "ModelConfig":
+    def _topology(self, info: ValidationInfo) -> ModelConfig:
         problems: list[tuple[str, str]] = []
         # The stack-level check sees the secret defaults; this one reports a missing authSecret
         # beside the model's other problems when the loader says no stack secret will fill it.
@@ -357,7 +376,7 @@ class StackConfig(Strict):
     )
 
     @model_validator(mode="after")
-    def _cross_field(self) -> "StackConfig":
+    def _cross_field(self) -> StackConfig:
         seen: set[str] = set()
         problems: list[tuple[str, str]] = []
         for index, model in enumerate(self.with_secret_defaults().models):
@@ -404,7 +423,7 @@ class StackConfig(Strict):
     def shm_limit(self, model: ModelConfig) -> str:
         return model.shared_memory_size_limit or self.platform.shared_memory_size_limit
 
-    def with_secret_defaults(self) -> "StackConfig":
+    def with_secret_defaults(self) -> StackConfig:
         """The stack with every model reading the stack secrets it uses and names no Secret for
         (see stack_secrets.py). ``load_stack_config`` returns stacks resolved this way."""
         specs = stack_secrets.configured(self)

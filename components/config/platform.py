@@ -10,7 +10,14 @@ from pydantic import Field, field_validator, model_validator
 
 from . import values
 from .types import (
-    GPU_TOLERATIONS, Dns1123Label, HfEndpoint, Image, NonRootUid, PositiveQuantity, Strict, Toleration,
+    GPU_TOLERATIONS,
+    Dns1123Label,
+    HfEndpoint,
+    Image,
+    NonRootUid,
+    PositiveQuantity,
+    Strict,
+    Toleration,
 )
 
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
@@ -82,7 +89,7 @@ class NetworkPeer(Strict):
     )
 
     @model_validator(mode="after")
-    def _narrow(self) -> "NetworkPeer":
+    def _narrow(self) -> NetworkPeer:
         if self.namespace_selector is None and self.pod_selector is None:
             raise values.Problems([("namespaceSelector", "a peer must select namespaces or pods; "
                                     "write e.g. {kubernetes.io/metadata.name: monitoring}")])
@@ -197,7 +204,7 @@ class PlatformConfig(Strict):
     preflight: Preflight = Field(default_factory=Preflight, description="Checks on the Hugging Face endpoint at preview.")
 
     @model_validator(mode="after")
-    def _ownership(self) -> "PlatformConfig":
+    def _ownership(self) -> PlatformConfig:
         problems = namespace_problems(self.namespace, self.create_namespace)
         teardown = self.teardown_identity
         if teardown.enabled and teardown.service_account_name == self.service_account_name:

@@ -59,7 +59,7 @@ class PylonResources(Strict):
     memory_limit: PositiveQuantity = Field("1Gi", description="Memory limit of the pylon container.")
 
     @model_validator(mode="after")
-    def _limits_cover_requests(self) -> "PylonResources":
+    def _limits_cover_requests(self) -> PylonResources:
         problems = [
             (limit, f"must be at least {request} ({self_value})")
             for limit, request, self_value, wanted in (
@@ -95,7 +95,7 @@ class PylonConfig(Strict):
     args: tuple[str, ...] = Field((), description="Extra pylon arguments (not the flags rendered from config).")
 
     @model_validator(mode="after")
-    def _no_rendered_flag(self) -> "PylonConfig":
+    def _no_rendered_flag(self) -> PylonConfig:
         problems = [
             (f"args.{index}", f"{arg.split('=', 1)[0]} is rendered from config; remove it")
             for index, arg in enumerate(self.args)
@@ -130,7 +130,7 @@ class WorkerAuth(Strict):
     )
 
     @model_validator(mode="after")
-    def _mode_fields(self) -> "WorkerAuth":
+    def _mode_fields(self) -> WorkerAuth:
         token_only = ("secret_name", "token_key", "auth_file_key", "cluster_id")
         if self.mode == "token" and self.secret_name is None:
             raise values.Problems([(
@@ -148,7 +148,7 @@ class WorkerAuth(Strict):
         return self
 
 
-def pylon_problems(router: "RouterConfig") -> list[tuple[str, str]]:
+def pylon_problems(router: RouterConfig) -> list[tuple[str, str]]:
     """The two sections go together: pylons need an auth choice, and an auth choice without
     pylons configures nothing."""
     if router.pylon is not None and router.worker_auth is None:
@@ -167,7 +167,7 @@ def pylon_problems(router: "RouterConfig") -> list[tuple[str, str]]:
     return []
 
 
-def pylon_stack_problems(stack: "StackConfig") -> list[tuple[str, str]]:
+def pylon_stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     """A fronted model must be able to carry the sidecar."""
     from .router import fronted_models
 

@@ -19,7 +19,8 @@ existing install without ``workload.migrateFrom`` saying so.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Iterable, Literal, Optional, Union
+from collections.abc import Iterable
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -114,7 +115,7 @@ class ContainerResources(Strict):
     limits: ResourceAmounts = Field(description="The ceiling (CPU throttled, memory OOM-killed).")
 
     @model_validator(mode="after")
-    def _requests_within_limits(self) -> "ContainerResources":
+    def _requests_within_limits(self) -> ContainerResources:
         problems = [
             (f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
              f"({getattr(self.limits, key)}); lower the request or raise the limit")
@@ -239,7 +240,7 @@ class RouterTls(Strict):
     secret_name: Optional[Label] = Field(None, description="Secret the certificate is stored in; unset: `<name>-tls`.")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "RouterTls":
+    def _one_source(self) -> RouterTls:
         if self.existing_secret is None:
             return self
         problems = [(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
@@ -325,14 +326,14 @@ class RouterConfig(Strict):
         return data
 
     @model_validator(mode="after")
-    def _topology(self) -> "RouterConfig":
+    def _topology(self) -> RouterConfig:
         problems = topology_problems(self) + pylon_problems(self)
         if problems:
             raise values.Problems(problems)
         return self
 
     @property
-    def topology(self) -> "Topology":
+    def topology(self) -> Topology:
         return resolve_topology(self)
 
 
@@ -397,6 +398,13 @@ def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[st
 # of the stack live beside this module; re-exported here, where the stack model and the
 # providers look for them.
 from .router_names import (  # noqa: E402, F401 (re-exports)
-    Topology, advertised_hostname, allowed_domains, default_dns_names, dns_names, kind_change_problem,
-    resolve_topology, stack_problems, within,
+    Topology,
+    advertised_hostname,
+    allowed_domains,
+    default_dns_names,
+    dns_names,
+    kind_change_problem,
+    resolve_topology,
+    stack_problems,
+    within,
 )

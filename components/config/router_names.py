@@ -12,8 +12,9 @@ against ``allowedDomains`` like the names the user wrote (issue 15 item 10).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 if TYPE_CHECKING:
     from .router import RouterConfig
@@ -67,26 +68,26 @@ def resolve_topology(router: RouterConfig) -> Topology:
     return Topology(kind, replicas, backend, dns, name, reason)
 
 
-def headless_name(router: "RouterConfig") -> str:
+def headless_name(router: RouterConfig) -> str:
     return f"{router.name}-headless"
 
 
-def backend_name(router: "RouterConfig") -> str:
+def backend_name(router: RouterConfig) -> str:
     return f"{router.name}-backend-router"
 
 
-def advertised_hostname(router: "RouterConfig", namespace: str) -> str:
+def advertised_hostname(router: RouterConfig, namespace: str) -> str:
     """The ``--advertised-hostname-template`` value; ``{pod_name}`` is Stargate's placeholder."""
     if router.topology.per_pod_hostnames:
         return f"{{pod_name}}.{headless_name(router)}.{namespace}.svc.cluster.local"
     return f"{router.name}.{namespace}.svc.cluster.local"
 
 
-def default_dns_names(router: "RouterConfig", namespace: str) -> tuple[str, ...]:
+def default_dns_names(router: RouterConfig, namespace: str) -> tuple[str, ...]:
     return (f"{router.name}.{namespace}.svc", f"{router.name}.{namespace}.svc.cluster.local")
 
 
-def allowed_domains(router: "RouterConfig", namespace: str) -> tuple[str, ...]:
+def allowed_domains(router: RouterConfig, namespace: str) -> tuple[str, ...]:
     return router.tls.allowed_domains or (f"{namespace}.svc", f"{namespace}.svc.cluster.local")
 
 
@@ -101,13 +102,13 @@ def covers(san: str, host: str) -> bool:
     return bool(head) and rest == san[2:]
 
 
-def verified_name(router: "RouterConfig", namespace: str) -> str:
+def verified_name(router: RouterConfig, namespace: str) -> str:
     """The name pylons check the router's certificate against: the advertised hostname, with the
     pod's label as a wildcard when it is per pod."""
     return advertised_hostname(router, namespace).replace("{pod_name}", "*")
 
 
-def added_dns_names(router: "RouterConfig", namespace: str) -> tuple[str, ...]:
+def added_dns_names(router: RouterConfig, namespace: str) -> tuple[str, ...]:
     """Names the router gets on its certificate without the user writing them."""
     written = router.tls.dns_names
     base = written or default_dns_names(router, namespace)
@@ -119,7 +120,7 @@ def added_dns_names(router: "RouterConfig", namespace: str) -> tuple[str, ...]:
     return (() if written else base) + ((needed,) if missing else ())
 
 
-def dns_names(router: "RouterConfig", namespace: str) -> tuple[str, ...]:
+def dns_names(router: RouterConfig, namespace: str) -> tuple[str, ...]:
     """Every name on the Certificate: the written ones (or the Service's), plus the verified one."""
     return tuple(router.tls.dns_names) + added_dns_names(router, namespace)
 
@@ -130,7 +131,7 @@ def within(name: str, domain: str) -> bool:
     return base == domain or base.endswith("." + domain)
 
 
-def stack_problems(router: "RouterConfig", namespace: str, model_names: Iterable[str]) -> list[tuple[str, str]]:
+def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[str]) -> list[tuple[str, str]]:
     """Checks that need the rest of the stack; paths are relative to the stack."""
     from .router import fronted_models
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 ENGINE_IDENTITY = {"vllm": (2000, 0), "nim": (1000, 2000)}
 
 
-def nim_problems(model: "ModelConfig") -> list[tuple[str, str]]:
+def nim_problems(model: ModelConfig) -> list[tuple[str, str]]:
     """Engine / path combinations and the credentials each path needs."""
     if model.engine != "nim":
         return [("nim", "NIM settings apply to engine 'nim' only; remove them")] if model.nim else []
@@ -49,7 +49,7 @@ def nim_problems(model: "ModelConfig") -> list[tuple[str, str]]:
     return problems
 
 
-def auth_secret_problems(model: "ModelConfig") -> list[tuple[str, str]]:
+def auth_secret_problems(model: ModelConfig) -> list[tuple[str, str]]:
     """The operator path needs nim.authSecret: checked on the model with the stack's secret
     defaults in place (a stack ngcApiKey fills it), so the stack asks for it."""
     nim = model.nim_settings
@@ -64,7 +64,7 @@ def auth_secret_problems(model: "ModelConfig") -> list[tuple[str, str]]:
              f"for the NIMCache and NIMService; {fix}")]
 
 
-def identity_problems(model: "ModelConfig") -> list[tuple[str, str]]:
+def identity_problems(model: ModelConfig) -> list[tuple[str, str]]:
     """uid/gid stay per engine: another engine's (or any other) identity must be explicit."""
     context = model.security_context
     if context is None:

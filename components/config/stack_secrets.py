@@ -12,8 +12,9 @@ one spelling of every key and a model's own Secret always wins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .types import SecretKeyRef
 
@@ -24,14 +25,14 @@ HF_TOKEN_SECRET = SecretKeyRef(name="llm-serving-hf-token", key="token")
 NGC_API_KEY_SECRET = SecretKeyRef(name="llm-serving-ngc-api-key", key="NGC_API_KEY")
 
 
-def _hf_token_default(model: "ModelConfig") -> Optional[dict]:
+def _hf_token_default(model: ModelConfig) -> Optional[dict]:
     # The operator path reads HF_TOKEN from nim.authSecret, never from hfTokenSecret.
     if model.on_operator or model.hf_token_secret is not None:
         return None
     return {"hf_token_secret": HF_TOKEN_SECRET}
 
 
-def _ngc_api_key_default(model: "ModelConfig") -> Optional[dict]:
+def _ngc_api_key_default(model: ModelConfig) -> Optional[dict]:
     nim = model.nim_settings
     if model.engine != "nim" or nim.auth_secret:
         return None
@@ -40,12 +41,12 @@ def _ngc_api_key_default(model: "ModelConfig") -> Optional[dict]:
     return {"nim": nim.model_copy(update={"auth_secret": NGC_API_KEY_SECRET.name})}
 
 
-def _reads_hf_token(model: "ModelConfig") -> bool:
+def _reads_hf_token(model: ModelConfig) -> bool:
     ref = model.hf_token_secret
     return ref is not None and (ref.name, ref.key) == (HF_TOKEN_SECRET.name, HF_TOKEN_SECRET.key)
 
 
-def _reads_ngc_api_key(model: "ModelConfig") -> bool:
+def _reads_ngc_api_key(model: ModelConfig) -> bool:
     return model.engine == "nim" and model.nim_settings.auth_secret == NGC_API_KEY_SECRET.name
 
 
@@ -56,9 +57,9 @@ class StackSecretSpec:
     ref: SecretKeyRef  # the Kubernetes Secret (and key) the value goes into
     # The update that makes a model read this Secret, or None when the model does not use it
     # (it names its own Secret, or its path reads credentials elsewhere).
-    default_for: Callable[["ModelConfig"], Optional[dict]]
+    default_for: Callable[[ModelConfig], Optional[dict]]
     # Whether a (resolved) model reads the Secret: the stack creates it only then.
-    reads: Callable[["ModelConfig"], bool]
+    reads: Callable[[ModelConfig], bool]
 
 
 HF_TOKEN = StackSecretSpec("hfToken", "hf_token", HF_TOKEN_SECRET, _hf_token_default, _reads_hf_token)
@@ -89,7 +90,7 @@ def used(stack) -> tuple[StackSecretSpec, ...]:
     return tuple(spec for spec in configured(stack) if any(spec.reads(model) for model in stack.models))
 
 
-def with_secret_defaults(model: "ModelConfig", specs: tuple[StackSecretSpec, ...]) -> "ModelConfig":
+def with_secret_defaults(model: ModelConfig, specs: tuple[StackSecretSpec, ...]) -> ModelConfig:
     """``model`` reading the given stack secrets wherever it names no Secret of its own."""
     for spec in specs:
         update = spec.default_for(model)

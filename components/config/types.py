@@ -11,7 +11,13 @@ import typing
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
-    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -101,7 +107,7 @@ class Toleration(Strict):
     )
 
     @model_validator(mode="after")
-    def _value_needs_equal(self) -> "Toleration":
+    def _value_needs_equal(self) -> Toleration:
         if self.operator == "Exists" and self.value is not None:
             raise ValueError("a toleration with operator 'Exists' takes no value; remove value or use operator 'Equal'")
         return self

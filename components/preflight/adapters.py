@@ -9,8 +9,8 @@ Pure but for ``fetch``, which is ``hub.fetch`` (or a test's stand-in).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..config import values
 from ..config.model import ModelConfig

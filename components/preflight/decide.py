@@ -10,9 +10,10 @@ change.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Iterable, Literal, Optional, Union
+from typing import Literal, Optional, Union
 
 from huggingface_hub.utils import filter_repo_objects
 

@@ -11,13 +11,18 @@ preview) unless one is passed; it is sent to the endpoint only and never logged.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Optional, Union
 
 import httpx2
 from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.errors import (
-    GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled, RemoteEntryNotFoundError,
-    RepositoryNotFoundError, RevisionNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
 )
 
 from .decide import Answer, HubError, HubFile, RepoState, probe_file

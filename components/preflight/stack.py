@@ -10,13 +10,14 @@ a mirror or a loopback server, since the puller's endpoint may never be loopback
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Optional
 
 from ..config.model import HF_TOKEN_SECRET, ModelConfig, StackConfig
+from . import hub
 from .adapters import preflight_adapters
 from .decide import Check, Verdict, decide
-from . import hub
 
 ENDPOINT_ENV = "LLM_SERVING_HF_PREFLIGHT_ENDPOINT"
 

@@ -19,10 +19,10 @@ from typing import Optional
 
 import pulumi
 
-from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
-from ..config.model import ClusterConfig, ModelConfig, StackConfig
 from .. import children as roles
 from ..children import child as child_name
+from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
+from ..config.model import ClusterConfig, ModelConfig, StackConfig
 from . import kubernetes as kube_resources
 
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 import pulumi
 
+from .. import children as roles
+from ..children import child as child_name
 from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.model import StackConfig
-from .. import children as roles
-from ..children import child as child_name
 from . import kubernetes as kube_resources
 
 

@@ -27,22 +27,29 @@ the deployed kind, whether the change came from an edit or from a changed defaul
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import pulumi
 
-from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
-from ..config.router import fronted_models
-from ..config.model import StackConfig
-from .. import children as roles
-from ..children import child as child_name
-from . import kubernetes as kube_resources
-from .model import Deploy
 from providers.props import (
-    ClusterTarget, CrdRequirement, RequiredCrdsProps, RouterTargetsProps, WorkloadKindProps,
+    ClusterTarget,
+    CrdRequirement,
+    RequiredCrdsProps,
+    RouterTargetsProps,
+    WorkloadKindProps,
 )
 from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
 from providers.router_guard import WorkloadKindGuardProvider
+
+from .. import children as roles
+from ..children import child as child_name
+from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
+from ..config.model import StackConfig
+from ..config.router import fronted_models
+from . import kubernetes as kube_resources
+from .model import Deploy
+
 
 class RequestRouter(pulumi.ComponentResource):
     """The router workload (Deployment or StatefulSet), its Services and, when the topology

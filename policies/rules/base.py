@@ -7,8 +7,9 @@ directly in tests: ``rule(subject, config)`` returns its findings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from .kube import Finding, K8sObject, Stack
 

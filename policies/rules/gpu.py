@@ -6,13 +6,26 @@ fail, and an unlimited memory volume can eat the node.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from .base import resource_rule
 from .kube import (
-    COMPONENT_LABEL, GPU_RESOURCE, POD_KINDS, SERVER, UNKNOWN, Finding, K8sObject, as_list, get,
-    labelled, pod_containers, unchecked, unknowns, violation,
+    COMPONENT_LABEL,
+    GPU_RESOURCE,
+    POD_KINDS,
+    SERVER,
+    UNKNOWN,
+    Finding,
+    K8sObject,
+    as_list,
+    get,
+    labelled,
+    pod_containers,
+    unchecked,
+    unknowns,
+    violation,
 )
 
 SHM_PATH = "/dev/shm"

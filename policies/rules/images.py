@@ -8,12 +8,21 @@ containers, NIMCache source modelPuller and init containers).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from .base import resource_rule
 from .kube import (
-    NIM_KINDS, POD_KINDS, UNKNOWN, Finding, K8sObject, as_list, get, pod_containers, unchecked,
+    NIM_KINDS,
+    POD_KINDS,
+    UNKNOWN,
+    Finding,
+    K8sObject,
+    as_list,
+    get,
+    pod_containers,
+    unchecked,
     violation,
 )
 

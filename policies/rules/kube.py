@@ -7,8 +7,9 @@ Pure: no Pulumi, no I/O. Values the engine cannot know during preview arrive as 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Optional
 
 DOMAIN = "llm-serving.dev"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -37,9 +38,9 @@ UNKNOWN_SENTINELS = frozenset({
 
 
 class _Unknown:
-    _instance: Optional["_Unknown"] = None
+    _instance: Optional[_Unknown] = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -159,13 +160,13 @@ class K8sObject:
     urn: str = ""
 
     @classmethod
-    def from_manifest(cls, manifest: dict, name: str = "", urn: str = "") -> "K8sObject":
+    def from_manifest(cls, manifest: dict, name: str = "", urn: str = "") -> K8sObject:
         meta_name = get(manifest, "metadata", "name", default="")
         return cls(manifest["apiVersion"], manifest["kind"], manifest,
                    name or (meta_name if isinstance(meta_name, str) else ""), urn)
 
     @classmethod
-    def from_type(cls, token: str, props: Any, name: str = "", urn: str = "") -> Optional["K8sObject"]:
+    def from_type(cls, token: str, props: Any, name: str = "", urn: str = "") -> Optional[K8sObject]:
         parsed = parse_type_token(token)
         if parsed is None:
             return None

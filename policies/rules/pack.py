@@ -11,12 +11,18 @@ graphs) into the plain values the rules read, runs a rule, and reports:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from pulumi_policy import (
-    EnforcementLevel, Policy, PolicyConfigSchema, ReportViolation, ResourceValidationArgs,
-    ResourceValidationPolicy, StackValidationArgs, StackValidationPolicy,
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from .base import Rule

@@ -6,13 +6,31 @@ CronJob, PodTemplate) and, where the NIM operator takes the same settings, NIMSe
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .base import resource_rule, stack_rule
 from .kube import (
-    COMPONENT_LABEL, ENGINE_LABEL, MODEL_LABEL, NIM_KINDS, POD_KINDS, PULLER, SERVER, UNKNOWN,
-    Finding, K8sObject, Stack, as_list, effective, get, labelled, number, pod_containers,
-    unchecked, unknowns, violation,
+    COMPONENT_LABEL,
+    ENGINE_LABEL,
+    MODEL_LABEL,
+    NIM_KINDS,
+    POD_KINDS,
+    PULLER,
+    SERVER,
+    UNKNOWN,
+    Finding,
+    K8sObject,
+    Stack,
+    as_list,
+    effective,
+    get,
+    labelled,
+    number,
+    pod_containers,
+    unchecked,
+    unknowns,
+    violation,
 )
 
 ENGINES = ("vllm", "nim")

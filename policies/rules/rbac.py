@@ -8,12 +8,27 @@ ServiceAccount bound to nothing.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from .base import resource_rule, stack_rule
 from .kube import (
-    BACKEND_ROUTER, BINDING_KINDS, COMPONENT_LABEL, NIM_GROUP, NIM_KINDS, ROLE_KINDS, TEARDOWN,
-    UNKNOWN, Finding, K8sObject, Stack, as_list, get, labelled, unchecked, violation,
+    BACKEND_ROUTER,
+    BINDING_KINDS,
+    COMPONENT_LABEL,
+    NIM_GROUP,
+    NIM_KINDS,
+    ROLE_KINDS,
+    TEARDOWN,
+    UNKNOWN,
+    Finding,
+    K8sObject,
+    Stack,
+    as_list,
+    get,
+    labelled,
+    unchecked,
+    violation,
 )
 
 RULE_FIELDS = ("apiGroups", "resources", "verbs")

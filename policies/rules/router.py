@@ -9,12 +9,26 @@ router's Deployment `app.kubernetes.io/component: backend-router`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from .base import resource_rule, stack_rule
 from .kube import (
-    BACKEND_ROUTER, COMPONENT_LABEL, ROUTER, UNKNOWN, Finding, K8sObject, Stack, as_list, get,
-    labelled, number, pod_containers, unchecked, unknowns, violation,
+    BACKEND_ROUTER,
+    COMPONENT_LABEL,
+    ROUTER,
+    UNKNOWN,
+    Finding,
+    K8sObject,
+    Stack,
+    as_list,
+    get,
+    labelled,
+    number,
+    pod_containers,
+    unchecked,
+    unknowns,
+    violation,
 )
 
 

@@ -13,12 +13,23 @@ them). Any other stack without the gate is a violation.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .base import stack_rule
 from .kube import (
-    COMPONENT_LABEL, MODEL_LABEL, PULLER, SERVER, UNKNOWN, Finding, Stack, StackResource, get,
-    labelled, unchecked, violation,
+    COMPONENT_LABEL,
+    MODEL_LABEL,
+    PULLER,
+    SERVER,
+    UNKNOWN,
+    Finding,
+    Stack,
+    StackResource,
+    get,
+    labelled,
+    unchecked,
+    violation,
 )
 
 GATE_TYPE = "pulumi-python:dynamic/llm-serving:WeightsGate"

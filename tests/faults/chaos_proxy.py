@@ -23,10 +23,11 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import yaml
 
@@ -166,7 +167,7 @@ class ChaosProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "ChaosProxy":
+    def __enter__(self) -> ChaosProxy:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -23,9 +23,10 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import yaml
 
@@ -212,7 +213,7 @@ class FaultProject(Project):
     def command(self, *args: str) -> list[str]:
         return ["pulumi", *args, "--non-interactive", "-s", self.stack]
 
-    def timed(self, *args: str, timeout: float = 600) -> "Timed":
+    def timed(self, *args: str, timeout: float = 600) -> Timed:
         """Run a pulumi command, timestamping each line of its output as it comes."""
         started = time.monotonic()
         process = subprocess.Popen(self.command(*args), cwd=self.root, env=self.env, stdout=subprocess.PIPE,

@@ -43,7 +43,7 @@ class ConnectionTrap:
         while not self._stop.is_set():
             try:
                 conn, peer = self._server.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             with self._lock:
                 self.connections.append((time.time(), peer))
@@ -58,7 +58,7 @@ class ConnectionTrap:
         self._thread.join(timeout=2)
         self._server.close()
 
-    def __enter__(self) -> "ConnectionTrap":
+    def __enter__(self) -> ConnectionTrap:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,7 +14,6 @@ takes ~20 s: the provider retries the dead cluster before giving up.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -16,11 +16,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
-from fakes import CLAIM, NS, PULLER_JOB, SOURCE, FakeCluster, FakeBatch, job, pod, pvc  # noqa: E402
-from providers import gate, kube  # noqa: E402
-from providers.gate import FAILURE_REPORTED, WeightsGateProvider, WeightsNotReady  # noqa: E402
-from providers.projection import ERROR, PENDING, READY, UNKNOWN  # noqa: E402
-from providers.status import ModelStatusProvider  # noqa: E402
+from fakes import CLAIM, NS, PULLER_JOB, SOURCE, FakeBatch, FakeCluster, job, pod, pvc
+from providers import gate, kube
+from providers.gate import FAILURE_REPORTED, WeightsGateProvider, WeightsNotReady
+from providers.projection import ERROR, PENDING, READY, UNKNOWN
+from providers.status import ModelStatusProvider
 
 pytestmark = pytest.mark.faults
 

@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -37,7 +37,7 @@ def session_pids(session: int) -> list[int]:
 
 def finish_pod(cluster, pod, namespace: str) -> None:
     """The download finishes while nobody watches: the puller pod exits 0."""
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
         "phase": "Succeeded",
         "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],

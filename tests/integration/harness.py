@@ -13,10 +13,9 @@ import json
 import os
 import shutil
 import subprocess
-import uuid
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml

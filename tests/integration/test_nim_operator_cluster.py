@@ -27,9 +27,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 import yaml
@@ -146,7 +147,7 @@ def crds_installed(kube):
 # --- playing the operator -----------------------------------------------------------------------
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(kind: str, status: str, reason: str, message: str = "") -> dict:
@@ -168,7 +169,7 @@ class Operator:
                 return None
             raise
 
-    def wait_created(self, plural: str, name: str, up: "BackgroundUp") -> dict:
+    def wait_created(self, plural: str, name: str, up: BackgroundUp) -> dict:
         found: dict = {}
 
         def created() -> bool:
@@ -291,7 +292,7 @@ class Operator:
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, up: Optional["BackgroundUp"] = None) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, up: Optional[BackgroundUp] = None) -> None:
     deadline = time.monotonic() + timeout
     last_error: Optional[Exception] = None
     while time.monotonic() < deadline:

@@ -20,7 +20,7 @@ import yaml
 from harness import REPO, Project, require_engine
 
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "stacks"))
-import mutating_program  # noqa: E402
+import mutating_program
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,9 @@ checks the real components produce a graph the stack rules accept.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from components.compile import compile_stack
 from components.compile.secrets import stack_secrets

@@ -10,9 +10,9 @@ import test_policy_pods
 import test_policy_rbac
 import test_policy_router
 import test_policy_stack
-from policy_helpers import compliant, messages, run
 
 from policies.rules import ALL_RULES
+from policy_helpers import compliant, messages, run
 
 FAIL_CASES = [
     case

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from policy_helpers import Case, check_case, compliant, container, put, run
 
 from policies.rules import images
 from policies.rules.images import parse_image
+from policy_helpers import Case, check_case, compliant, container, put, run
 
 DIGEST = "sha256:" + "a" * 64
 

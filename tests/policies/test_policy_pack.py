@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format, struct_pb2
-from policy_helpers import PROVIDER_URN, compliant, container, logical_name, urn
 from pulumi.runtime.proto import analyzer_pb2 as proto
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
@@ -19,6 +18,7 @@ from policies.rules import ALL_RULES
 from policies.rules.base import Rule, resource_rule
 from policies.rules.kube import type_token
 from policies.rules.pack import policies, to_policy
+from policy_helpers import PROVIDER_URN, compliant, container, logical_name, urn
 
 PACK = Path(__file__).resolve().parents[2] / "policies"
 UNKNOWN_NUMBER = "3eeb2bf0-c639-47a8-9e75-3b44932eb421"

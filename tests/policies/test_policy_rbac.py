@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, messages, run
 
 from policies.rules import rbac
+from policy_helpers import Case, check_case, compliant, messages, run
 
 
 def _teardown(world):

@@ -5,11 +5,11 @@ renders it), and drain versus grace period."""
 from __future__ import annotations
 
 import pytest
-from policy_helpers import Case, check_case, compliant, run
 
 from policies.rules import router
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN
+from policy_helpers import Case, check_case, compliant, run
 
 
 def _router(world):

@@ -4,11 +4,11 @@ YAML, on its puller Job), read from the engine's dependency graph."""
 from __future__ import annotations
 
 import pytest
-from policy_helpers import GATE_TYPE, Case, check_case, compliant, messages, run
 
 from policies.rules import stack
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN, StackResource
+from policy_helpers import GATE_TYPE, Case, check_case, compliant, messages, run
 
 
 def _drop_label(world, model, key):

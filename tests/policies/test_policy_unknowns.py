@@ -4,14 +4,15 @@ when it could hide a violation (it is reported as "cannot be checked until apply
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from policy_helpers import compliant, container, messages, run
 
 from policies.rules import ALL_RULES, gpu, images, pods, rbac, router, stack
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN, K8sObject
+from policy_helpers import compliant, container, messages, run
 
 
 def paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:

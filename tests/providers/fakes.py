@@ -19,8 +19,9 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Optional
 
 import urllib3
 from kubernetes.client import ApiClient
@@ -38,7 +39,7 @@ PULLER_JOB = f"{MODEL}-puller-1a2b3c4d"
 CLAIM = f"{MODEL}-weights-1a2b3c4d"
 MODEL_LABEL = "llm-serving.dev/model"
 COMPONENT_LABEL = "app.kubernetes.io/component"
-NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -65,7 +66,7 @@ def protocol_error() -> urllib3.exceptions.ProtocolError:
 # --- builders (wire shape, valid enough for the typed client models) ----------------------------
 
 def ts(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ago(seconds: float, now: datetime = NOW) -> str:
@@ -245,13 +246,13 @@ class FakeCluster:
         self.logs: dict[str, str] = {}
         self.calls: list[tuple[str, tuple, dict]] = []
         self.faults: dict[str, list[BaseException]] = defaultdict(list)
-        self.scripts: dict[tuple[str, int], list[Callable[["FakeCluster"], None]]] = defaultdict(list)
+        self.scripts: dict[tuple[str, int], list[Callable[[FakeCluster], None]]] = defaultdict(list)
         self.deleted: list[tuple[str, str]] = []
         self.graceful_delete = False
         self.api_client = ApiClient()
 
     # state ------------------------------------------------------------------------------------
-    def put(self, *objs: dict) -> "FakeCluster":
+    def put(self, *objs: dict) -> FakeCluster:
         for obj in objs:
             meta = obj["metadata"]
             self.objects[obj["kind"]][(meta.get("namespace", NS), meta["name"])] = copy.deepcopy(obj)
@@ -267,15 +268,15 @@ class FakeCluster:
         return sorted(name for (_, name) in self.objects[kind])
 
     # faults and scripts -----------------------------------------------------------------------
-    def fail(self, method: str, error: BaseException | Callable[[], BaseException], times: int = 1) -> "FakeCluster":
+    def fail(self, method: str, error: BaseException | Callable[[], BaseException], times: int = 1) -> FakeCluster:
         for _ in range(times):
             self.faults[method].append(error)
         return self
 
-    def fail_always(self, method: str, error: Callable[[], BaseException]) -> "FakeCluster":
+    def fail_always(self, method: str, error: Callable[[], BaseException]) -> FakeCluster:
         return self.fail(method, error, times=10_000)
 
-    def when(self, method: str, nth: int, action: Callable[["FakeCluster"], None]) -> "FakeCluster":
+    def when(self, method: str, nth: int, action: Callable[[FakeCluster], None]) -> FakeCluster:
         self.scripts[(method, nth)].append(action)
         return self
 

@@ -7,8 +7,6 @@ import sys
 import time
 import traceback
 
-import pytest
-
 from providers import failures
 from providers.failures import Reported, reported
 from providers.status import ModelNotServing

@@ -17,12 +17,24 @@ import pytest
 from pulumi.dynamic import dynamic as pulumi_dynamic
 
 from fakes import (
-    CLAIM, NS, PULLER_JOB, REPO, SOURCE, FakeClock, FakeCluster, api_error, container_status, event, job,
-    pod, protocol_error, pvc,
+    CLAIM,
+    NS,
+    PULLER_JOB,
+    REPO,
+    SOURCE,
+    FakeClock,
+    FakeCluster,
+    api_error,
+    container_status,
+    event,
+    job,
+    pod,
+    protocol_error,
+    pvc,
 )
-from providers.projection import job_succeeded
 from providers import gate, kube
 from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
+from providers.projection import job_succeeded
 from providers.props import GateProps
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@ diagnostics, to PENDING / READY / ERROR / UNKNOWN. A table of cases; no cluster.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Optional
 
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from providers.nim_projection import NimObservation, project_nim_status
 from providers.projection import Observation
 
-NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 SERVICE, CACHE = "llama", "llama-cache-abc123"
 
 

@@ -9,8 +9,9 @@ built; errors are the real client's ``ApiException``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -70,7 +71,7 @@ class FakeCluster:
         self.pods: list[dict] = []
         self.slices: list[dict] = []
         self.selectors: list[str] = []
-        self.script: list[Callable[["FakeCluster"], None]] = []
+        self.script: list[Callable[[FakeCluster], None]] = []
         self.fail_with: Optional[Exception] = None
 
     def clients(self) -> kube.Clients:

@@ -10,8 +10,21 @@ import pytest
 import urllib3
 
 from fakes import (
-    DEPLOYMENT, NOW, NS, PULLER_JOB, SERVICE, FakeCluster, api_error, container_status, deployment,
-    event, job, pod, protocol_error, ready_server_pod, ready_slices,
+    DEPLOYMENT,
+    NOW,
+    NS,
+    PULLER_JOB,
+    SERVICE,
+    FakeCluster,
+    api_error,
+    container_status,
+    deployment,
+    event,
+    job,
+    pod,
+    protocol_error,
+    ready_server_pod,
+    ready_slices,
 )
 from providers import kube
 from providers.observe import ModelRef, current_status

@@ -7,18 +7,40 @@ evidence) must carry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 
 from fakes import (
-    NOW, REPO, SOURCE, container_status, deployment, endpoint, endpoint_slice, event, job, pod,
-    ready_server_pod, ready_slices, unschedulable,
+    NOW,
+    REPO,
+    SOURCE,
+    container_status,
+    deployment,
+    endpoint,
+    endpoint_slice,
+    event,
+    job,
+    pod,
+    ready_server_pod,
+    ready_slices,
+    unschedulable,
 )
 from providers.projection import (
-    ERROR, EVENTS_LIMIT, LOG_TAIL_CHARS, LOG_TAIL_LINES, MESSAGE_LIMIT, PENDING, READY, UNKNOWN,
-    Observation, Status, pods_needing_logs, project_status,
+    ERROR,
+    EVENTS_LIMIT,
+    LOG_TAIL_CHARS,
+    LOG_TAIL_LINES,
+    MESSAGE_LIMIT,
+    PENDING,
+    READY,
+    UNKNOWN,
+    Observation,
+    Status,
+    pods_needing_logs,
+    project_status,
 )
 
 PULLER_POD = "llama-puller-1a2b3c4d-x7k2p"

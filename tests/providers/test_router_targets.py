@@ -11,9 +11,8 @@ from __future__ import annotations
 import io
 import json
 
-from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
-
 from components.config import load_stack_config
+from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
 from providers import kube
 from providers.router_targets import RouterTargetsProvider, print_router_targets, read_router_targets, service_selector
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
-from fakes import NS, FakeCluster, deployment, pod, container_status, ready_server_pod, ready_slices
-
 from components.config import load_stack_config
+from fakes import NS, FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
 from providers import kube, status_cli
 
 STACK = load_stack_config({

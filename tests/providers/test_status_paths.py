@@ -12,13 +12,26 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from fakes import (
-    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, api_error, container_status, deployment, event,
-    pod, protocol_error, ready_server_pod, ready_slices, unschedulable,
+    DEPLOYMENT,
+    NS,
+    PULLER_JOB,
+    SERVICE,
+    FakeClock,
+    FakeCluster,
+    api_error,
+    container_status,
+    deployment,
+    event,
+    pod,
+    protocol_error,
+    ready_server_pod,
+    ready_slices,
+    unschedulable,
 )
 from providers import kube
 from providers.projection import READY
@@ -74,7 +87,7 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def now() -> datetime:
     # wait_until_serving projects against the wall clock (pending timeouts): build pods relative to it.
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def wait(path: Path, cluster: FakeCluster, clock: FakeClock, **overrides):

@@ -7,17 +7,29 @@
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from fakes import (
-    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, container_status, deployment, job, pod,
-    protocol_error, ready_server_pod, ready_slices,
+    DEPLOYMENT,
+    NS,
+    PULLER_JOB,
+    SERVICE,
+    FakeClock,
+    FakeCluster,
+    container_status,
+    deployment,
+    job,
+    pod,
+    protocol_error,
+    ready_server_pod,
+    ready_slices,
 )
-from providers import kube, status as status_module
-from providers.projection import ERROR, PENDING, READY, UNKNOWN
+from providers import kube
+from providers import status as status_module
 from providers.inputs import UNKNOWN_INPUT
+from providers.projection import ERROR, PENDING, READY, UNKNOWN
 from providers.status import STATUS_KEYS, ModelNotServing, ModelStatusProvider, wait_until_serving
 
 PROPS = {
@@ -30,7 +42,7 @@ SERVER = "llama-server-7d9f8c6b5-q2w3e"
 
 def real_now() -> datetime:
     # wait_until_serving projects against the wall clock (pending timeouts): build pods relative to it.
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def wait(cluster: FakeCluster, clock: FakeClock, **overrides):

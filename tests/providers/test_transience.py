@@ -7,21 +7,37 @@ each with the verdict and the cause it must get.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from fakes import (
-    DEPLOYMENT, NS, PULLER_JOB, SERVICE, FakeClock, FakeCluster, container_status, deployment, event, job, pod,
-    ready_server_pod, ready_slices,
+    DEPLOYMENT,
+    NS,
+    PULLER_JOB,
+    SERVICE,
+    FakeClock,
+    FakeCluster,
+    container_status,
+    deployment,
+    event,
+    job,
+    pod,
+    ready_server_pod,
+    ready_slices,
 )
 from providers import gate
 from providers.gate import WeightsNotReady
-from providers.props import GateProps
 from providers.projection import READY
+from providers.props import GateProps
 from providers.status import ModelNotServing, wait_until_serving
 from providers.transience import (
-    DEFAULT_RESTART_THRESHOLD, DEFINITIVE, TRANSIENT, classify_crash, classify_image_pull, classify_waiting,
+    DEFAULT_RESTART_THRESHOLD,
+    DEFINITIVE,
+    TRANSIENT,
+    classify_crash,
+    classify_image_pull,
+    classify_waiting,
     crash_is_fatal,
 )
 
@@ -205,7 +221,7 @@ def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)  # pending ages are read against the wall clock
+    return datetime.now(UTC)  # pending ages are read against the wall clock
 
 
 def waiting_pod(waiting: dict, *, age: float = 5, restarts: int = 0) -> dict:
@@ -394,9 +410,13 @@ def test_the_gate_waits_out_a_transient_puller_pull() -> None:
 # --- the operator path (the same status provider, operator observer) reads a restarting pod's evidence too ---------------
 
 def test_a_nim_pod_with_a_definitive_crash_fails_at_its_first_restart() -> None:
+    from test_nim_status import PROPS as NIM_PROPS
+    from test_nim_status import SERVICE as NIM_SERVICE
+    from test_nim_status import FakeCluster as NimCluster
+    from test_nim_status import serving as nim_serving
+
     from providers.nim_status import NimModelNotServing
     from providers.status import wait_until_serving as nim_wait
-    from test_nim_status import PROPS as NIM_PROPS, SERVICE as NIM_SERVICE, FakeCluster as NimCluster, serving as nim_serving
 
     cluster = NimCluster()
     nim_serving(cluster)
@@ -413,8 +433,12 @@ def test_a_nim_pod_with_a_definitive_crash_fails_at_its_first_restart() -> None:
 
 
 def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_nim_status import PROPS as NIM_PROPS
+    from test_nim_status import SERVICE as NIM_SERVICE
+    from test_nim_status import FakeCluster as NimCluster
+    from test_nim_status import serving as nim_serving
+
     from providers.status import wait_until_serving as nim_wait
-    from test_nim_status import PROPS as NIM_PROPS, SERVICE as NIM_SERVICE, FakeCluster as NimCluster, serving as nim_serving
 
     cluster = NimCluster()
     nim_serving(cluster)

@@ -143,7 +143,7 @@ class HubServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         hub = self
 
         class Handler(_Handler):
@@ -163,7 +163,7 @@ class HubServer:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -248,10 +248,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- verbs ---------------------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch()
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:

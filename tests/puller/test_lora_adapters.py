@@ -11,9 +11,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from test_puller import HF
+
 from components.compile import common, server
 from components.config import load_stack_config
-from test_puller import HF
 
 BASE = "acme/tiny"
 ADAPTER_FILES = {

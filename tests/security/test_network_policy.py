@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
+from test_secrets_program import run_program
 
 from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config
-from test_secrets_program import run_program
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"

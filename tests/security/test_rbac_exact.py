@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_secrets_program import run_program
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
-from test_secrets_program import run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {p.name.split(".")[1]: p for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}

@@ -9,8 +9,18 @@ import pytest
 from components.compile import common
 from components.config import values
 from unit_helpers import (
-    REPO, compile_stack, compiled, container, containers, env_of, fixture_stack, model, nim_model,
-    pod_manifests, pod_spec, stack,
+    REPO,
+    compile_stack,
+    compiled,
+    container,
+    containers,
+    env_of,
+    fixture_stack,
+    model,
+    nim_model,
+    pod_manifests,
+    pod_spec,
+    stack,
 )
 
 SECURE_CONTAINER = {

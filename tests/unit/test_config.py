@@ -10,8 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from components.config import ConfigError, StackConfig, load_stack_config
-from components.config import values
+from components.config import ConfigError, StackConfig, load_stack_config, values
 from unit_helpers import NIM_IMAGE, model, nim_model
 
 # (id, raw config, field path, message fragment)

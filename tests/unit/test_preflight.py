@@ -11,7 +11,14 @@ from components.compile.common import MODEL_SOURCE_ANNOTATION
 from components.config import ConfigError
 from components.config.model import DEFAULT_IGNORE_PATTERNS
 from components.preflight import (
-    ENDPOINT_ENV, Check, HubError, HubFile, PreflightError, RepoState, decide, preflight_stack,
+    ENDPOINT_ENV,
+    Check,
+    HubError,
+    HubFile,
+    PreflightError,
+    RepoState,
+    decide,
+    preflight_stack,
 )
 from components.preflight.decide import recommended_size, selected
 from unit_helpers import REPO, compile_model, model, nim_model, stack

@@ -9,13 +9,18 @@ NVIDIA/nvcf@38d452db ``src/libraries/rust/stargate/README.md`` (worker authentic
 from __future__ import annotations
 
 import pytest
-from unit_helpers import container, model, nim_model, pod_spec
 
 from components.compile import compile_stack
 from components.compile.pylon import (
-    AUTH_FILE, ROUTER_CA_FILE, TOKEN_FILE, pylon_sidecar, router_worker_auth, stargate_address,
+    AUTH_FILE,
+    ROUTER_CA_FILE,
+    TOKEN_FILE,
+    pylon_sidecar,
+    router_worker_auth,
+    stargate_address,
 )
 from components.config import ConfigError, load_stack_config
+from unit_helpers import container, model, nim_model, pod_spec
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"

@@ -12,8 +12,17 @@ import pytest
 
 from components.compile import common, engines, server
 from unit_helpers import (
-    compile_stack, compiled, container, containers, env_of, fixture_stack, model, nim_model,
-    pod_manifests, pod_spec, stack,
+    compile_stack,
+    compiled,
+    container,
+    containers,
+    env_of,
+    fixture_stack,
+    model,
+    nim_model,
+    pod_manifests,
+    pod_spec,
+    stack,
 )
 
 ADAPTER = {"name": "sql", "repo": "acme/sql-lora", "revision": "0123456789abcdef0123456789abcdef01234567"}

@@ -239,40 +239,6 @@ def test_slices_with_the_same_name_in_other_namespaces_are_not_copies():
 
 
 
-@st.composite
-def histories(draw):
-    writes = []
-    for version in range(1, draw(st.integers(1, 14)) + 1):
-        name = draw(SLICE_NAMES)
-        pods_in_slice = draw(st.lists(st.sampled_from(["p0", "p1", "p2", "p3", "p4"]), max_size=3, unique=True))
-        ready = draw(st.booleans())
-        deleted = draw(st.booleans()) and draw(st.booleans())  # deletions rarer than writes
-        writes.append((name, version, None if deleted else [endpoint(p, ready=ready) for p in pods_in_slice]))
-    return writes
-
-
-def state_after(writes) -> dict:
-    state = {}
-    for name, version, endpoints in writes:
-        if endpoints is None:
-            state.pop(name, None)
-        else:
-            state[name] = endpoint_slice(name, *endpoints, version=str(version))
-    return state
-
-
-def events_of(writes) -> list[tuple[str, dict]]:
-    seen, events = set(), []
-    for name, version, endpoints in writes:
-        if endpoints is None:
-            events.append(("DELETED", endpoint_slice(name, version=str(version))))
-            seen.discard(name)
-        else:
-            events.append(("MODIFIED" if name in seen else "ADDED", endpoint_slice(name, *endpoints, version=str(version))))
-            seen.add(name)
-    return events
-
-
 def labelled(service: str, item: dict, ports=None) -> dict:
     item = {**item, "metadata": {**item["metadata"], "labels": {"kubernetes.io/service-name": service}}}
     if ports is not None:

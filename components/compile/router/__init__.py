@@ -20,17 +20,32 @@ from ...config.model import ModelConfig, StackConfig
 from ...config.router import Topology, fronted_models
 from .. import common, nim
 from .backend import (
-    CERT_MANAGER_GROUP, ENDPOINTSLICE_RULE, compile_backend_deployment, compile_backend_service,
-    compile_certificate, compile_self_signed_issuer, compile_service_monitor,
+    CERT_MANAGER_GROUP,
+    ENDPOINTSLICE_RULE,
+    compile_backend_deployment,
+    compile_backend_service,
+    compile_certificate,
+    compile_self_signed_issuer,
+    compile_service_monitor,
 )
 from .flags import pylon_address
 from .names import (
-    BACKEND_COMPONENT, CHART, HTTP_PORT, ROUTER_COMPONENT, RouterNames, in_cluster,
+    BACKEND_COMPONENT,
+    CHART,
+    HTTP_PORT,
+    ROUTER_COMPONENT,
+    RouterNames,
+    in_cluster,
 )
 from .network import compile_backend_policy, compile_router_policy
 from .workload import (
-    POD_READER_RULE, compile_headless_service, compile_pdb, compile_role, compile_router_service,
-    compile_router_workload, compile_service_account,
+    POD_READER_RULE,
+    compile_headless_service,
+    compile_pdb,
+    compile_role,
+    compile_router_service,
+    compile_router_workload,
+    compile_service_account,
 )
 
 __all__ = [

@@ -18,9 +18,23 @@ from ...config.router_names import dns_names
 from .. import common
 from .flags import backend_args
 from .names import (
-    BACKEND_COMPONENT, BACKEND_COMMAND, BACKEND_GRPC_PORT, BACKEND_HEALTH_PORT, BACKEND_LIVE_PATH,
-    BACKEND_QUIC_PORT, READY_PATH, ROUTER_COMPONENT, RouterNames, container_security_context,
-    grace_seconds, labels, metadata, pod_security_context, resources, selector_labels, tls_volume,
+    BACKEND_COMMAND,
+    BACKEND_COMPONENT,
+    BACKEND_GRPC_PORT,
+    BACKEND_HEALTH_PORT,
+    BACKEND_LIVE_PATH,
+    BACKEND_QUIC_PORT,
+    READY_PATH,
+    ROUTER_COMPONENT,
+    RouterNames,
+    container_security_context,
+    grace_seconds,
+    labels,
+    metadata,
+    pod_security_context,
+    resources,
+    selector_labels,
+    tls_volume,
 )
 
 CERT_MANAGER_GROUP = "cert-manager.io"

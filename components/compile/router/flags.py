@@ -13,8 +13,17 @@ from ...config.model import StackConfig
 from ...config.router import Topology
 from ...config.router_names import advertised_hostname
 from .names import (
-    BACKEND_GRPC_PORT, BACKEND_HEALTH_PORT, BACKEND_QUIC_PORT, GRPC_PORT, HTTP_PORT, METRICS_PORT,
-    QUIC_PORT, TLS_CERT, TLS_KEY, RouterNames, in_cluster,
+    BACKEND_GRPC_PORT,
+    BACKEND_HEALTH_PORT,
+    BACKEND_QUIC_PORT,
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    QUIC_PORT,
+    TLS_CERT,
+    TLS_KEY,
+    RouterNames,
+    in_cluster,
 )
 
 # chart 0.16.2 values.yaml defaults the template always renders.

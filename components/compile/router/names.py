@@ -66,7 +66,7 @@ class RouterNames:
     backend_policy: str
 
     @classmethod
-    def of(cls, router: RouterConfig) -> "RouterNames":
+    def of(cls, router: RouterConfig) -> RouterNames:
         backend = backend_name(router)
         tls = router.tls
         return cls(

@@ -19,8 +19,18 @@ from typing import Optional
 from ...config.model import StackConfig
 from .. import common
 from .names import (
-    BACKEND_COMPONENT, BACKEND_GRPC_PORT, BACKEND_HEALTH_PORT, BACKEND_QUIC_PORT, GRPC_PORT,
-    HTTP_PORT, METRICS_PORT, POLICY_COMPONENT, QUIC_PORT, ROUTER_COMPONENT, RouterNames, metadata,
+    BACKEND_COMPONENT,
+    BACKEND_GRPC_PORT,
+    BACKEND_HEALTH_PORT,
+    BACKEND_QUIC_PORT,
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    POLICY_COMPONENT,
+    QUIC_PORT,
+    ROUTER_COMPONENT,
+    RouterNames,
+    metadata,
     selector_labels,
 )
 

@@ -22,9 +22,23 @@ from ...config.router import Topology
 from .. import common
 from .flags import router_args
 from .names import (
-    GRPC_PORT, HTTP_PORT, LIVE_PATH, METRICS_PORT, QUIC_PORT, READY_PATH, ROUTER_COMPONENT,
-    RouterNames, container_security_context, field_env, grace_seconds, labels, metadata,
-    pod_security_context, resources, selector_labels, tls_volume,
+    GRPC_PORT,
+    HTTP_PORT,
+    LIVE_PATH,
+    METRICS_PORT,
+    QUIC_PORT,
+    READY_PATH,
+    ROUTER_COMPONENT,
+    RouterNames,
+    container_security_context,
+    field_env,
+    grace_seconds,
+    labels,
+    metadata,
+    pod_security_context,
+    resources,
+    selector_labels,
+    tls_volume,
 )
 
 
