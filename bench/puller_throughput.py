@@ -52,7 +52,7 @@ def timed_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False)
     volume = work / f"volume-{time.monotonic_ns()}"
     volume.mkdir()
     argv, env = puller_command(endpoint, volume, extra)
-    for attempt in range(2 if rerun else 1):
+    for _attempt in range(2 if rerun else 1):
         start = time.perf_counter()
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
         elapsed = time.perf_counter() - start

@@ -237,10 +237,10 @@ def table(rows: list[Row]) -> str:
               (f"{fmt(r.peer, r.unit)} ({r.peer_name})" if r.peer is not None else "—"),
               (f"{r.ratio:.2f}×" if r.ratio is not None else "—"),
               {True: "yes", False: "NO", None: ""}[r.met]] for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |",
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines, strict=True)]
+    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
            "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += ["| " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths)) + " |" for line in lines]
+    out += ["| " + " | ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)) + " |" for line in lines]
     return "\n".join(out)
 
 

@@ -145,7 +145,8 @@ def diagnose_puller_failure(job: dict, pods: list[dict], logs: dict[str, str], e
     tail = log_tail(logs.get(pod, ""))
     reason, message = "puller-failed", f"weights download failed ({condition.get('reason') or 'Failed'})"
     if condition.get("reason") == "DeadlineExceeded":
-        reason, message = "deadline-exceeded", "weights download exceeded its deadline; raise platform.pullTimeoutSeconds or use a closer mirror"
+        reason, message = ("deadline-exceeded",
+                           "weights download exceeded its deadline; raise platform.pullTimeoutSeconds or use a closer mirror")
     else:
         for pattern, kind, template in _PULL_DIAGNOSES:
             if pattern.search(tail):
@@ -239,7 +240,8 @@ def _pending_reason(pod: dict, events: list[dict]) -> tuple[str, str]:
     for event in reversed(related):
         text = event.get("message", "")
         if "Multi-Attach" in text:
-            return "multi-attach", "its ReadWriteOnce weights volume is attached to another node (Multi-Attach); use 1 replica or ReadWriteMany"
+            return ("multi-attach",
+                    "its ReadWriteOnce weights volume is attached to another node (Multi-Attach); use 1 replica or ReadWriteMany")
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             text = condition.get("message") or ""

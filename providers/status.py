@@ -9,7 +9,8 @@ whole (every desired replica of the current spec ready, no old pod left), or sto
 classified ERROR (crash loop, OOMKilled, puller failure, image pull, pending too long — also for one
 replica of a model that otherwise serves) with its evidence, instead of a generic ten-minute await
 timeout. Trouble the kubelet may still get past (a registry timeout, a crash below
-``restart_threshold`` restarts) projects as PENDING and is waited out (providers/transience.py). The recorded targets are those of the finished rollout.
+``restart_threshold`` restarts) projects as PENDING and is waited out (providers/transience.py).
+The recorded targets are those of the finished rollout.
 read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be read.
 """
 

@@ -29,7 +29,7 @@ from pydantic.fields import FieldInfo  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
 from components.config import types as config_types  # noqa: E402
-from components.config import values
+from components.config import values  # noqa: E402
 from components.config.loader import PROJECT  # noqa: E402
 from components.config.model import StackConfig  # noqa: E402
 

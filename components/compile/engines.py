@@ -44,7 +44,7 @@ def stack_for(model: ModelConfig, stack: StackConfig) -> StackConfig:
     if ident == common.identity(model, stack.platform):
         return stack
     keys = ("nim_uid", "nim_gid") if model.engine == "nim" else ("vllm_uid", "vllm_gid")
-    platform = stack.platform.model_copy(update=dict(zip(keys, (ident.uid, ident.gid))))
+    platform = stack.platform.model_copy(update=dict(zip(keys, (ident.uid, ident.gid), strict=True)))
     return stack.model_copy(update={"platform": platform})
 
 

@@ -60,5 +60,5 @@ def fault_project(scratch, cluster):
                 if getattr(error, "status", None) == 404:
                     break
                 if attempt == 4:
-                    warnings.warn(f"namespace {project.namespace} not deleted: {error}")
+                    warnings.warn(f"namespace {project.namespace} not deleted: {error}", stacklevel=2)
                 time.sleep(2)

@@ -184,7 +184,7 @@ class Cluster:
                 import warnings
 
                 warnings.warn(f"fault policy {name} not removed: {error}; delete the "
-                              "MutatingAdmissionPolicy(Binding) labelled llm-serving.dev/fault-suite=true")
+                              "MutatingAdmissionPolicy(Binding) labelled llm-serving.dev/fault-suite=true", stacklevel=2)
 
 
 @dataclass

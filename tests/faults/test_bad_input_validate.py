@@ -48,7 +48,7 @@ def outcomes(tmp_path_factory) -> dict[str, Outcome]:
             return Outcome(result.returncode, result.stdout, result.stderr, time.monotonic() - started, trap.count())
 
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2))) as pool:
-        return dict(zip((c.id for c in BAD_CONFIGS), pool.map(run, BAD_CONFIGS)))
+        return dict(zip((c.id for c in BAD_CONFIGS), pool.map(run, BAD_CONFIGS), strict=True))
 
 
 def test_the_table_is_big_enough():

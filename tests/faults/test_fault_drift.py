@@ -57,7 +57,8 @@ def _delete(cluster, project, *kinds: str) -> None:
         delete(objects[key], ns)
     for kind in kinds:
         _, key = deleters[kind]
-        cluster.wait(f"{kind} {objects[key]} to go", lambda: cluster.read(kind, objects[key], ns) is None, timeout=60)
+        cluster.wait(f"{kind} {objects[key]} to go",
+                     lambda kind=kind, key=key: cluster.read(kind, objects[key], ns) is None, timeout=60)
 
 
 def _assert_healed(cluster, project) -> None:

@@ -108,14 +108,14 @@ class Project:
             return
         namespace = getattr(self, "namespace", None)
         warnings.warn(f"pulumi destroy of stack {self.stack} failed; deleting namespace {namespace}: "
-                      f"{(result.stdout + result.stderr)[-800:]}")
+                      f"{(result.stdout + result.stderr)[-800:]}", stacklevel=2)
         if namespace:
             from kubernetes import client, config
 
             try:
                 client.CoreV1Api(config.new_client_from_config(self.env.get("KUBECONFIG"))).delete_namespace(namespace)
             except Exception as error:  # noqa: BLE001 - clean-up reports, it does not fail the run
-                warnings.warn(f"namespace {namespace} not deleted either: {error}")
+                warnings.warn(f"namespace {namespace} not deleted either: {error}", stacklevel=2)
 
 
 def small_model(name: str = "tiny", revision: str = "main", **overrides) -> dict:

@@ -374,7 +374,7 @@ def assert_kept(sent, stored, path: str = "spec") -> None:
             assert_kept(value, stored[key], f"{path}.{key}")
     elif isinstance(sent, list):
         assert isinstance(stored, list) and len(stored) == len(sent), f"{path}: {stored!r} != {sent!r}"
-        for index, (a, b) in enumerate(zip(sent, stored)):
+        for index, (a, b) in enumerate(zip(sent, stored, strict=True)):
             assert_kept(a, b, f"{path}[{index}]")
     else:
         assert stored == sent, f"{path}: stored {stored!r}, sent {sent!r}"
@@ -678,7 +678,7 @@ def test_teardown_stack_with_ngc_and_hf_caches_ends_ready(teardown_project, kube
     operator = Operator(kube, ns)
 
     with BackgroundUp(project) as up:
-        for name, compiled_model in manifests.items():
+        for _name, compiled_model in manifests.items():
             names = compiled_model.names
             cache = operator.wait_created("nimcaches", names.cache, up)
             assert_kept(compiled_model.cache["spec"], cache["spec"])

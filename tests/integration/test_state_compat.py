@@ -62,7 +62,7 @@ def input_paths(old, new, prefix: str = "") -> list[str]:
         keys = sorted((set(old) | set(new)) - {"__provider"})
         return [p for k in keys for p in input_paths(old.get(k), new.get(k), f"{prefix}{k}.")]
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [p for i, (o, n) in enumerate(zip(old, new)) for p in input_paths(o, n, f"{prefix}[{i}].")]
+        return [p for i, (o, n) in enumerate(zip(old, new, strict=True)) for p in input_paths(o, n, f"{prefix}[{i}].")]
     return [] if old == new else [prefix.rstrip(".") or "(whole value)"]
 
 

@@ -53,7 +53,7 @@ class RecordingMonitor(MockMonitor):
         super().__init__(mocks)
         self.registered: list[dict] = []
 
-    def RegisterResource(self, request):
+    def RegisterResource(self, request):  # noqa: N802 - overrides MockMonitor's gRPC method name
         response = super().RegisterResource(request)
         deps = list(request.dependencies)
         for group in request.propertyDependencies.values():

@@ -454,7 +454,8 @@ def test_long_messages_are_capped() -> None:
     assert len(status.details["condition"]) <= 300
 
     image = "registry.example.com/" + "very-long-path/" * 200 + "vllm:latest"
-    status = project_status(crashing([container_status(image=image, waiting={"reason": "ErrImagePull", "message": "y" * 5000 + " manifest unknown"})], log=""))
+    waiting = {"reason": "ErrImagePull", "message": "y" * 5000 + " manifest unknown"}
+    status = project_status(crashing([container_status(image=image, waiting=waiting)], log=""))
     assert status.reason == "image-pull" and len(status.message) <= MESSAGE_LIMIT
 
     status = project_status(pending_pod(age=1000, conditions=unschedulable("0/999 nodes: " + "z" * 5000)))

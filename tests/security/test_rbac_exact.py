@@ -3,8 +3,9 @@ rule, by set equality of apiGroups, resources, verbs, resourceNames and nonResou
 verb, resource, name or rule fails. Checked twice: in what `render` writes (compile_stack) and in
 what the Pulumi program declares (under mocks), so neither can drift from the table.
 
-Variants cover the paths the shipped stacks do not take: the teardown identity of a vLLM-only stack with the NetworkPolicy option on, and one with stack
-secrets (hfToken, ngcApiKey), whose Secrets teardown may get/delete by name only.
+Variants cover the paths the shipped stacks do not take: the teardown identity of a vLLM-only stack
+with the NetworkPolicy option on, and one with stack secrets (hfToken, ngcApiKey), whose Secrets
+teardown may get/delete by name only.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class Recorder(MockMonitor):
         self.registered: dict[str, dict] = {}
         self.outputs: list[dict] = []
 
-    def RegisterResource(self, request):
+    def RegisterResource(self, request):  # noqa: N802 - overrides MockMonitor's gRPC method name
         response = super().RegisterResource(request)
         self.registered[request.name] = {
             "type": request.type, "urn": response.urn,
@@ -67,7 +67,7 @@ class Recorder(MockMonitor):
         }
         return response
 
-    def RegisterResourceOutputs(self, request):
+    def RegisterResourceOutputs(self, request):  # noqa: N802 - overrides MockMonitor's gRPC method name
         self.outputs.append(json_format.MessageToDict(request.outputs))
         return super().RegisterResourceOutputs(request)
 

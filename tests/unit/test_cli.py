@@ -135,7 +135,7 @@ def test_render_bytes_are_the_pure_python_emitters(tmp_path):
     files = sorted(out.iterdir())
     manifests = compile_stack(fixture_stack("rich"))
     assert len(files) == len(manifests)
-    for path, manifest in zip(files, manifests):
+    for path, manifest in zip(files, manifests, strict=True):
         assert path.read_text() == yaml.dump(manifest, Dumper=yaml.SafeDumper, sort_keys=True), path.name
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from components.config import ConfigError, StackConfig, load_stack_config, values
 from unit_helpers import NIM_IMAGE, model, nim_model
@@ -223,7 +224,7 @@ def test_nim_model_with_image_is_accepted():
 
 def test_config_is_frozen():
     config = load(model())
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         config.models[0].gpus = 8
 
 

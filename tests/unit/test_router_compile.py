@@ -16,9 +16,10 @@ from unit_helpers import ROOT, containers, model, pod_spec
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 K8S_VERSION = kubernetes_validate.latest_version()
 CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")  # no schema shipped: checked by asserts
+TWO_MODELS = (model("chat"), model("code"))
 
 
-def config(stack_models=(model("chat"), model("code")), platform=None, **section):
+def config(stack_models=TWO_MODELS, platform=None, **section):
     raw = {"models": list(stack_models), "router": {"image": ROUTER_IMAGE, **section}}
     if platform:
         raw["platform"] = platform

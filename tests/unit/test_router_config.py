@@ -15,17 +15,18 @@ from unit_helpers import model
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.3"
 BACKEND = {"image": BACKEND_IMAGE}
+TWO_MODELS = (model("chat"), model("code"))
 
 
 def router(**fields) -> dict:
     return {"image": ROUTER_IMAGE, **fields}
 
 
-def load(section: dict, models=(model("chat"), model("code"))):
+def load(section: dict, models=TWO_MODELS):
     return load_stack_config({"models": list(models), "router": section})
 
 
-def problems_of(section: dict, models=(model("chat"), model("code"))) -> list[str]:
+def problems_of(section: dict, models=TWO_MODELS) -> list[str]:
     with pytest.raises(ConfigError) as caught:
         load(section, models)
     return caught.value.problems
