@@ -8,12 +8,12 @@ shares are in ``types.py``, the platform and cluster sections in ``platform.py``
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from . import managed, rules, stack_secrets, values
+from .lora import VLLM_MAX_LORA_RANKS, Lora, LoraAdapter  # noqa: F401  (re-exported)
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
     GPU_TOLERATIONS,
     MONITORING_NAMESPACE,
@@ -106,78 +106,6 @@ class Resources(Strict):
         "32Gi", description="Memory request and limit of the server container (kept equal, so "
         "the node never overcommits the memory a model needs)."
     )
-
-
-# The ranks vLLM v0.11.0 accepts for --max-lora-rank: `MaxLoRARanks` in vllm/config/lora.py at
-# that tag. (Rank 1 came later, with vllm-project/vllm#26461 of 2025-10-09: not in 0.11.0.)
-VLLM_MAX_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
-# An adapter's name is the directory vLLM's filesystem resolver looks it up in and the `model` a
-# client requests: one path segment, no dot-only names that would leave the cache directory.
-_ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-
-
-class LoraAdapter(Strict):
-    """One LoRA adapter from the Hugging Face hub, served under its own name."""
-
-    name: str = Field(
-        description="Name clients request as `model` (the adapter's directory in the resolver cache).",
-    )
-    repo: Annotated[str, AfterValidator(values.check_hf_repo)] = Field(
-        description="Hugging Face repo id of the adapter, `owner/name` (it must hold adapter_config.json).",
-    )
-    revision: Annotated[str, AfterValidator(values.check_revision)] = Field(
-        "main", description="Branch, tag or full 40-hex commit; pinned at preview like `source.revision`.",
-    )
-
-    @field_validator("name")
-    @classmethod
-    def _path_segment(cls, name: str) -> str:
-        if not _ADAPTER_NAME.match(name):
-            raise ValueError(f"'{name}' is not an adapter name; use letters, digits, '.', '_' or '-' "
-                             "(at most 63 characters, starting with a letter or digit), e.g. 'sql-lora'")
-        return name
-
-    @property
-    def ref(self) -> str:
-        return f"{self.repo}@{self.revision}"
-
-
-class Lora(Strict):
-    enabled: bool = Field(False, description="Serve LoRA adapters.")
-    max_loras: int = Field(4, gt=0, description="`--max-loras`: adapters resident at once.")
-    max_lora_rank: int = Field(
-        16, description="`--max-lora-rank`: one of 8, 16, 32, 64, 128, 256, 320, 512 (vLLM 0.11.0's "
-        "ranks); at least the largest rank of the adapters served.",
-    )
-    cache_size_limit: PositiveQuantity = Field("10Gi", description="Size limit of the adapter cache volume.")
-    adapters: tuple[LoraAdapter, ...] = Field(
-        (), description="Adapters downloaded into the adapter cache when a server pod starts (by an "
-        "init container, so a change re-downloads the adapters, never the base weights) and served "
-        "by name through vLLM's filesystem resolver. Each adapter's revision is pinned at preview.",
-    )
-
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _vllm_rank(cls, rank: int) -> int:
-        if rank not in VLLM_MAX_LORA_RANKS:
-            allowed = ", ".join(map(str, VLLM_MAX_LORA_RANKS))
-            bigger = [r for r in VLLM_MAX_LORA_RANKS if r >= rank]
-            hint = f"; use {bigger[0]}" if bigger else ""
-            raise ValueError(f"vLLM 0.11.0 accepts only {allowed}{hint}")
-        return rank
-
-    @model_validator(mode="after")
-    def _adapters(self) -> Lora:
-        if self.adapters and not self.enabled:
-            raise values.Problems([("enabled", "adapters are listed but LoRA is off; set lora.enabled: true "
-                                    "or remove lora.adapters")])
-        seen: set[str] = set()
-        for index, adapter in enumerate(self.adapters):
-            if adapter.name in seen:
-                raise values.Problems([(f"adapters.{index}.name", f"'{adapter.name}' is listed twice; "
-                                        "adapter names must be unique")])
-            seen.add(adapter.name)
-        return self
 
 
 class NimCacheResources(Strict):
