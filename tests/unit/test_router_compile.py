@@ -18,7 +18,10 @@ K8S_VERSION = kubernetes_validate.latest_version()
 CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")  # no schema shipped: checked by asserts
 
 
-def config(stack_models=(model("chat"), model("code")), platform=None, **section):
+DEFAULT_MODELS = (model("chat"), model("code"))
+
+
+def config(stack_models=DEFAULT_MODELS, platform=None, **section):
     raw = {"models": list(stack_models), "router": {"image": ROUTER_IMAGE, **section}}
     if platform:
         raw["platform"] = platform
@@ -261,12 +264,22 @@ def test_multi_replica_pods_spread_over_nodes_softly():
 def test_addresses_for_clients_and_pylons():
     stack = config()
     assert endpoint_url(stack) == "http://llm-router.llm-serving.svc.cluster.local:8000"
-    single = compile_router(stack)
-    assert pylon_address(stack, single.names, single.topology) == "http://llm-router.llm-serving.svc.cluster.local:50071"
+    assert pylon_address(stack.router, "llm-serving") == "http://llm-router.llm-serving.svc.cluster.local:50071"
     multi_stack = config(replicas=2)
-    multi = compile_router(multi_stack)
-    assert pylon_address(multi_stack, multi.names, multi.topology) == (
+    assert pylon_address(multi_stack.router, "llm-serving") == (
         "http://llm-router-backend-router.llm-serving.svc.cluster.local:50071")
+
+
+def test_one_definition_of_the_pylon_address_and_the_headless_name():
+    """The router's outputs, the pylon's --stargate-address and the targets reader cannot drift:
+    each is the same function, not a copy."""
+    from components.compile import pylon
+    from components.config import router_names
+    from components.targets import headless_service_name
+
+    assert pylon_address is pylon.stargate_address
+    assert headless_service_name is router_names.headless_service_name
+    assert compiled().names.headless == headless_service_name("llm-router")
 
 
 # --- stack and schema -------------------------------------------------------------------------
@@ -310,8 +323,13 @@ def test_core_kinds_are_strictly_valid(section):
     assert checked >= 6
 
 
-@pytest.mark.parametrize("section", [{}, DEPLOYMENT_MULTI, STATEFULSET_DNS, {"tls": {"enabled": True}}],
-                         ids=["single", "multi", "statefulset", "tls"])
+TOKEN_AUTH = {"image": "nvcr.io/nvidia/llm-request-router:0.18.0",
+              "pylon": {"image": "nvcr.io/example/stargate-client:0.4.0"},
+              "workerAuth": {"mode": "token", "secretName": "worker-auth"}}
+
+
+@pytest.mark.parametrize("section", [{}, DEPLOYMENT_MULTI, STATEFULSET_DNS, {"tls": {"enabled": True}}, TOKEN_AUTH],
+                         ids=["single", "multi", "statefulset", "tls", "worker-auth-token"])
 def test_every_flag_the_render_sets_is_refused_in_args(section):
     """A flag the component sets, repeated in `args`, is refused at startup or wins over ours;
     validate must refuse each of them (config MANAGED_FLAGS), or the protection has a hole."""
