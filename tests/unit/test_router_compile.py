@@ -299,6 +299,25 @@ def test_the_gpu_cluster_stack_has_a_multi_replica_deployment_with_backend_route
     assert "*.llm-router-headless.llm-serving.svc.cluster.local" in objects.certificate["spec"]["dnsNames"]
 
 
+def test_the_stacks_make_their_models_routable_and_an_open_router_is_fenced():
+    """Both stacks with a router carry pylons; the gpu-cluster one pins its pylon by digest and,
+    running a 0.16.2 router (no token mode), runs open behind the router's NetworkPolicy, whose
+    gRPC/QUIC ingress admits only model server pods and router-side pods."""
+    from components.compile.router.network import PYLON_PODS
+    from components.config.pylon import image_version
+
+    local = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.local.yaml"))
+    assert local.router.pylon is not None and local.router.worker_auth.mode == "open"
+    gpu = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
+    assert "@sha256:" in gpu.router.pylon.image
+    assert image_version(gpu.router.image) < (0, 17, 0) and gpu.router.worker_auth.mode == "open"
+    policy = compile_router(gpu).network_policy
+    [tunnel] = [rule for rule in policy["spec"]["ingress"] if "from" in rule and
+                {"protocol": "TCP", "port": 50071} in rule["ports"]]
+    assert {"podSelector": PYLON_PODS} in tunnel["from"]
+    assert all("podSelector" in peer and "namespaceSelector" not in peer for peer in tunnel["from"])
+
+
 SCHEMA_CASES = {
     "deployment-1": {},
     "deployment-everything": EVERYTHING,
