@@ -280,6 +280,9 @@ def test_one_definition_of_the_pylon_address_and_the_headless_name():
     assert pylon_address is pylon.stargate_address
     assert headless_service_name is router_names.headless_service_name
     assert compiled().names.headless == headless_service_name("llm-router")
+    # The port in that address is the one the router and backend router listen on.
+    from components.compile.router import names
+    assert pylon.ROUTER_GRPC_PORT == names.GRPC_PORT == names.BACKEND_GRPC_PORT
 
 
 # --- stack and schema -------------------------------------------------------------------------
