@@ -42,6 +42,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+# The one definition of the router's headless Service name (re-exported: providers look it up here).
+from .config.router_names import headless_service_name  # noqa: F401
+
 
 @dataclass(frozen=True, order=True)
 class Target:
@@ -71,12 +74,6 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 PYLON_CONTAINER = "pylon"  # components.compile.pylon.PYLON_CONTAINER
 ROUTER_PORTS = (("grpc", "TCP"), ("quic", "UDP"))  # stargate-k8s-router --grpc/--quic-port-name
-
-
-def headless_service_name(router: str) -> str:
-    """The router's headless Service, whose slices name the router pods (``<name>-headless``,
-    as ``components.compile.router`` names it)."""
-    return f"{router}-headless"
 
 
 @dataclass(frozen=True)

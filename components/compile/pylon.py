@@ -30,10 +30,10 @@ Flags follow the pylon CLI of chart 0.16.2's source, devilkun/nvcf@e07119fa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..config.model import ModelConfig, StackConfig
 from ..config.router import RouterConfig, fronted_models, resolve_topology
+from ..config.router_names import backend_name, tls_secret_name
 from . import common
 
 PYLON_CONTAINER = "pylon"
@@ -67,27 +67,26 @@ def _in_cluster(service: str, namespace: str) -> str:
     return f"{service}.{namespace}.svc.cluster.local"
 
 
+def backend_grpc_uri(router: RouterConfig, namespace: str) -> str:
+    """The backend router's gRPC URI: what the router hands pylons as ``--grpc-pylon-dial-addr``
+    and, when the backend router runs, what pylons call ``WatchStargates`` on. An explicit
+    ``http://`` URI (chart 0.16.2 _helpers.tpl backendRouterGrpcDialAddress default)."""
+    return f"http://{_in_cluster(backend_name(router), namespace)}:{ROUTER_GRPC_PORT}"
+
+
 def stargate_address(router: RouterConfig, namespace: str) -> str:
-    """``--stargate-address``: where pylons call ``WatchStargates``.
+    """``--stargate-address``: where pylons call ``WatchStargates``. The one definition:
+    ``components.compile.router.pylon_address`` is this function.
 
     With the backend router, its Service (it answers with one entry per router pod, read from the
     router's headless EndpointSlices, and forwards each registration by ``:authority``); without
     it, the router's own Service, whose pod lists its peers (or itself). An explicit ``http://``
     URI: pylon reuses its TLS trust for gRPC only for ``https://`` seeds (startup.rs
     ``load_grpc_tls_ca_cert``), and the chart's gRPC listener is plaintext.
-
-    The names are the chart's (``<name>-backend-router``, ``<name>``); they must match
-    ``components.compile.router`` (``pylon_address`` there returns the same string).
     """
-    service = f"{router.name}-backend-router" if resolve_topology(router).backend_router else router.name
-    return f"http://{_in_cluster(service, namespace)}:{ROUTER_GRPC_PORT}"
-
-
-def router_tls_secret(router: RouterConfig) -> Optional[str]:
-    """The Secret of the router's certificate, whose ``ca.crt`` pylons trust; None without TLS."""
-    if not router.tls.enabled:
-        return None
-    return router.tls.secret_name or f"{router.name}-tls"
+    if resolve_topology(router).backend_router:
+        return backend_grpc_uri(router, namespace)
+    return f"http://{_in_cluster(router.name, namespace)}:{ROUTER_GRPC_PORT}"
 
 
 def cluster_id(router: RouterConfig) -> str:
@@ -149,10 +148,15 @@ def pylon_volumes(stack: StackConfig) -> tuple[list[dict], list[dict]]:
             "items": [{"key": auth.token_key, "path": "token"}],
         }})
         mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
-    secret = router_tls_secret(router)
+    # The same Secret the router mounts its identity from (router.tls.existingSecret, the
+    # Certificate's secretName, or <name>-tls).
+    secret = tls_secret_name(router)
     if secret is not None:
         # cert-manager writes the issuing CA to ca.crt (the certificate itself for a
-        # self-signed issuer): the trust anchor for the router pods' QUIC identity.
+        # self-signed issuer): the trust anchor for the router pods' QUIC identity. An
+        # existingSecret must carry ca.crt too (documented on the field): without the key the
+        # kubelet cannot build the volume and the model pod stays in ContainerCreating, which the
+        # model's status reports, rather than pylon silently trusting nothing.
         volumes.append({"name": ROUTER_CA_VOLUME, "secret": {
             "secretName": secret, "defaultMode": 0o444, "items": [{"key": "ca.crt", "path": "ca.crt"}],
         }})
@@ -210,13 +214,19 @@ def router_worker_auth(router: RouterConfig) -> RouterWorkerAuth:
     (NVIDIA/nvcf@38d452db ``src/libraries/rust/stargate/README.md``, "Worker authentication").
     That flag is newer than chart 0.16.2, whose Stargate (devilkun/nvcf@e07119fa
     ``crates/stargate/src/main.rs``) knows only ``--worker-auth-endpoint`` (NVCF's
-    ``AuthLlmWorker`` gRPC call): token mode needs a Stargate image that has it.
+    ``AuthLlmWorker`` gRPC call, which a plain cluster does not serve).
+
+    Decision: everything else follows 0.16.2, but token mode is the only authenticator that works
+    without NVCF, so it is rendered completely (this flag and volume on the router: wired in
+    ``router.flags.router_args`` and ``router.workload``; token and cluster id on the pylon), and
+    ``components.config.pylon`` refuses token mode when ``router.image`` is tagged 0.16.x or
+    older, the versions known to reject the flag. A 0.16.2 router therefore runs ``open``.
 
     ``open``: no flag. Stargate 0.16.2 accepts any worker when no authenticator is configured
     (``crates/stargate/src/main/startup.rs`` there starts with ``OpenAuthenticator`` and replaces
-    it only for ``--worker-auth-endpoint``);
-    newer images refuse to start without ``--allow-open-worker-auth``, which 0.16.2 would reject
-    as an unknown argument, so that flag is left to ``router.args`` for those images.
+    it only for ``--worker-auth-endpoint``); newer images refuse to start without
+    ``--allow-open-worker-auth``, which 0.16.2 would reject as an unknown argument, so that flag
+    is left to ``router.args`` for those images.
     """
     auth = router.worker_auth
     if auth is None or auth.mode == "open":

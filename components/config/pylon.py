@@ -106,13 +106,60 @@ class PylonConfig(Strict):
         return self
 
 
+# The first Stargate release line assumed to have `--worker-auth-file`. Known: chart 0.16.2's
+# Stargate (devilkun/nvcf@e07119fa crates/stargate/src/main.rs) has only --worker-auth-endpoint
+# and would refuse the unknown flag at startup; the flag appears in later sources
+# (NVIDIA/nvcf@5f8ee2ab, @38d452db stargate/README.md "Worker authentication"). Which release
+# first ships it is not published, so the bound refuses what is known not to work (0.16.x and
+# older) and accepts the next minor line up.
+WORKER_AUTH_FILE_SINCE = (0, 17, 0)
+# A version tag: 0.16.2, v0.18.0, 0.17 or 0.18.0-rc1 (pre-release and build suffixes ignored).
+_VERSION_TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+.][0-9A-Za-z.+-]*)?$")
+# Flags of the router that select a worker authenticator: Stargate takes exactly one, so with
+# token mode (which renders --worker-auth-file) `router.args` may carry neither of the others.
+OTHER_AUTHENTICATORS = ("--worker-auth-endpoint", "--allow-open-worker-auth")
+
+
+def image_version(image: str) -> Optional[tuple[int, int, int]]:
+    """The version an image's tag names, or None: pinned by digest only, or a tag that is not a
+    version (e.g. a build id). A tag next to a digest still names the version it was built as."""
+    match = values._IMAGE.match(image)
+    tag = match.group("tag") if match else None
+    version = _VERSION_TAG.match(tag or "")
+    if version is None:
+        return None
+    major, minor, patch = version.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def worker_auth_file_problem(router_image: str) -> Optional[str]:
+    """Why token mode cannot run on ``router_image``, or None."""
+    version = image_version(router_image)
+    if version is None or version >= WORKER_AUTH_FILE_SINCE:
+        return None
+    since = ".".join(map(str, WORKER_AUTH_FILE_SINCE))
+    return (
+        f"mode: token needs a Stargate with --worker-auth-file, and the router image "
+        f"'{router_image}' is version {'.'.join(map(str, version))}: Stargate 0.16.x and older "
+        "(the chart 0.16.2 this render follows) know only --worker-auth-endpoint (NVCF's API) and "
+        "refuse to start on the unknown flag. Set workerAuth.mode: open for a 0.16.2 router "
+        "(and keep its grpc/quic ports to model pods: the router's NetworkPolicy), or use a "
+        f"router image {since} or newer"
+    )
+
+
 class WorkerAuth(Strict):
     """How the router authenticates pylons (registration stream and reverse tunnel)."""
 
     mode: Literal["token", "open"] = Field(
         description="`token`: each pylon sends a bearer token read from a Secret, and the router "
-        "checks it against a worker-auth file from the same Secret. `open`: the router accepts "
-        "any worker that reaches its gRPC port (for development). No default: choose one.",
+        "checks it against a worker-auth file from the same Secret (`--worker-auth-file`). That "
+        "flag is newer than chart 0.16.2: token mode is refused when `router.image`'s tag is a "
+        "version below 0.17.0 (Stargate 0.16.x and older lack it); an image pinned by digest "
+        "only, or with a tag that is not a version, is accepted, and must be a Stargate with "
+        "`--worker-auth-file`. `open`: no auth flag, the router accepts any worker that reaches "
+        "its gRPC port: how a 0.16.2 router runs without NVCF (newer images also need "
+        "`--allow-open-worker-auth` in `router.args`). No default: choose one.",
     )
     secret_name: Optional[Label] = Field(
         None, description="`token` only: the existing Secret holding the token and the router's worker-auth file.",
@@ -164,7 +211,17 @@ def pylon_problems(router: RouterConfig) -> list[tuple[str, str]]:
             "configures the pylon sidecars, and router.pylon is unset; set router.pylon.image, "
             "or remove workerAuth",
         )]
-    return []
+    if router.worker_auth is None or router.worker_auth.mode != "token":
+        return []
+    problem = worker_auth_file_problem(router.image)
+    problems = [("workerAuth.mode", problem)] if problem else []
+    problems += [
+        (f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "
+         "Stargate takes exactly one; remove it (workerAuth.mode: token renders --worker-auth-file)")
+        for index, arg in enumerate(router.args)
+        if arg.split("=", 1)[0] in OTHER_AUTHENTICATORS
+    ]
+    return problems
 
 
 def pylon_stack_problems(stack: StackConfig) -> list[tuple[str, str]]:

@@ -54,6 +54,8 @@ MANAGED_FLAGS = (
     "--backend-connectivity", "--reverse-tunnel-listen-addr", "--grpc-pylon-dial-addr",
     "--reverse-tunnel-pylon-dial-addr", "--reverse-tunnel-connect-timeout-ms", "--tls-cert-path",
     "--tls-key-path", "--quic-insecure", "--config-file",
+    # workerAuth.mode token (components.compile.pylon.router_worker_auth; env STARGATE_* is refused).
+    "--worker-auth-file",
 )
 
 # Keys earlier versions of this section accepted, with what replaced them: a stack written for
@@ -219,7 +221,8 @@ class RouterTls(Strict):
     existing_secret: Optional[Label] = Field(
         None,
         description="Mount this existing `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`) "
-        "instead of issuing a cert-manager Certificate; you own its issuance and renewal.",
+        "instead of issuing a cert-manager Certificate; you own its issuance and renewal. With "
+        "`router.pylon`, it must also hold `ca.crt` (the CA pylons verify the router with).",
     )
     issuer: Optional[TlsIssuer] = Field(
         None, description="Issuer of the certificate; unset: a self-signed Issuer is created for the router."
@@ -313,7 +316,9 @@ class RouterConfig(Strict):
     )
     args: tuple[str, ...] = Field((), description="Extra Stargate flags (not those the component sets).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
-    pylon: Optional[PylonConfig] = Field(None, description="The pylon sidecar that registers each fronted model with the router (see components/config/pylon.py).")
+    pylon: Optional[PylonConfig] = Field(
+        None, description="The pylon sidecar that registers each fronted model with the router "
+        "(see components/config/pylon.py).")
     worker_auth: Optional[WorkerAuth] = Field(None, description="How the router authenticates pylons; required with `pylon`.")
 
     @model_validator(mode="before")

@@ -68,12 +68,30 @@ def resolve_topology(router: RouterConfig) -> Topology:
     return Topology(kind, replicas, backend, dns, name, reason)
 
 
+def headless_service_name(router_name: str) -> str:
+    """The headless Service of the router named ``router_name`` (``<name>-headless``, chart 0.16.2
+    ``headless-service.yaml``): its EndpointSlices name the router pods, for the backend router
+    and for ``components.targets``."""
+    return f"{router_name}-headless"
+
+
 def headless_name(router: RouterConfig) -> str:
-    return f"{router.name}-headless"
+    return headless_service_name(router.name)
 
 
 def backend_name(router: RouterConfig) -> str:
     return f"{router.name}-backend-router"
+
+
+def tls_secret_name(router: RouterConfig) -> Optional[str]:
+    """The Secret holding the router's TLS identity, None without TLS: ``existingSecret``, else the
+    cert-manager Certificate's ``secretName``, else ``<name>-tls``. The router mounts its
+    ``tls.crt``/``tls.key``; pylons mount its ``ca.crt`` to verify the router (one function, so
+    the two sides cannot name different Secrets)."""
+    tls = router.tls
+    if not tls.enabled:
+        return None
+    return tls.existing_secret or tls.secret_name or f"{router.name}-tls"
 
 
 def advertised_hostname(router: RouterConfig, namespace: str) -> str:

@@ -145,7 +145,7 @@ class RequestRouter(pulumi.ComponentResource):
             ).to_dict(), RouterTargetsProvider(), after(self.workload))
 
         url = endpoint_url(stack)
-        pylon = pylon_address(stack, names, topology)
+        pylon = pylon_address(router, stack.platform.namespace)
         self.endpoint_url = pulumi.Output.from_input(url)
         self.workload_kind = pulumi.Output.from_input(topology.kind)
         self.outputs = {

@@ -23,6 +23,8 @@ from components.config import ConfigError, load_stack_config
 from unit_helpers import container, model, nim_model, pod_spec
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+# A Stargate with --worker-auth-file (newer than chart 0.16.2): token mode needs one.
+TOKEN_ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.18.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 PYLON_IMAGE = "nvcr.io/example/stargate-client:0.4.0"
 OPEN = {"mode": "open"}
@@ -147,7 +149,7 @@ def test_open_mode_has_no_token_and_the_router_self_signs():
 
 
 def test_token_mode_mounts_the_token_read_only_and_binds_the_cluster_id():
-    stack = load(workerAuth=TOKEN)
+    stack = load(image=TOKEN_ROUTER_IMAGE, workerAuth=TOKEN)
     spec = pod_spec(deployment(stack, "alpha"))
     item = container(deployment(stack, "alpha"), "pylon")
     args = flags(item)
@@ -164,7 +166,7 @@ def test_token_mode_mounts_the_token_read_only_and_binds_the_cluster_id():
 
 
 def test_token_mode_router_side_points_at_the_worker_auth_file():
-    stack = load(workerAuth={**TOKEN, "authFileKey": "auth.yaml", "clusterId": "team-a"})
+    stack = load(image=TOKEN_ROUTER_IMAGE, workerAuth={**TOKEN, "authFileKey": "auth.yaml", "clusterId": "team-a"})
     side = router_worker_auth(stack.router)
     assert side.args == [f"--worker-auth-file={AUTH_FILE}"]
     [volume], [mount] = side.volumes, side.mounts
@@ -172,6 +174,79 @@ def test_token_mode_router_side_points_at_the_worker_auth_file():
                                 "items": [{"key": "auth.yaml", "path": "worker-auth.yaml"}]}
     assert mount == {"name": volume["name"], "mountPath": AUTH_FILE.rsplit("/", 1)[0], "readOnly": True}
     assert flags(pylon_of(stack))["--cluster-id"] == ["team-a"]
+
+
+def router_container(stack) -> dict:
+    return container(deployment(stack, "llm-router"), "router")
+
+
+def test_token_mode_renders_both_sides_from_one_secret():
+    """End to end through compile_stack: the router reads --worker-auth-file from a mounted volume
+    of the workerAuth Secret, and the pylon sends the token from the same Secret."""
+    stack = load(image=TOKEN_ROUTER_IMAGE, workerAuth={**TOKEN, "clusterId": "team-a"})
+    router_item = router_container(stack)
+    [path] = flags(router_item)["--worker-auth-file"]
+    [mount] = [m for m in router_item["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert mount["readOnly"] is True and "subPath" not in mount  # re-read every 30 s: no subPath
+    router_pod = pod_spec(deployment(stack, "llm-router"))
+    [router_volume] = [v for v in router_pod["volumes"] if v["name"] == mount["name"]]
+    [item] = router_volume["secret"]["items"]
+    assert path == f"{mount['mountPath']}/{item['path']}" and item["key"] == "worker-auth.yaml"
+    model_pod = pod_spec(deployment(stack, "alpha"))
+    pylon = container(deployment(stack, "alpha"), "pylon")
+    [token_volume] = [v for v in model_pod["volumes"] if v["name"] == pylon["volumeMounts"][0]["name"]]
+    assert router_volume["secret"]["secretName"] == token_volume["secret"]["secretName"] == "worker-auth"
+    # The cluster id the pylon claims is the one the router's file binds the token to.
+    assert flags(pylon)["--cluster-id"] == ["team-a"]
+
+
+def test_open_mode_renders_no_worker_auth_flag_on_the_router():
+    # Stargate 0.16.2 runs open when no authenticator flag is given (startup.rs OpenAuthenticator).
+    args = flags(router_container(load()))
+    assert not [flag for flag in args if "worker-auth" in flag]
+    assert not [v for v in pod_spec(deployment(load(), "llm-router"))["volumes"] if v["name"] == "worker-auth"]
+
+
+@pytest.mark.parametrize("image", [
+    "nvcr.io/nvidia/llm-request-router:0.16.2",
+    "nvcr.io/nvidia/llm-request-router:v0.11.1",
+    "nvcr.io/nvidia/llm-request-router:0.16",
+    "nvcr.io/nvidia/llm-request-router:0.16.2@sha256:" + "a" * 64,
+])
+def test_token_mode_is_refused_on_a_router_without_the_worker_auth_file_flag(image):
+    [message] = problems({"image": image, "pylon": {"image": PYLON_IMAGE}, "workerAuth": TOKEN})
+    assert message.startswith("router.workerAuth.mode:")
+    assert "0.16.x and older" in message and "--worker-auth-file" in message
+    assert "mode: open" in message and "0.17.0 or newer" in message
+
+
+@pytest.mark.parametrize("image", [
+    "nvcr.io/nvidia/llm-request-router:0.17.0",
+    "nvcr.io/nvidia/llm-request-router:v0.18.0-rc1",
+    "nvcr.io/nvidia/llm-request-router@sha256:" + "b" * 64,  # digest only: the documented rule
+    "nvcr.io/nvidia/llm-request-router:build-5f8ee2ab",  # not a version
+])
+def test_token_mode_is_accepted_on_newer_digest_only_and_non_version_tags(image):
+    stack = load(image=image, workerAuth=TOKEN)
+    assert flags(router_container(stack))["--worker-auth-file"] == [AUTH_FILE]
+
+
+@pytest.mark.parametrize("arg", ["--allow-open-worker-auth", "--worker-auth-endpoint=http://api:9090"])
+def test_token_mode_refuses_a_second_authenticator_in_args(arg):
+    [message] = problems({"image": TOKEN_ROUTER_IMAGE, "pylon": {"image": PYLON_IMAGE},
+                          "workerAuth": TOKEN, "args": [arg]})
+    assert message.startswith("router.args.0:") and "exactly one" in message
+
+
+@pytest.mark.parametrize("tls, secret", [
+    ({"enabled": True, "secretName": "quic-id"}, "quic-id"),
+    ({"enabled": True, "existingSecret": "byo-tls"}, "byo-tls"),
+])
+def test_pylon_trusts_the_secret_the_router_mounts(tls, secret):
+    stack = load(tls=tls)
+    [router_tls] = [v for v in pod_spec(deployment(stack, "llm-router"))["volumes"] if v["name"] == "stargate-tls"]
+    [ca] = [v for v in pod_spec(deployment(stack, "alpha"))["volumes"] if v["name"] == "pylon-router-ca"]
+    assert ca["secret"]["secretName"] == router_tls["secret"]["secretName"] == secret
 
 
 def test_router_tls_makes_pylon_verify_with_the_certificate_ca():

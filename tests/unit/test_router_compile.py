@@ -262,12 +262,25 @@ def test_multi_replica_pods_spread_over_nodes_softly():
 def test_addresses_for_clients_and_pylons():
     stack = config()
     assert endpoint_url(stack) == "http://llm-router.llm-serving.svc.cluster.local:8000"
-    single = compile_router(stack)
-    assert pylon_address(stack, single.names, single.topology) == "http://llm-router.llm-serving.svc.cluster.local:50071"
+    assert pylon_address(stack.router, "llm-serving") == "http://llm-router.llm-serving.svc.cluster.local:50071"
     multi_stack = config(replicas=2)
-    multi = compile_router(multi_stack)
-    assert pylon_address(multi_stack, multi.names, multi.topology) == (
+    assert pylon_address(multi_stack.router, "llm-serving") == (
         "http://llm-router-backend-router.llm-serving.svc.cluster.local:50071")
+
+
+def test_one_definition_of_the_pylon_address_and_the_headless_name():
+    """The router's outputs, the pylon's --stargate-address and the targets reader cannot drift:
+    each is the same function, not a copy."""
+    from components.compile import pylon
+    from components.config import router_names
+    from components.targets import headless_service_name
+
+    assert pylon_address is pylon.stargate_address
+    assert headless_service_name is router_names.headless_service_name
+    assert compiled().names.headless == headless_service_name("llm-router")
+    # The port in that address is the one the router and backend router listen on.
+    from components.compile.router import names
+    assert pylon.ROUTER_GRPC_PORT == names.GRPC_PORT == names.BACKEND_GRPC_PORT
 
 
 # --- stack and schema -------------------------------------------------------------------------
@@ -285,6 +298,25 @@ def test_the_gpu_cluster_stack_has_a_multi_replica_deployment_with_backend_route
     assert objects.topology.name == "deployment+backend" and objects.certificate is not None
     assert objects.service_monitor is not None and objects.backend_service_monitor is not None
     assert "*.llm-router-headless.llm-serving.svc.cluster.local" in objects.certificate["spec"]["dnsNames"]
+
+
+def test_the_stacks_make_their_models_routable_and_an_open_router_is_fenced():
+    """Both stacks with a router carry pylons; the gpu-cluster one pins its pylon by digest and,
+    running a 0.16.2 router (no token mode), runs open behind the router's NetworkPolicy, whose
+    gRPC/QUIC ingress admits only model server pods and router-side pods."""
+    from components.compile.router.network import PYLON_PODS
+    from components.config.pylon import image_version
+
+    local = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.local.yaml"))
+    assert local.router.pylon is not None and local.router.worker_auth.mode == "open"
+    gpu = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
+    assert "@sha256:" in gpu.router.pylon.image
+    assert image_version(gpu.router.image) < (0, 17, 0) and gpu.router.worker_auth.mode == "open"
+    policy = compile_router(gpu).network_policy
+    [tunnel] = [rule for rule in policy["spec"]["ingress"] if "from" in rule and
+                {"protocol": "TCP", "port": 50071} in rule["ports"]]
+    assert {"podSelector": PYLON_PODS} in tunnel["from"]
+    assert all("podSelector" in peer and "namespaceSelector" not in peer for peer in tunnel["from"])
 
 
 SCHEMA_CASES = {
@@ -311,8 +343,13 @@ def test_core_kinds_are_strictly_valid(section):
     assert checked >= 6
 
 
-@pytest.mark.parametrize("section", [{}, DEPLOYMENT_MULTI, STATEFULSET_DNS, {"tls": {"enabled": True}}],
-                         ids=["single", "multi", "statefulset", "tls"])
+TOKEN_AUTH = {"image": "nvcr.io/nvidia/llm-request-router:0.18.0",
+              "pylon": {"image": "nvcr.io/example/stargate-client:0.4.0"},
+              "workerAuth": {"mode": "token", "secretName": "worker-auth"}}
+
+
+@pytest.mark.parametrize("section", [{}, DEPLOYMENT_MULTI, STATEFULSET_DNS, {"tls": {"enabled": True}}, TOKEN_AUTH],
+                         ids=["single", "multi", "statefulset", "tls", "worker-auth-token"])
 def test_every_flag_the_render_sets_is_refused_in_args(section):
     """A flag the component sets, repeated in `args`, is refused at startup or wins over ours;
     validate must refuse each of them (config MANAGED_FLAGS), or the protection has a hole."""

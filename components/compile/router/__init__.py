@@ -19,6 +19,9 @@ from typing import Optional
 from ...config.model import ModelConfig, StackConfig
 from ...config.router import Topology, fronted_models
 from .. import common, nim
+
+# Where pylons call WatchStargates: defined once, beside the pylon that dials it.
+from ..pylon import stargate_address as pylon_address
 from .backend import (
     CERT_MANAGER_GROUP,
     ENDPOINTSLICE_RULE,
@@ -28,7 +31,6 @@ from .backend import (
     compile_self_signed_issuer,
     compile_service_monitor,
 )
-from .flags import pylon_address
 from .names import (
     BACKEND_COMPONENT,
     CHART,

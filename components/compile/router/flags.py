@@ -3,8 +3,14 @@
 Source of every flag: devilkun/nvcf@e07119fa, chart 0.16.2, ``templates/deployment.yaml`` (the
 router's ``args``) and ``templates/backend-router.yaml`` (the backend router's). Values the chart
 takes from ``values.yaml`` are the chart's defaults unless our config exposes them (drain
-timeout, TLS). The chart's NVCF-specific worker-auth, Vault and OpenTelemetry flags are left out:
-they point at NVCF services a plain cluster does not have.
+timeout, TLS). The chart's NVCF-specific worker-auth endpoint, Vault and OpenTelemetry flags are
+left out: they point at NVCF services a plain cluster does not have.
+
+Worker auth is the one place the render goes beyond 0.16.2's flag set: ``workerAuth.mode: token``
+adds ``--worker-auth-file`` (``components.compile.pylon.router_worker_auth``), a flag of newer
+Stargate images; validation (``components.config.pylon``) refuses token mode for a router image
+tagged 0.16.x or older, so a 0.16.2 stack never renders a flag its binary would reject.
+``mode: open`` adds nothing, which is how 0.16.2 runs open.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 from ...config.model import StackConfig
 from ...config.router import Topology
 from ...config.router_names import advertised_hostname
+from ..pylon import backend_grpc_uri, router_worker_auth
 from .names import (
     BACKEND_GRPC_PORT,
     BACKEND_HEALTH_PORT,
@@ -36,25 +43,9 @@ QUIC_REQUEST_TIMEOUT_MS = 30000    # transport.quicRequestTimeoutMs
 REVERSE_CONNECT_TIMEOUT_MS = 10000  # transport.reverseTunnelConnectTimeoutMs
 
 
-def grpc_dial_addr(names: RouterNames, namespace: str) -> str:
-    """What pylons dial for registration when the backend router runs: an explicit http:// URI
-    (chart _helpers.tpl backendRouterGrpcDialAddress default)."""
-    return f"http://{in_cluster(names.backend, namespace)}:{BACKEND_GRPC_PORT}"
-
-
 def reverse_dial_addr(names: RouterNames, namespace: str) -> str:
     """host:port pylons open the QUIC tunnel to, through the backend router (no scheme)."""
     return f"{in_cluster(names.backend, namespace)}:{BACKEND_QUIC_PORT}"
-
-
-def pylon_address(stack: StackConfig, names: RouterNames, topology: Topology) -> str:
-    """The address a pylon's ``--stargate-address`` names: the backend router when it runs,
-    otherwise the router's own Service (its grpc port answers WatchStargates, which lists every
-    router pod)."""
-    namespace = stack.platform.namespace
-    if topology.backend_router:
-        return grpc_dial_addr(names, namespace)
-    return f"http://{in_cluster(names.router, namespace)}:{GRPC_PORT}"
 
 
 def tls_args(stack: StackConfig) -> list[str]:
@@ -94,13 +85,15 @@ def router_args(stack: StackConfig, names: RouterNames, topology: Topology) -> l
         f"--reverse-tunnel-listen-addr=0.0.0.0:{QUIC_PORT}",
     ]
     if topology.backend_router:
-        args += [f"--grpc-pylon-dial-addr={grpc_dial_addr(names, namespace)}",
+        args += [f"--grpc-pylon-dial-addr={backend_grpc_uri(router, namespace)}",
                  f"--reverse-tunnel-pylon-dial-addr={reverse_dial_addr(names, namespace)}"]
     elif router.replicas > 1:
         # Each pod hands pylons its own address for the tunnel.
         args.append(f"--reverse-tunnel-pylon-dial-addr=$(POD_IP):{QUIC_PORT}")
     args.append(f"--reverse-tunnel-connect-timeout-ms={REVERSE_CONNECT_TIMEOUT_MS}")
-    return args + tls_args(stack) + list(router.args)
+    # Token mode: --worker-auth-file (the pod gets the Secret's volume in workload.py from the same
+    # router_worker_auth call); open mode: nothing.
+    return args + tls_args(stack) + router_worker_auth(router).args + list(router.args)
 
 
 def backend_args(stack: StackConfig, names: RouterNames) -> list[str]:
@@ -115,7 +108,7 @@ def backend_args(stack: StackConfig, names: RouterNames) -> list[str]:
         f"--target-service-name={names.headless}",
         f"--advertised-hostname-template={advertised_hostname(router, namespace)}",
         f"--advertised-grpc-port={GRPC_PORT}",
-        f"--grpc-pylon-dial-addr={grpc_dial_addr(names, namespace)}",
+        f"--grpc-pylon-dial-addr={backend_grpc_uri(router, namespace)}",
         f"--watch-heartbeat-ms={WATCH_HEARTBEAT_MS}",
         f"--shutdown-drain-timeout-ms={router.drain_timeout_ms}",
         # It looks the headless Service's ports up by these names (TCP grpc, UDP quic).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...config.router import RouterConfig
-from ...config.router_names import backend_name, headless_name
+from ...config.router_names import backend_name, headless_name, tls_secret_name
 from .. import common
 
 CHART = "llm-request-router chart 0.16.2 (devilkun/nvcf@e07119fa)"
@@ -68,7 +68,6 @@ class RouterNames:
     @classmethod
     def of(cls, router: RouterConfig) -> RouterNames:
         backend = backend_name(router)
-        tls = router.tls
         return cls(
             router=router.name,
             headless=headless_name(router),
@@ -79,7 +78,7 @@ class RouterNames:
             backend_role=f"{backend}-endpointslice-reader",
             issuer=f"{router.name}-selfsigned",
             certificate=router.name,
-            tls_secret=(tls.existing_secret or tls.secret_name or f"{router.name}-tls") if tls.enabled else None,
+            tls_secret=tls_secret_name(router),
             metrics=f"{router.name}-metrics",
             backend_metrics=f"{backend}-metrics",
             policy=f"{router.name}-ingress",

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ...config.model import StackConfig
 from ...config.router import Topology
 from .. import common
+from ..pylon import router_worker_auth
 from .flags import router_args
 from .names import (
     GRPC_PORT,
@@ -82,6 +83,10 @@ def router_pod_template(stack: StackConfig, names: RouterNames, topology: Topolo
         volume, mount = tls_volume(names)
         volumes.append(volume)
         mounts.append(mount)
+    # workerAuth.mode token: the worker-auth file router_args points --worker-auth-file at.
+    auth = router_worker_auth(router)
+    volumes += auth.volumes
+    mounts += auth.mounts
     container = {
         "name": "router",
         "image": router.image,
