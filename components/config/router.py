@@ -18,7 +18,6 @@ existing install without ``workload.migrateFrom`` saying so.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Annotated, Literal, Optional, Union
 
@@ -30,12 +29,6 @@ from .types import Image, NonRootUid, PositiveQuantity, Strict
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 DEFAULT_KIND: WorkloadKind = "Deployment"
-
-# Longest derived Service name is "<name>-headless" (DNS-1035, 63); StatefulSet pods also carry
-# a "<name>-<hash>" controller-revision label, so keep well under the limit.
-ROUTER_NAME_MAX = 40
-_DNS_NAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 # Downward-API environment the compiler sets on the router (the chart's only env: POD_NAME,
 # POD_NAMESPACE, POD_IP; devilkun/nvcf@e07119fa chart 0.16.2 templates/deployment.yaml).
@@ -74,36 +67,9 @@ RETIRED_BACKEND = {
 }
 
 
-def check_router_name(name: str) -> str:
-    if len(name) > ROUTER_NAME_MAX or not values.DNS1035_LABEL.match(name):
-        raise ValueError(
-            f"'{name}' is not a valid router name; use at most {ROUTER_NAME_MAX} lowercase letters, "
-            "digits and '-', starting with a letter (it names the router's Services)"
-        )
-    return name
-
-
-def check_dns_name(name: str) -> str:
-    if len(name) > 253 or not _DNS_NAME.match(name):
-        raise ValueError(
-            f"'{name}' is not a DNS name; write lowercase labels joined by '.', optionally "
-            "starting with '*.', e.g. 'router.example.com'"
-        )
-    return name
-
-
-def check_domain(domain: str) -> str:
-    if len(domain) > 253 or not _DOMAIN.match(domain):
-        raise ValueError(
-            f"'{domain}' is not a domain; write lowercase labels joined by '.' without a "
-            "wildcard, e.g. 'example.com' (subdomains are allowed with it)"
-        )
-    return domain
-
-
-RouterName = Annotated[str, AfterValidator(check_router_name)]
-DnsName = Annotated[str, AfterValidator(check_dns_name)]
-Domain = Annotated[str, AfterValidator(check_domain)]
+RouterName = Annotated[str, AfterValidator(values.check_router_name)]
+DnsName = Annotated[str, AfterValidator(values.check_dns_name)]
+Domain = Annotated[str, AfterValidator(values.check_domain)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
 

@@ -191,3 +191,38 @@ class Problems(ValueError):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
+
+
+# --- the router's names ----------------------------------------------------------------
+
+# Longest derived Service name is "<name>-headless" (DNS-1035, 63); StatefulSet pods also carry
+# a "<name>-<hash>" controller-revision label, so keep well under the limit.
+ROUTER_NAME_MAX = 40
+_DNS_NAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+def check_router_name(name: str) -> str:
+    if len(name) > ROUTER_NAME_MAX or not DNS1035_LABEL.match(name):
+        raise ValueError(
+            f"'{name}' is not a valid router name; use at most {ROUTER_NAME_MAX} lowercase letters, "
+            "digits and '-', starting with a letter (it names the router's Services)"
+        )
+    return name
+
+
+def check_dns_name(name: str) -> str:
+    if len(name) > 253 or not _DNS_NAME.match(name):
+        raise ValueError(
+            f"'{name}' is not a DNS name; write lowercase labels joined by '.', optionally "
+            "starting with '*.', e.g. 'router.example.com'"
+        )
+    return name
+
+
+def check_domain(domain: str) -> str:
+    if len(domain) > 253 or not _DOMAIN.match(domain):
+        raise ValueError(
+            f"'{domain}' is not a domain; write lowercase labels joined by '.' without a "
+            "wildcard, e.g. 'example.com' (subdomains are allowed with it)"
+        )
+    return domain
