@@ -49,6 +49,18 @@ IDENTITY_CONFIG = {
 }
 
 
+# The request router's worker sidecar in a fronted model's pod (components/compile/pylon.py): its
+# own image and non-root user; it reads no weights and runs no torch, so the engine's identity
+# does not bind it (the non-root, escalation and privilege rules still do).
+WORKER_SIDECARS = frozenset({"pylon"})
+
+
+def engine_containers(refs: list) -> list:
+    """The containers the engine identity binds: all but the router's worker sidecar."""
+    return [ref for ref in refs
+            if not (isinstance(ref.container, dict) and ref.container.get("name") in WORKER_SIDECARS)]
+
+
 def expected_identity(engine: str, config: dict) -> tuple[int, int]:
     return number(config[f"{engine}Uid"]), number(config[f"{engine}Gid"])
 
@@ -85,7 +97,7 @@ def engine_identity(obj: K8sObject, config: dict) -> Iterator[Finding]:
     uid, gid = expected_identity(engine, config)
     refs, pod_context, unknown_paths = pod_containers(obj)
     yield from unknowns(obj, unknown_paths)
-    for ref in refs:
+    for ref in engine_containers(refs):
         for key, want in (("runAsUser", uid), ("runAsGroup", gid)):
             have = number(effective(ref.container, pod_context, key))
             if have is UNKNOWN:
@@ -144,7 +156,7 @@ def puller_server_identity_match(stack: Stack, config: dict) -> Iterator[Finding
             continue
         refs, pod_context, unknown_paths = pod_containers(obj)
         yield from unknowns(obj, unknown_paths, resource.urn)
-        for ref in refs:
+        for ref in engine_containers(refs):
             uid = number(effective(ref.container, pod_context, "runAsUser"))
             gid = number(effective(ref.container, pod_context, "runAsGroup"))
             if uid is UNKNOWN or gid is UNKNOWN:

@@ -127,6 +127,20 @@ def test_container_level_identity_overrides_pod_level():
     assert "has runAsUser 1234" in messages(pods.engine_identity(K8sObject.from_manifest(deployment)))
 
 
+@pytest.mark.parametrize("name, exempt", [("pylon", True), ("metrics-agent", False)])
+def test_only_the_routers_worker_sidecar_keeps_its_own_identity(name, exempt):
+    world = compliant()
+    deployment = world.server("qwen")
+    pod(deployment)["containers"].append({
+        "name": name, "image": "nvcr.io/nvidia/stargate-client:0.4.0",
+        "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    })
+    found = messages(pods.engine_identity(K8sObject.from_manifest(deployment)))
+    assert (found == "") is exempt, found
+    assert bool(violations(run(pods.puller_server_identity_match, world))) is not exempt
+
+
 def test_nim_operator_default_identity_counts_when_unset():
     world = compliant()
     nim = world.one("NIMService")
