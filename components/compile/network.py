@@ -45,8 +45,9 @@ def server_pods(model: ModelConfig) -> dict[str, str]:
     return {common.MODEL_LABEL: model.name, "app.kubernetes.io/component": SERVER_COMPONENT}
 
 
-def peers(stack: StackConfig) -> list[dict]:
-    result: list[dict] = [{"podSelector": {"matchLabels": dict(ROUTER_PODS)}}]
+def allowed_peers(stack: StackConfig) -> list[dict]:
+    """`platform.networkPolicy.allowFrom` as NetworkPolicy peers (shared with the router's policies)."""
+    result = []
     for peer in stack.platform.network_policy.allow_from:
         entry: dict = {}
         if peer.namespace_selector is not None:
@@ -55,6 +56,10 @@ def peers(stack: StackConfig) -> list[dict]:
             entry["podSelector"] = {"matchLabels": dict(peer.pod_selector)}
         result.append(entry)
     return result
+
+
+def peers(stack: StackConfig) -> list[dict]:
+    return [{"podSelector": {"matchLabels": dict(ROUTER_PODS)}}, *allowed_peers(stack)]
 
 
 def compile_model_network_policy(model: ModelConfig, stack: StackConfig) -> Optional[dict]:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from ...config.model import StackConfig
 from .. import common
+from ..network import allowed_peers
 from .names import (
     BACKEND_COMPONENT,
     BACKEND_GRPC_PORT,
@@ -43,18 +44,6 @@ API_SERVER_PORTS = (443, 6443)
 
 def _ports(*pairs: tuple[int, str]) -> list[dict]:
     return [{"protocol": protocol, "port": port} for port, protocol in pairs]
-
-
-def allowed_peers(stack: StackConfig) -> list[dict]:
-    result = []
-    for peer in stack.platform.network_policy.allow_from:
-        entry: dict = {}
-        if peer.namespace_selector is not None:
-            entry["namespaceSelector"] = {"matchLabels": dict(peer.namespace_selector)}
-        if peer.pod_selector is not None:
-            entry["podSelector"] = {"matchLabels": dict(peer.pod_selector)}
-        result.append(entry)
-    return result
 
 
 def _policy(stack: StackConfig, name: str, component: str, spec: dict) -> dict:
