@@ -39,12 +39,7 @@ class Project:
     def __init__(self, root: Path, stack: str, config: dict):
         self.root, self.stack = root, stack
         root.mkdir(parents=True, exist_ok=True)  # callers pass tmp_path / "<name>" as well as mktemp()
-        for name in PROJECT_FILES:
-            source = REPO / name
-            if source.is_dir():
-                shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy(source, root / name)
+        self.use_program()
         (root / ".venv").symlink_to(REPO / ".venv")
         (root / "stacks").mkdir()
         self.state = root / ".state"
@@ -58,6 +53,28 @@ class Project:
         }
         self.write_config(config)
         self.run("stack", "init", stack, stack_flag=False)
+
+    def use_program(self, commit: str | None = None) -> None:
+        """Put the program of ``commit`` (None: this checkout) in the project directory; the
+        stack's state stays where it is, so a stack deployed by one program can be previewed,
+        refreshed and destroyed by another."""
+        for name in PROJECT_FILES:
+            target = self.root / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+        if commit is not None:
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *PROJECT_FILES],
+                                     capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(self.root)], input=archive, check=True)
+            return
+        for name in PROJECT_FILES:
+            source = REPO / name
+            if source.is_dir():
+                shutil.copytree(source, self.root / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(source, self.root / name)
 
     @property
     def config_file(self) -> Path:

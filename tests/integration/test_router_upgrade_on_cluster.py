@@ -13,13 +13,12 @@ simulated cluster:
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from harness import PROJECT_FILES, REPO, small_model, stack_config
+from harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
@@ -40,32 +39,10 @@ def config(namespace: str, router: dict) -> dict:
     return {**stack_config(namespace, [small_model()]), "router": router}
 
 
-def use_code(project, commit: str | None) -> None:
-    """Put the program of ``commit`` (or of this worktree, None) in the project directory; the
-    stack's state stays where it is."""
-    for name in PROJECT_FILES:
-        target = project.root / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-    if commit is None:
-        for name in PROJECT_FILES:
-            source = REPO / name
-            if source.is_dir():
-                shutil.copytree(source, project.root / name, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy(source, project.root / name)
-        return
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *PROJECT_FILES],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(project.root)], input=archive, check=True)
-
-
 @pytest.fixture(scope="module")
 def baseline(make_project, kube):
     project = make_project(lambda ns: config(ns, router_section(BASELINE)))
-    use_code(project, BASELINE)
+    project.use_program(BASELINE)
     project.up()
     apps, core = kube.AppsV1Api(), kube.CoreV1Api()
     before = {
@@ -74,7 +51,7 @@ def baseline(make_project, kube):
     }
     # The baseline render, as the cluster stores it: what the new code has to take over.
     assert before["deployment"].spec.template.spec.containers[0].ports[0].container_port == 8080
-    use_code(project, None)
+    project.use_program()
     project.write_config(config(project.namespace, router_section("worktree")))
     return project, before
 

@@ -10,16 +10,11 @@ providers the old code pickled into the state (by their old module paths) and su
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
-import subprocess
-import tarfile
-from pathlib import Path
 
 import pytest
 
-from harness import PROJECT_FILES, REPO, small_model, stack_config
+from harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
@@ -63,27 +58,6 @@ def config(namespace: str) -> dict:
     return {**stack_config(namespace, [small_model("compat")]), "router": router}
 
 
-def extract_baseline(into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE], capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
-
-
-def use_program(project, source: Path) -> None:
-    """Make the project run the program found in ``source`` (a checkout's root)."""
-    for name in PROJECT_FILES:
-        target = project.root / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        if (source / name).is_dir():
-            shutil.copytree(source / name, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source / name, target)
-
-
 def input_paths(old, new, prefix: str = "") -> list[str]:
     """Dotted paths where two recorded inputs differ (lists by index)."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -105,13 +79,12 @@ def changed_paths(step: dict) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def moved(make_project, tmp_path_factory):
+def moved(make_project):
     """A stack up with the old program, then switched to this one."""
-    baseline = extract_baseline(tmp_path_factory.mktemp("baseline"))
     project = make_project(config)
-    use_program(project, baseline)
+    project.use_program(BASELINE)
     project.up()
-    use_program(project, REPO)
+    project.use_program()
     return project
 
 
