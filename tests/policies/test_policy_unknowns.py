@@ -54,16 +54,6 @@ def test_no_resource_rule_raises_on_any_single_unknown_value():
     assert checked > 5000
 
 
-@pytest.mark.parametrize("rule", STACK_RULES, ids=lambda r: r.name)
-def test_no_stack_rule_raises_on_any_single_unknown_value(rule):
-    world = compliant()
-    for index, manifest in enumerate(list(world.manifests)):
-        for path in paths(manifest):
-            world.manifests[index] = with_unknown(manifest, path)
-            rule(world.stack())  # must not raise
-        world.manifests[index] = manifest
-
-
 def test_whole_objects_unknown():
     for manifest in compliant().manifests:
         for key in [k for k in manifest if k not in ("apiVersion", "kind")]:
@@ -128,6 +118,9 @@ def test_an_unknown_never_turns_a_compliant_object_into_a_violation():
 
 @pytest.mark.parametrize("rule", STACK_RULES, ids=lambda r: r.name)
 def test_an_unknown_never_turns_a_compliant_stack_into_a_violation(rule):
+    """Every single value of every object unknown in turn, in the resource graph of the compliant
+    stack (a rule that raises fails here too). The graph is built before the value is replaced, as
+    the engine's is: an unknown `metadata` hides a Deployment's name, not its URN or its gate."""
     world = compliant()
     baseline = world.stack()
     wrong = []
