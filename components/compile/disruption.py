@@ -99,5 +99,18 @@ def topology_spread(model: ModelConfig, policy: DisruptionPolicy, selector: dict
     } for key in keys]}
 
 
+def preferred_anti_affinity(model: ModelConfig, policy: DisruptionPolicy, selector: dict) -> dict:
+    """The same preference for the NIM operator path, whose NIMService takes a core/v1 ``affinity``
+    but no ``topologySpreadConstraints`` (k8s-nim-operator v3.1.2, spec.affinity): preferred pod
+    anti-affinity per node (weight 100) and per zone (weight 50) against the model's own pods."""
+    if not may_run_several(model) or policy.topology_spread == "off":
+        return {}
+    keys = [(HOSTNAME_KEY, 100)] + ([(ZONE_KEY, 50)] if policy.topology_spread == "node-and-zone" else [])
+    return {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": weight,
+        "podAffinityTerm": {"topologyKey": key, "labelSelector": {"matchLabels": dict(selector)}},
+    } for key, weight in keys]}}}
+
+
 def policy_of(model: ModelConfig, platform: PlatformConfig) -> DisruptionPolicy:
     return model.disruption_policy(platform)

@@ -216,6 +216,8 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
         },
         **service_probes(model, platform),
         **common.scheduling(model, platform),
+        # Several replicas: prefer one pod per node (the spread of the raw path, as affinity).
+        **disruption.preferred_anti_affinity(model, model.disruption_policy(platform), network.server_pods(model)),
     }
     if model.args:
         spec["args"] = list(model.args)
@@ -243,9 +245,9 @@ def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests
 def compile_pod_disruption_budget(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
     """The budget of the operator's server pods: an object of our own beside the NIMService, which
     has no budget field (k8s-nim-operator up to v3.1.2). It selects the labels the NIMService
-    merges onto its pods (``spec.labels``), as the model's NetworkPolicy does. The drain wait,
-    grace period and topology spread are not rendered on this path: NIMService has no
-    ``lifecycle``, ``terminationGracePeriodSeconds`` or ``topologySpreadConstraints`` to carry them."""
+    merges onto its pods (``spec.labels``), as the model's NetworkPolicy does. The drain wait and
+    grace period are not rendered on this path: NIMService has no ``lifecycle`` or
+    ``terminationGracePeriodSeconds`` to carry them (the spread goes in as ``affinity``)."""
     return disruption.pod_disruption_budget(
         model, common.metadata(names(model, stack).service, stack.platform.namespace, model, SERVICE_COMPONENT),
         network.server_pods(model))

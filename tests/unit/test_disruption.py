@@ -146,9 +146,28 @@ def test_operator_path_budget_selects_the_labels_the_nimservice_puts_on_its_pods
     assert all(service["spec"]["labels"].get(k) == v for k, v in selector.items())
     assert pdb["spec"]["maxUnavailable"] == 1
     kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
-    # No lifecycle, grace or spread field exists in NIMService: nothing of the drain is rendered.
+    # No lifecycle or grace field exists in NIMService: nothing of the drain is rendered.
     assert not {"lifecycle", "terminationGracePeriodSeconds", "topologySpreadConstraints"} & set(service["spec"])
+    # The spread, as the preferred anti-affinity NIMService's core/v1 affinity can carry.
+    (term,) = service["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                       "labelSelector": {"matchLabels": selector}}}
 
 
-def test_operator_path_single_replica_has_no_budget():
-    assert not [m for m in compile_stack(stack(operator_model())) if m["kind"] == "PodDisruptionBudget"]
+def test_operator_path_zone_spread_and_off():
+    zone = [m for m in compile_stack(stack(operator_model(replicas=2, weights=SHARED,
+                                                          disruption={"topologySpread": "node-and-zone"})))
+            if m["kind"] == "NIMService"][0]["spec"]["affinity"]["podAntiAffinity"]
+    terms = zone["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [(t["podAffinityTerm"]["topologyKey"], t["weight"]) for t in terms] == [
+        ("kubernetes.io/hostname", 100), ("topology.kubernetes.io/zone", 50)]
+    off = [m for m in compile_stack(stack(operator_model(replicas=2, weights=SHARED,
+                                                         disruption={"topologySpread": "off"})))
+           if m["kind"] == "NIMService"][0]
+    assert "affinity" not in off["spec"]
+
+
+def test_operator_path_single_replica_has_no_budget_and_no_spread():
+    objects = compile_stack(stack(operator_model()))
+    assert not [m for m in objects if m["kind"] == "PodDisruptionBudget"]
+    assert "affinity" not in [m for m in objects if m["kind"] == "NIMService"][0]["spec"]
