@@ -19,6 +19,7 @@ STATUS = "status"
 NIM_OPERATOR_CHECK = "nim-operator-check"
 NIM_CACHE = "nim-cache"
 NIM_SERVICE = "nim-service"
+SERVER_PDB = "pdb"  # the server's PodDisruptionBudget (both paths; models that may run several pods)
 
 # --- the router's children (RequestRouter) -------------------------------------------------
 ROUTER_CRD_CHECK = "crd-check"
@@ -59,7 +60,7 @@ BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TA
 # ("weights-gate" before "weights").
 MODEL_ROLES = tuple(sorted(
     (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
-     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE),
+     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB),
     key=len, reverse=True,
 ))
 

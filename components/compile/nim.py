@@ -25,7 +25,7 @@ from typing import Optional
 
 from .. import labels
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, network, server, weights
+from . import common, disruption, engines, network, server, weights
 
 # The operator's API names live in ``components.labels`` (the status provider reads them too).
 GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
@@ -55,6 +55,7 @@ class NimManifests:
     cache: dict
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
+    pod_disruption_budget: Optional[dict] = None  # models that may run several server pods
 
 
 def split_image(ref: str) -> tuple[str, str]:
@@ -215,6 +216,8 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
         },
         **service_probes(model, platform),
         **common.scheduling(model, platform),
+        # Several replicas: prefer one pod per node (the spread of the raw path, as affinity).
+        **disruption.preferred_anti_affinity(model, model.disruption_policy(platform), network.server_pods(model)),
     }
     if model.args:
         spec["args"] = list(model.args)
@@ -235,7 +238,19 @@ def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests
         cache=compile_nim_cache(model, stack),
         service=compile_nim_service(model, stack),
         network_policy=network.compile_model_network_policy(model, stack),
+        pod_disruption_budget=compile_pod_disruption_budget(model, stack),
     )
+
+
+def compile_pod_disruption_budget(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
+    """The budget of the operator's server pods: an object of our own beside the NIMService, which
+    has no budget field (k8s-nim-operator up to v3.1.2). It selects the labels the NIMService
+    merges onto its pods (``spec.labels``), as the model's NetworkPolicy does. The drain wait and
+    grace period are not rendered on this path: NIMService has no ``lifecycle`` or
+    ``terminationGracePeriodSeconds`` to carry them (the spread goes in as ``affinity``)."""
+    return disruption.pod_disruption_budget(
+        model, common.metadata(names(model, stack).service, stack.platform.namespace, model, SERVICE_COMPONENT),
+        network.server_pods(model))
 
 
 def endpoint_url(model: ModelConfig, platform: PlatformConfig) -> str:

@@ -89,6 +89,12 @@ def _policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.NETWORK_POLICY, manifest, after=(PLATFORM,)),)
 
 
+def _budget(manifest: Optional[dict], server_role: str) -> tuple[Child, ...]:
+    # Models that may run several pods (compile.disruption.may_run_several); after the server, so a
+    # budget never exists for pods its model does not declare.
+    return () if manifest is None else (Child(roles.SERVER_PDB, manifest, after=(server_role,)),)
+
+
 def _restart_threshold(platform) -> Optional[int]:
     """platform.restartThreshold for the status wait; left out at the default, so stacks deployed
     before the setting existed record the same status inputs (no update of every model)."""
@@ -123,6 +129,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
         Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
+        *_budget(manifests.pod_disruption_budget, roles.SERVER),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
         "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})
@@ -148,6 +155,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         Child(roles.NIM_CACHE, manifests.cache, after=(roles.NIM_OPERATOR_CHECK,), replace_on_changes=("spec",)),
         *_policy(manifests.network_policy),
         Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY)),
+        *_budget(manifests.pod_disruption_budget, roles.NIM_SERVICE),
         Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
     ), url, {"endpoint_url": url, "path": "operator",
              "objects": {"nim_cache": names.cache, "nim_service": names.service}})

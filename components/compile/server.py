@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, pylon, weights
+from . import common, disruption, engines, pylon, weights
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -178,6 +180,13 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
         sidecar = pylon.pylon_sidecar(model, stack)
         pod_spec["containers"].append(sidecar.container)
         pod_spec["volumes"].extend(sidecar.volumes)
+    # Drain: every container waits before SIGTERM, so neither the engine nor pylon cuts a stream
+    # the other still carries (compile/disruption.py has the order and the sources).
+    drain = disruption.policy_of(model, platform)
+    pod_spec["containers"] = disruption.with_drain(pod_spec["containers"], drain)
+    pod_spec.update(disruption.drain_pod_fields(drain))
+    pod_spec.update(disruption.topology_spread(
+        model, drain, common.selector_labels(model, SERVER_COMPONENT)))
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:
         pod_spec["imagePullSecrets"] = pull_secrets
@@ -196,6 +205,15 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
             },
         },
     }
+
+
+def compile_pod_disruption_budget(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
+    """The server's PodDisruptionBudget (models that may run several pods only); named like the
+    Deployment, selecting exactly its pods."""
+    names = common.ModelNames.of(model)
+    return disruption.pod_disruption_budget(
+        model, common.metadata(names.server, platform.namespace, model, SERVER_COMPONENT),
+        common.selector_labels(model, SERVER_COMPONENT))
 
 
 def compile_service(model: ModelConfig, platform: PlatformConfig) -> dict:

@@ -21,11 +21,13 @@ class ModelManifests:
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
     puller_network_policy: Optional[dict] = None  # platform.networkPolicy: the puller's egress
+    pod_disruption_budget: Optional[dict] = None  # models that may run several server pods
 
     def in_order(self) -> list[dict]:
         policy = [self.network_policy] if self.network_policy is not None else []
         puller_policy = [self.puller_network_policy] if self.puller_network_policy is not None else []
-        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service]
+        pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
+        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
@@ -40,6 +42,7 @@ def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
         service=server.compile_service(model, stack.platform),
         network_policy=network.compile_model_network_policy(model, stack),
         puller_network_policy=network.compile_puller_network_policy(model, stack),
+        pod_disruption_budget=server.compile_pod_disruption_budget(model, stack.platform),
     )
 
 

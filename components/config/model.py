@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from . import managed, rules, stack_secrets, values
+from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import VLLM_MAX_LORA_RANKS, Lora, LoraAdapter  # noqa: F401  (re-exported)
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
     GPU_TOLERATIONS,
@@ -210,6 +211,13 @@ class ModelConfig(Strict):
     security_context: Optional[SecurityContextOverride] = Field(
         None, description="Per-model uid/gid override; unset uses the engine's platform uid/gid.",
     )
+    disruption: Optional[DisruptionOverride] = Field(
+        None, description="Overrides `platform.disruption` (drain seconds, topology spread) for this model.",
+    )
+
+    def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
+        """This model's drain and spread: its own keys, else the platform's."""
+        return resolve(platform.disruption, self.disruption)
 
     @field_validator("path")
     @classmethod

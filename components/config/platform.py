@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from . import values
+from .disruption import DisruptionConfig
 from .types import (
     GPU_TOLERATIONS,
     Dns1123Label,
@@ -202,6 +203,10 @@ class PlatformConfig(Strict):
         "preview shows the re-pull (old → new commit). Per model: `pin`.",
     )
     preflight: Preflight = Field(default_factory=Preflight, description="Checks on the Hugging Face endpoint at preview.")
+    disruption: DisruptionConfig = Field(
+        default_factory=DisruptionConfig, description="How model server pods drain and spread "
+        "(PodDisruptionBudget, preStop wait, grace period, topology spread). Per model: `disruption`.",
+    )
 
     @model_validator(mode="after")
     def _ownership(self) -> PlatformConfig:

@@ -26,8 +26,11 @@ from components.preview_report.summary import MODEL_TYPES, PLATFORM_TYPE, ROUTER
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [
-    {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory": "8Gi"}},
-    {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
+    # Two replicas (shared weights): the PodDisruptionBudget on both paths.
+    {"name": "plain", "source": {"repo": "org/plain"}, "resources": {"memory": "8Gi"},
+     "replicas": 2, "weights": {"accessMode": "ReadWriteMany"}},
+    {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE, "replicas": 2,
+     "weights": {"accessMode": "ReadWriteMany"},
      "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"},
      "nim": {"authSecret": "ngc-api"}},
     {"name": "raw", "engine": "nim", "image": NGC_IMAGE, "source": {"repo": "org/raw"},
@@ -126,10 +129,10 @@ def test_the_graphs_hold_every_role_on_each_model_path():
             found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
     raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
                 roles.SERVICE, roles.STATUS}
-    assert found["plain"] == raw_path  # vLLM
-    assert found["raw"] == raw_path  # NIM, raw objects
+    assert found["plain"] == raw_path | {roles.SERVER_PDB}  # vLLM, two replicas
+    assert found["raw"] == raw_path  # NIM, raw objects, one replica: no budget
     assert found["op"] == {roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NETWORK_POLICY, roles.NIM_SERVICE,
-                           roles.STATUS}  # NIM operator CRs
+                           roles.SERVER_PDB, roles.STATUS}  # NIM operator CRs, two replicas
     assert found["llm-router"] == set(roles.ROUTER_ROLES)
     assert found["platform"] == set(roles.PLATFORM_ROLES)
     # Between them, the paths use every role a model can have.

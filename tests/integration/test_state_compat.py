@@ -27,6 +27,12 @@ ROUTER_IMAGE = "registry.example.com/llm/request-router:0.16.2"
 ALLOWED_UPDATES: dict[tuple[str, str], str] = {
     ("compat-server", "spec.template.spec.enableServiceLinks"):
         "issue 15: no service links (a Service named like VLLM_* breaks vLLM's env parsing)",
+    ("compat-server", "spec.template.spec.terminationGracePeriodSeconds"):
+        "issue 16: server pods get drainSeconds + 15 s to stop (135 by default), so a rollout or a "
+        "node drain lets running streams finish instead of the Kubernetes default 30 s",
+    ("compat-server", "spec.template.spec.containers[0].lifecycle"):
+        "issue 16: a preStop wait (drainSeconds, 120 by default): vLLM 0.11 aborts running "
+        "requests on SIGTERM, so the pod finishes its streams before the signal",
     ("compat-status", "deployment_revision"): "the server's pod template changed (above): the status waits again",
     ("edge-workload", "spec.template"): "issue 17: the router runs as the llm-request-router chart 0.16.2 renders it",
     ("edge-service", "spec.ports"): "issue 17: the chart's ports (http 8000, grpc, quic, metrics)",

@@ -45,6 +45,9 @@ STABLE_NAMES = [
     "llm-serving-router-backend-target",
     "llm-serving-router-drain",
     "llm-serving-stack-server-weights-gate",
+    "llm-serving-server-drain-grace",
+    "llm-serving-server-topology-spread",
+    "llm-serving-server-disruption-budget",
 ]
 
 

@@ -349,7 +349,8 @@ def raw_objects(raw: dict, **platform):
 def test_raw_path_core_objects_are_strictly_valid():
     objects = raw_objects(nim_model(path="raw", nim={"authSecret": "ngc-api"}, args=["--x"], replicas=2,
                                     weights={"accessMode": "ReadWriteMany"}), imagePullSecrets=["ngc-registry"])
-    assert [m["kind"] for m in objects] == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
+    assert [m["kind"] for m in objects] == ["PersistentVolumeClaim", "Job", "Deployment", "Service",
+                                            "PodDisruptionBudget"]  # two replicas
     for manifest in objects:
         kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
 
