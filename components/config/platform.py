@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from . import values
+from .autoscaling import AutoscalingPlatform
 from .types import (
     GPU_TOLERATIONS,
     Dns1123Label,
@@ -202,6 +203,8 @@ class PlatformConfig(Strict):
         "preview shows the re-pull (old → new commit). Per model: `pin`.",
     )
     preflight: Preflight = Field(default_factory=Preflight, description="Checks on the Hugging Face endpoint at preview.")
+    autoscaling: AutoscalingPlatform = Field(
+        default_factory=AutoscalingPlatform, description="Where KEDA reads autoscaled models' queue depth.")
 
     @model_validator(mode="after")
     def _ownership(self) -> PlatformConfig:
