@@ -105,8 +105,9 @@ def autoscaling_problems(model: ModelConfig) -> list[tuple[str, str]]:
     if model.on_operator:
         # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
         # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs
-        # prometheus-adapter rules); the NIMService CRD has no scale subresource for a ScaledObject
-        # to target, and the operator owns its Deployment's replicas (see shared nim-crd-notes.md).
+        # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
+        # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
+        # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
         return [("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
                  "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
                  "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
