@@ -201,3 +201,17 @@ def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
     (router,) = [s for s in report.sections if s.kind == "router"]
     assert router.lines == ["**router pods will restart** (image tag 1 → 2)"]
     assert not [s for s in report.sections if s.kind in ("platform", "other") and s.changed]
+
+
+def test_a_switch_to_autoscaling_says_the_count_drops_unless_handed_over():
+    """Fixed replicas → autoscaling: the Deployment loses spec.replicas, which server-side apply
+    resets to 1 (README: Autoscaling); the report must not call it a harmless scale."""
+    graph = graph_of("deployment")
+    (server,) = [r for r, _, parent in _children(graph) if parent == "scaled" and r.kind == "Deployment"]
+    old, new = {"spec": {"replicas": 2, "template": {}}}, {"spec": {"template": {}}}
+    preview = Preview("stream")
+    preview.steps.append(Step("update", server.urn, server.type, server.parent, old, new,
+                              ("spec.replicas",), ("spec.replicas",)))
+    (section,) = [s for s in summarize(preview, "s").sections if s.name == "scaled"]
+    assert section.lines == ["scale only, **replicas 2 → left to the autoscaler**: the count drops to 1 at this "
+                             "`up` unless handed over first (README: Autoscaling)"]
