@@ -178,6 +178,19 @@ def test_preview_and_up_leave_the_autoscalers_count_alone(deployed, kube):
     assert live.spec.replicas == 3 and (live.status.ready_replicas or 0) == 3
 
 
+def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(crd_installed, make_project, kube):
+    """What the README and the preview report warn of: the stack owned spec.replicas, the
+    autoscaled manifest leaves it out, server-side apply removes it and the API default (1)
+    holds until an autoscaler raises it (none runs here)."""
+    project = make_project(lambda ns: fixed_config(ns, 2))
+    project.up()
+    assert deployment(kube, project.namespace).spec.replicas == 2
+    project.write_config(autoscaled_config(project.namespace))
+    project.up()
+    assert deployment(kube, project.namespace).spec.replicas == 1
+    assert not replicas_owners(kube, project.namespace)
+
+
 def test_a_model_switched_from_fixed_replicas_keeps_its_pods_with_the_documented_handover(crd_installed, make_project, kube):
     """Fixed `replicas: 2` first: the stack owns spec.replicas. Dropping the field from an apply
     the stack owns would reset it to the API default, 1 (server-side apply removes what its
@@ -202,7 +215,9 @@ def test_a_model_switched_from_fixed_replicas_keeps_its_pods_with_the_documented
 
 def test_a_spec_change_rolls_out_at_the_autoscalers_count(deployed, kube):
     """A change of the pod template under autoscaling: `up` applies it without touching the
-    count, and the Deployment rolls it out over the autoscaler's replicas."""
+    count, and the Deployment rolls it out over the autoscaler's replicas. (With spec.replicas
+    in the manifest this `up` fails: a server-side apply conflict on .spec.replicas, with the
+    manager that scaled it; checked by putting the field back.)"""
     ns = deployed.namespace
     before = deployment(kube, ns).spec.replicas
     scaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 4}
