@@ -57,7 +57,9 @@ class Autoscaling(Strict):
     enabled: bool = Field(
         False, description="Scale the server Deployment between `minReplicas` and `maxReplicas` on the "
         "requests waiting in vLLM's queue (`vllm:num_requests_waiting`), through a KEDA ScaledObject "
-        "(KEDA and its CRDs must be installed; Prometheus must scrape the model). The Deployment then "
+        "(KEDA and its CRDs must be installed; Prometheus must scrape the model). KEDA rather than an "
+        "HPA on custom metrics: KEDA queries Prometheus itself, an HPA would need prometheus-adapter "
+        "and a rule for the metric. The Deployment then "
         "carries no replica count, so `pulumi up` never resets what the autoscaler chose. vLLM only, "
         "ReadWriteMany weights only; `replicas` must be unset.",
     )
