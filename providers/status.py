@@ -55,6 +55,16 @@ def rollout_complete(deployment: dict | None, min_replicas: int | None = None) -
     return observed and updated >= desired and pods <= desired and ready >= desired
 
 
+def rollout_note(deployment: dict | None, min_replicas: int | None) -> str:
+    """What an unfinished rollout waits for. Autoscaled with the Deployment asking for fewer than
+    ``min_replicas``: no autoscaler has raised the count (it starts at the API default, 1)."""
+    asked = ((deployment or {}).get("spec") or {}).get("replicas")
+    if min_replicas is not None and asked is not None and int(asked) < min_replicas:
+        return (f" (rollout in progress: the Deployment asks for {asked} replica(s), below autoscaling."
+                f"minReplicas {min_replicas}; is KEDA running, and does its ScaledObject report Ready?)")
+    return " (rollout in progress)"
+
+
 def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status | None:
     """A server pod Pending past the timeout while others serve: the model is READY, but the
     rollout cannot finish, so `up` stops with the pod's reason instead of waiting it out."""
@@ -99,8 +109,10 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
         if status.state == READY:
             # READY at the first routable pod; `up` returns once the rollout is whole (old pods
             # stay routable while a changed spec rolls out, on the operator path as well).
+            note = " (rollout in progress)"
             try:
                 seen = observer.observe(clients)
+                note = rollout_note(observer.core(seen).deployment, wanted.min_replicas)
                 if rollout_complete(observer.core(seen).deployment, wanted.min_replicas):
                     # Re-projected from the read that saw the rollout done: its targets are
                     # every ready replica, not the first one that made the model READY.
@@ -112,7 +124,7 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
                 stuck = None
             if stuck is not None:
                 raise ModelNotServing(describe(wanted.model, stuck))
-            status = Status(status.state, status.message + " (rollout in progress)", "rolling-out",
+            status = Status(status.state, status.message + note, "rolling-out",
                             status.details, status.ready_replicas, status.targets)
         sleep(poll)
     raise ModelNotServing(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from fakes import (
     DEPLOYMENT,
     NS,
@@ -26,7 +28,7 @@ from fakes import (
 )
 from providers.projection import READY
 from providers.props import StatusProps
-from providers.status import rollout_complete, wait_until_serving
+from providers.status import ModelNotServing, rollout_complete, wait_until_serving
 
 PROPS = {"namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
          "deployment_revision": "abc123", "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000",
@@ -89,3 +91,19 @@ def test_up_waits_for_the_autoscaler_to_reach_the_floor() -> None:
 def test_min_replicas_travels_in_the_status_props_only_when_set() -> None:
     assert "min_replicas" not in StatusProps.from_dict(PROPS).to_dict()
     assert StatusProps.from_dict({**PROPS, "min_replicas": 2}).min_replicas == 2
+
+
+def test_a_wait_below_the_floor_says_the_autoscaler_has_not_acted() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=1, ready=1), ready_server_pod(SERVER, now=now()), *ready_slices([SERVER]))
+
+    with pytest.raises(ModelNotServing) as raised:
+        wait(cluster, clock, min_replicas=2, ready_timeout_seconds=3)
+
+    message = str(raised.value)
+    assert "asks for 1 replica(s), below autoscaling.minReplicas 2" in message and "is KEDA running" in message
+    # A fixed count that is not reached says only that the rollout is in progress.
+    cluster.put(deployment(replicas=2, ready=1))
+    with pytest.raises(ModelNotServing) as fixed:
+        wait(cluster, FakeClock(), ready_timeout_seconds=3)
+    assert str(fixed.value).endswith("(rollout in progress)")
