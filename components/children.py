@@ -20,6 +20,9 @@ NIM_OPERATOR_CHECK = "nim-operator-check"
 NIM_CACHE = "nim-cache"
 NIM_SERVICE = "nim-service"
 SERVER_PDB = "pdb"  # the server's PodDisruptionBudget (both paths; models that may run several pods)
+# Other operators' CRDs the model's settings need (autoscaling: KEDA), checked at preview.
+CRD_CHECK = "crd-check"
+SCALED_OBJECT = "scaled-object"  # autoscaling: the KEDA ScaledObject scaling the server
 
 # --- the router's children (RequestRouter) -------------------------------------------------
 ROUTER_CRD_CHECK = "crd-check"
@@ -55,12 +58,12 @@ MODEL_WEIGHTS_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NIM_CACHE)
 # Roles of a model that run its server.
 MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
 # Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
-BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK)
+BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK)
 # Every role a model declares, longest first so a suffix match never stops at a shorter role
 # ("weights-gate" before "weights").
 MODEL_ROLES = tuple(sorted(
     (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
-     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB),
+     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB, CRD_CHECK, SCALED_OBJECT),
     key=len, reverse=True,
 ))
 

@@ -123,6 +123,10 @@ class StatusProps(Wire):
     # platform.restartThreshold; written only when it is not the default, so a stack deployed
     # before the setting existed records the same inputs (no update of every status).
     restart_threshold: Optional[int] = None
+    # autoscaling.minReplicas of an autoscaled model: the rollout is whole with that many ready
+    # (the autoscaler owns the count beyond it). Written only for autoscaled models, so every
+    # other model records the same inputs as before.
+    min_replicas: Optional[int] = None
 
     @property
     def on_operator(self) -> bool:

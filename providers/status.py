@@ -34,20 +34,35 @@ class ModelNotServing(Reported):
     """A model did not reach READY; the message says why and what to do."""
 
 
-def rollout_complete(deployment: dict | None) -> bool:
+def rollout_complete(deployment: dict | None, min_replicas: int | None = None) -> bool:
     """The Deployment controller has acted on the current spec, no old pod is left and every
     desired replica is ready: what `up` promises when it returns (as the Kubernetes provider's
-    own Deployment await does), so a scale-up is not reported done at its first pod."""
+    own Deployment await does), so a scale-up is not reported done at its first pod.
+
+    Autoscaled (``min_replicas`` set): the live count is the autoscaler's, not the stack's. The
+    rollout is whole when every pod runs the current spec and ``min_replicas`` of them are ready:
+    `up` neither returns below the configured floor nor waits on replicas the autoscaler added
+    for load (a scale-up waiting for GPUs is the autoscaler's business, not this deploy's)."""
     if not deployment:
         return False
     meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
     desired = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
-    return (
-        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-        and int(status.get("updatedReplicas") or 0) >= desired
-        and int(status.get("replicas") or 0) <= desired
-        and int(status.get("readyReplicas") or 0) >= desired
-    )
+    observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+    pods, updated = int(status.get("replicas") or 0), int(status.get("updatedReplicas") or 0)
+    ready = int(status.get("readyReplicas") or 0)
+    if min_replicas is not None:
+        return observed and updated >= pods and ready >= min_replicas
+    return observed and updated >= desired and pods <= desired and ready >= desired
+
+
+def rollout_note(deployment: dict | None, min_replicas: int | None) -> str:
+    """What an unfinished rollout waits for. Autoscaled with the Deployment asking for fewer than
+    ``min_replicas``: no autoscaler has raised the count (it starts at the API default, 1)."""
+    asked = ((deployment or {}).get("spec") or {}).get("replicas")
+    if min_replicas is not None and asked is not None and int(asked) < min_replicas:
+        return (f" (rollout in progress: the Deployment asks for {asked} replica(s), below autoscaling."
+                f"minReplicas {min_replicas}; is KEDA running, and does its ScaledObject report Ready?)")
+    return " (rollout in progress)"
 
 
 def stuck_replica(clients: kube.Clients, namespace: str, observation) -> Status | None:
@@ -94,9 +109,11 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
         if status.state == READY:
             # READY at the first routable pod; `up` returns once the rollout is whole (old pods
             # stay routable while a changed spec rolls out, on the operator path as well).
+            note = " (rollout in progress)"
             try:
                 seen = observer.observe(clients)
-                if rollout_complete(observer.core(seen).deployment):
+                note = rollout_note(observer.core(seen).deployment, wanted.min_replicas)
+                if rollout_complete(observer.core(seen).deployment, wanted.min_replicas):
                     # Re-projected from the read that saw the rollout done: its targets are
                     # every ready replica, not the first one that made the model READY.
                     final = observer.project(seen)
@@ -107,7 +124,7 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
                 stuck = None
             if stuck is not None:
                 raise ModelNotServing(describe(wanted.model, stuck))
-            status = Status(status.state, status.message + " (rollout in progress)", "rolling-out",
+            status = Status(status.state, status.message + note, "rolling-out",
                             status.details, status.ready_replicas, status.targets)
         sleep(poll)
     raise ModelNotServing(

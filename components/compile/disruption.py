@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..config.autoscaling import replica_ceiling
 from ..config.disruption import DisruptionPolicy
 from ..config.model import ModelConfig, PlatformConfig
 
@@ -33,8 +34,8 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 
 def may_run_several(model: ModelConfig) -> bool:
     """Whether the model's server may run more than one pod: the one predicate behind its
-    PodDisruptionBudget and topology spread (autoscaling extends it with its maximum)."""
-    return model.replicas > 1
+    PodDisruptionBudget and topology spread: an autoscaled model counts its ``maxReplicas``."""
+    return replica_ceiling(model) > 1
 
 
 def pod_disruption_budget(model: ModelConfig, metadata: dict, selector: dict) -> Optional[dict]:

@@ -2,6 +2,7 @@
 and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
+                          (autoscaling: RequiredCrds first; ScaledObject after the Deployment)
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
@@ -20,23 +21,25 @@ from typing import Any, Optional, Union
 
 from providers.props import (
     ClusterTarget,
+    CrdRequirement,
     GateProps,
     NimOperatorCheckProps,
     OperatorObjects,
     RawObjects,
+    RequiredCrdsProps,
     StatusProps,
 )
 
 from .. import children as roles
 from ..config.model import ModelConfig, StackConfig
-from . import nim, server
+from . import autoscaling, nim, server
 from .rbac import compile_teardown_identity
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
 PLATFORM = "platform"
 
-DynamicProps = Union[GateProps, NimOperatorCheckProps, StatusProps]
+DynamicProps = Union[GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps]
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,21 @@ def _puller_policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.PULLER_NETWORK_POLICY, manifest, after=(PLATFORM,)),)
 
 
+def _crd_check(model: ModelConfig, cluster: ClusterTarget) -> tuple[Child, ...]:
+    """Other operators' CRDs the model's settings need (autoscaling: KEDA's): a preview on a
+    cluster without them stops with the setting and the fix, before anything is created."""
+    requirements = tuple(CrdRequirement.from_dict(r) for r in autoscaling.required_crds(model))
+    if not requirements:
+        return ()
+    return (Child(roles.CRD_CHECK, props=RequiredCrdsProps(f"model {model.name}", requirements, cluster),
+                  after=(PLATFORM,)),)
+
+
+def _scaler(manifest: Optional[dict]) -> tuple[Child, ...]:
+    # autoscaling: KEDA scales the Deployment once both exist (and its CRD is served).
+    return () if manifest is None else (Child(roles.SCALED_OBJECT, manifest, after=(roles.SERVER, roles.CRD_CHECK)),)
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
@@ -119,8 +137,10 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         url, platform.pending_timeout_seconds,
         platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
         restart_threshold=_restart_threshold(platform),
+        min_replicas=model.autoscaling.min_replicas if autoscaling.autoscaled(model) else None,
     )
     return ModelPlan(model, (
+        *_crd_check(model, cluster),
         Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
         *_puller_policy(manifests.puller_network_policy),
         Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY)),
@@ -130,6 +150,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         *_budget(manifests.pod_disruption_budget, roles.SERVER),
+        *_scaler(manifests.scaled_object),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
         "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, disruption, engines, pylon, weights
+from . import autoscaling, common, disruption, engines, pylon, weights
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -196,7 +196,7 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
         "kind": "Deployment",
         "metadata": meta,
         "spec": {
-            "replicas": model.replicas,
+            **autoscaling.replicas_field(model),  # none when autoscaled: the HPA owns the count
             "selector": {"matchLabels": common.selector_labels(model, SERVER_COMPONENT)},
             "strategy": rollout_strategy(model),
             "template": {

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, engines, network, server, weights
+from . import autoscaling, common, engines, network, server, weights
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,14 @@ class ModelManifests:
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
     puller_network_policy: Optional[dict] = None  # platform.networkPolicy: the puller's egress
     pod_disruption_budget: Optional[dict] = None  # models that may run several server pods
+    scaled_object: Optional[dict] = None  # autoscaling: KEDA scales the Deployment
 
     def in_order(self) -> list[dict]:
         policy = [self.network_policy] if self.network_policy is not None else []
         puller_policy = [self.puller_network_policy] if self.puller_network_policy is not None else []
         pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
-        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb]
+        scaler = [self.scaled_object] if self.scaled_object is not None else []
+        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb, *scaler]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
@@ -43,6 +45,7 @@ def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
         network_policy=network.compile_model_network_policy(model, stack),
         puller_network_policy=network.compile_puller_network_policy(model, stack),
         pod_disruption_budget=server.compile_pod_disruption_budget(model, stack.platform),
+        scaled_object=autoscaling.compile_scaled_object(model, stack),
     )
 
 

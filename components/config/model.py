@@ -14,6 +14,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from . import managed, rules, stack_secrets, values
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
+from .autoscaling import Autoscaling, autoscaling_problems
 from .lora import VLLM_MAX_LORA_RANKS, Lora, LoraAdapter  # noqa: F401  (re-exported)
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
     GPU_TOLERATIONS,
@@ -165,7 +166,8 @@ class ModelConfig(Strict):
     source: ModelSource = Field(description="Where the weights come from.")
     gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
     tensor_parallel_size: int = Field(1, ge=1, description="Tensor-parallel degree; must divide `gpus`.")
-    replicas: int = Field(1, ge=0, description="Server replicas.")
+    replicas: int = Field(1, ge=0, description="Server replicas (unset when `autoscaling` is on).")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replicas on queue depth (KEDA).")
     resources: Resources = Field(default_factory=Resources, description="Server CPU and memory.")
     weights: WeightsStorage = Field(default_factory=WeightsStorage, description="Weights volume.")
     health_path: Optional[HealthPath] = Field(
@@ -283,6 +285,7 @@ class ModelConfig(Strict):
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
         problems.extend(rules.nim_problems(self))
+        problems.extend(autoscaling_problems(self))
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))
         problems.extend(managed.env_problems(self.env, self.engine))

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from . import values
 from .disruption import DisruptionConfig
+from .autoscaling import AutoscalingPlatform
 from .types import (
     GPU_TOLERATIONS,
     Dns1123Label,
@@ -207,6 +208,8 @@ class PlatformConfig(Strict):
         default_factory=DisruptionConfig, description="How model server pods drain and spread "
         "(PodDisruptionBudget, preStop wait, grace period, topology spread). Per model: `disruption`.",
     )
+    autoscaling: AutoscalingPlatform = Field(
+        default_factory=AutoscalingPlatform, description="Where KEDA reads autoscaled models' queue depth.")
 
     @model_validator(mode="after")
     def _ownership(self) -> PlatformConfig:

@@ -163,6 +163,11 @@ def server_lines(resource: Resource, pods: str, who: str) -> list[str]:
     if replicas:
         before, after = get_path(resource.old, "spec.replicas"), get_path(resource.new, "spec.replicas")
         scale = f"replicas {before} → {after}" + (": the model stops serving" if after == 0 else "")
+        if after is None and before is not None and resource.kind == "Deployment":
+            # autoscaling turned on: server-side apply drops the field the stack owned, and the
+            # API server's default (1) holds until the autoscaler raises it (README: Autoscaling).
+            scale = (f"**replicas {before} → left to the autoscaler**: the count drops to 1 at this `up` "
+                     "unless handed over first (README: Autoscaling)")
     if touched:
         if resource.kind == "NIMService":
             reasons = _nim_service_changes(resource, touched)
@@ -172,7 +177,8 @@ def server_lines(resource: Resource, pods: str, who: str) -> list[str]:
         if scale:
             lines.append(scale)
     elif scale:
-        lines.append(f"scale only, {scale}" + ("" if scale.endswith("stops serving") else " (no pod restarts)"))
+        quiet = scale.endswith("stops serving") or "autoscaler" in scale
+        lines.append(f"scale only, {scale}" + ("" if quiet else " (no pod restarts)"))
     elif resource.diff and all(path_segments(k)[:1] == ["metadata"] for k in resource.diff):
         lines.append("metadata only (no pod restarts): " + ", ".join(short_keys(resource.diff)))
     elif resource.diff:

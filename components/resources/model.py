@@ -43,12 +43,13 @@ class Deploy:
 def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
     from providers import crd_check, gate, resources, status
-    from providers.props import GateProps, NimOperatorCheckProps, StatusProps
+    from providers.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
 
     resource, provider = {
         GateProps: (resources.WeightsGate, gate.WeightsGateProvider),
         StatusProps: (resources.ModelStatus, status.ModelStatusProvider),
         NimOperatorCheckProps: (resources.NimOperatorCheck, crd_check.RequiredCrdsProvider),
+        RequiredCrdsProps: (resources.RequiredCrds, crd_check.RequiredCrdsProvider),
     }[type(child.props)]
     return resource(name, child.props.to_dict(), provider(), opts)
 

@@ -88,3 +88,30 @@ def test_the_restart_threshold_reaches_both_status_paths_only_when_set() -> None
     from components.config.platform import PlatformConfig
 
     assert PlatformConfig.model_fields["restart_threshold"].default == DEFAULT_RESTART_THRESHOLD
+
+
+def test_an_autoscaled_plan_checks_kedas_crd_first_and_scales_the_server_after_it() -> None:
+    from providers.props import RequiredCrdsProps
+
+    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [{
+        **MODELS["vllm"], "weights": {"accessMode": "ReadWriteMany"},
+        "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}}]})
+    scaled = model_plan(stack.models[0], stack)
+    assert [c.role for c in scaled.children] == [roles.CRD_CHECK, roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE,
+                                                 roles.SERVER, roles.SERVICE, roles.SERVER_PDB, roles.SCALED_OBJECT,
+                                                 roles.STATUS]
+    check, scaler = scaled.children[0], scaled.children[-2]
+    assert isinstance(check.props, RequiredCrdsProps) and check.after == (PLATFORM,)
+    (requirement,) = check.props.requirements
+    assert requirement.crds == ("scaledobjects.keda.sh",) and requirement.field == "autoscaling.enabled"
+    assert "model plain" in check.props.owner
+    assert scaler.manifest["kind"] == "ScaledObject" and scaler.after == (roles.SERVER, roles.CRD_CHECK)
+    assert scaled.status.min_replicas == 2
+    # Rendering: the check needs a cluster and is left out; the ScaledObject waits on what it waited on.
+    rendered = {child.role: waits for child, waits in scaled.declared(rendering=True)}
+    assert roles.CRD_CHECK not in rendered and rendered[roles.SCALED_OBJECT] == (roles.SERVER, PLATFORM)
+
+
+def test_a_plan_without_autoscaling_records_no_floor() -> None:
+    assert plan("vllm").status.min_replicas is None
+    assert "min_replicas" not in plan("vllm").status.to_dict()

@@ -35,6 +35,9 @@ MODELS = [
      "nim": {"authSecret": "ngc-api"}},
     {"name": "raw", "engine": "nim", "image": NGC_IMAGE, "source": {"repo": "org/raw"},
      "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}},
+    # Autoscaled: adds the KEDA CRD check and the ScaledObject.
+    {"name": "scaled", "source": {"repo": "org/scaled"}, "resources": {"memory": "8Gi"},
+     "weights": {"accessMode": "ReadWriteMany"}, "autoscaling": {"enabled": True, "maxReplicas": 3}},
 ]
 STACKS = {
     # Every optional child: the models' NetworkPolicy, the backend router, its ServiceMonitor,
@@ -130,13 +133,14 @@ def test_the_graphs_hold_every_role_on_each_model_path():
     raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
                 roles.SERVICE, roles.STATUS}
     assert found["plain"] == raw_path | {roles.SERVER_PDB}  # vLLM, two replicas
+    assert found["scaled"] == raw_path | {roles.SERVER_PDB, roles.CRD_CHECK, roles.SCALED_OBJECT}  # vLLM, autoscaled
     assert found["raw"] == raw_path  # NIM, raw objects, one replica: no budget
     assert found["op"] == {roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NETWORK_POLICY, roles.NIM_SERVICE,
                            roles.SERVER_PDB, roles.STATUS}  # NIM operator CRs, two replicas
     assert found["llm-router"] == set(roles.ROUTER_ROLES)
     assert found["platform"] == set(roles.PLATFORM_ROLES)
     # Between them, the paths use every role a model can have.
-    assert found["plain"] | found["op"] == set(roles.MODEL_ROLES)
+    assert found["scaled"] | found["op"] == set(roles.MODEL_ROLES)
 
 
 def test_every_child_is_classified_with_its_component_with_or_without_a_parent(graph):
@@ -190,8 +194,8 @@ def _preview_of(graph: tuple[Registered, ...]) -> Preview:
 def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
     report = summarize(_preview_of(graph), "s")
     by_name = {s.name: s for s in report.sections}
-    assert {s.name for s in report.models} == {"plain", "op", "raw"}
-    for model in ("plain", "op", "raw"):
+    assert {s.name for s in report.models} == {"plain", "op", "raw", "scaled"}
+    for model in ("plain", "op", "raw", "scaled"):
         lines = by_name[model].lines
         # One sentence for the weights, one for the pods: no child left to a generic line.
         assert len(lines) == 2, (model, lines)
@@ -200,3 +204,17 @@ def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
     (router,) = [s for s in report.sections if s.kind == "router"]
     assert router.lines == ["**router pods will restart** (image tag 1 → 2)"]
     assert not [s for s in report.sections if s.kind in ("platform", "other") and s.changed]
+
+
+def test_a_switch_to_autoscaling_says_the_count_drops_unless_handed_over():
+    """Fixed replicas → autoscaling: the Deployment loses spec.replicas, which server-side apply
+    resets to 1 (README: Autoscaling); the report must not call it a harmless scale."""
+    graph = graph_of("deployment")
+    (server,) = [r for r, _, parent in _children(graph) if parent == "scaled" and r.kind == "Deployment"]
+    old, new = {"spec": {"replicas": 2, "template": {}}}, {"spec": {"template": {}}}
+    preview = Preview("stream")
+    preview.steps.append(Step("update", server.urn, server.type, server.parent, old, new,
+                              ("spec.replicas",), ("spec.replicas",)))
+    (section,) = [s for s in summarize(preview, "s").sections if s.name == "scaled"]
+    assert section.lines == ["scale only, **replicas 2 → left to the autoscaler**: the count drops to 1 at this "
+                             "`up` unless handed over first (README: Autoscaling)"]

@@ -74,3 +74,21 @@ def test_outputs_name_the_endpoint(graph):
         assert url == "http://alpha.llm-serving.svc.cluster.local:8000"
 
     return components[0].endpoint_url.apply(check)
+
+
+@pulumi.runtime.test
+def test_an_autoscaled_model_declares_the_crd_check_and_the_scaled_object(monkeypatch):
+    from providers import crd_check
+    from providers import resources as dynamic_resources
+
+    graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"))
+    deploy_stack({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [
+        {"name": "gamma", "source": {"repo": "org/gamma"}, "resources": {"memory": "8Gi"},
+         "weights": {"accessMode": "ReadWriteMany"}, "autoscaling": {"enabled": True, "maxReplicas": 3}}]})
+    assert isinstance(graph.providers["gamma-crd-check"], crd_check.RequiredCrdsProvider)
+    assert graph.props["gamma-crd-check"]["requirements"][0]["crds"] == ["scaledobjects.keda.sh"]
+    assert graph.depends("gamma-crd-check") == ["platform-namespace", "platform-model-service-account"]
+    assert graph.manifests["gamma-scaled-object"]["kind"] == "ScaledObject"
+    assert graph.depends("gamma-scaled-object") == ["gamma-server", "gamma-crd-check"]
+    assert "replicas" not in graph.manifests["gamma-server"]["spec"]
+    assert graph.props["gamma-status"]["min_replicas"] == 1

@@ -75,7 +75,7 @@ def compiled(config: dict, name: str) -> nim_compile.NimManifests:
 # --- the CRDs ---------------------------------------------------------------------------------
 
 def crd_documents() -> list[dict]:
-    return [yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob("*.yaml"))]
+    return [yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob(f"{GROUP}_*.yaml"))]
 
 
 def installed_crds(kube) -> dict[str, dict]:

@@ -1,0 +1,142 @@
+"""A model's autoscaling on queue depth, and the platform's defaults for it.
+
+The mechanism is KEDA: a ScaledObject with a Prometheus trigger (rendered by
+``components/compile/autoscaling.py``). Chosen over an HPA on custom metrics because KEDA queries
+Prometheus itself: an HPA on a queue-depth metric needs the custom/external metrics API, which
+means installing prometheus-adapter and writing its discovery rules for every metric; KEDA needs
+its own chart only, and it creates and owns the HPA that does the scaling.
+
+Here: what a valid setting is, and the one answer to "may this model run more than one replica?"
+(``replica_ceiling``). Paths in problems are relative to the model, as in ``rules.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from pydantic import Field, field_validator
+
+from . import values
+from .types import Strict
+
+if TYPE_CHECKING:
+    from .model import ModelConfig
+
+# The Prometheus Operator creates the Service `prometheus-operated` for the Prometheus servers of
+# its namespace; kube-prometheus-stack in `monitoring` (the namespace platform.networkPolicy
+# admits by default) answers there.
+DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
+
+
+class AutoscalingPlatform(Strict):
+    """Where autoscaled models' queue depth is read, for every model with `autoscaling.enabled`."""
+
+    prometheus_address: str = Field(
+        DEFAULT_PROMETHEUS, description="Prometheus that scrapes the models, as KEDA's operator reaches "
+        "it from inside the cluster (never loopback). Default: the `prometheus-operated` Service of a "
+        "kube-prometheus-stack installed in namespace `monitoring`.",
+    )
+    polling_interval_seconds: int = Field(
+        30, ge=5, le=3600, description="How often KEDA queries the queue depth (its "
+        "`pollingInterval`; 30 is KEDA's own default).",
+    )
+
+    @field_validator("prometheus_address")
+    @classmethod
+    def _in_cluster_url(cls, url: str) -> str:
+        try:
+            return values.check_cluster_reachable_url(url)
+        except ValueError:
+            raise ValueError(f"'{url}' is not an http(s) URL KEDA's operator can reach from inside the "
+                             f"cluster; write e.g. '{DEFAULT_PROMETHEUS}'") from None
+
+
+class Autoscaling(Strict):
+    """Replicas follow the model's queue of waiting requests (KEDA ScaledObject, Prometheus trigger)."""
+
+    enabled: bool = Field(
+        False, description="Scale the server Deployment between `minReplicas` and `maxReplicas` on the "
+        "requests waiting in vLLM's queue (`vllm:num_requests_waiting`), through a KEDA ScaledObject "
+        "(KEDA and its CRDs must be installed; Prometheus must scrape the model). KEDA rather than an "
+        "HPA on custom metrics: KEDA queries Prometheus itself, an HPA would need prometheus-adapter "
+        "and a rule for the metric. The Deployment then "
+        "carries no replica count, so `pulumi up` never resets what the autoscaler chose. vLLM only, "
+        "ReadWriteMany weights only; `replicas` must be unset.",
+    )
+    min_replicas: int = Field(
+        1, ge=1, description="Fewest replicas. At least 1: scale to zero is not offered, because the "
+        "first request after it would wait for a GPU pod to load its weights (minutes) and the router "
+        "has no target meanwhile.",
+    )
+    max_replicas: Optional[int] = Field(
+        None, ge=1, description="Most replicas (required when enabled; each one takes `gpus` GPUs).",
+    )
+    target_queue_depth: int = Field(
+        5, ge=1, description="Waiting requests per replica the autoscaler aims for: replicas = "
+        "ceil(waiting requests of all replicas / this). vLLM queues a request only when its running "
+        "batch is full, so any queue is saturation; 5 scales on a sustained queue, not on one burst.",
+    )
+    scale_down_stabilization_seconds: int = Field(
+        600, ge=0, le=3600, description="How long the queue must stay low before a replica is removed "
+        "(the HPA's `behavior.scaleDown.stabilizationWindowSeconds`; the HPA's default is 300). Longer "
+        "by default because a replica removed in a lull takes minutes to load again. KEDA's "
+        "`cooldownPeriod` is not this: it only applies to scaling to zero.",
+    )
+
+
+# Served by the KEDA chart: the ScaledObject CRD (keda.sh/v1alpha1).
+KEDA_CRD, KEDA_VERSION = "scaledobjects.keda.sh", "v1alpha1"
+KEDA_FIX = ("install KEDA with its CRDs (helm repo add kedacore https://kedacore.github.io/charts && helm "
+            "install keda kedacore/keda -n keda --create-namespace), or set autoscaling.enabled: false")
+
+
+def replica_ceiling(model: ModelConfig) -> int:
+    """The most replicas this model may run: ``maxReplicas`` when autoscaled, else ``replicas``.
+    "May it run more than one?" is ``replica_ceiling(model) > 1`` (PDB, spread, RWX rules)."""
+    scaling = model.autoscaling
+    if scaling.enabled and scaling.max_replicas is not None:
+        return scaling.max_replicas
+    return model.replicas
+
+
+def autoscaling_problems(model: ModelConfig) -> list[tuple[str, str]]:
+    """What makes an autoscaling setting unusable, at the key to change."""
+    scaling = model.autoscaling
+    if not scaling.enabled:
+        return []
+    if model.on_operator:
+        # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
+        # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs
+        # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
+        # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
+        # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
+        return [("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
+                 "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
+                 "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
+                 "replicas")]
+    if model.engine != "vllm":
+        # NIM LLM documents `num_requests_waiting` on /v1/metrics (docs.nvidia.com/nim/large-language-
+        # models/latest/observability.html) but not the label that names the model, so the query
+        # could not be scoped to one model's pods the way vLLM's `model_name` scopes it.
+        return [("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
+                 "(label model_name); NIM's queue metric has no documented model label to scope it to this "
+                 "model. Use engine: vllm, or set replicas")]
+    found: list[tuple[str, str]] = []
+    if "replicas" in model.model_fields_set:
+        found.append(("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
+                      "and maxReplicas; remove replicas (or set autoscaling.enabled: false)"))
+    if scaling.max_replicas is None:
+        found.append(("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
+                      f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
+        return found
+    if scaling.min_replicas > scaling.max_replicas:
+        found.append(("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
+                      f"({scaling.max_replicas}); lower it or raise maxReplicas"))
+    elif scaling.min_replicas == scaling.max_replicas:
+        found.append(("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
+                      "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
+    if model.weights.access_mode == "ReadWriteOnce":
+        found.append(("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
+                      f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
+                      "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
+    return found

@@ -1,0 +1,109 @@
+"""The status wait of an autoscaled model (status props with ``min_replicas``).
+
+The Deployment's replica count is the autoscaler's: `up` returns once every pod runs the current
+spec and ``autoscaling.minReplicas`` of them are ready; it waits below that floor (the autoscaler
+has not raised the count yet) and while an old pod is left, and it does not wait for replicas the
+autoscaler added for load. A model without ``min_replicas`` keeps waiting for every replica of the
+Deployment's spec (tests/providers/test_status_paths.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from fakes import (
+    DEPLOYMENT,
+    NS,
+    PULLER_JOB,
+    SERVICE,
+    FakeClock,
+    FakeCluster,
+    container_status,
+    deployment,
+    pod,
+    ready_server_pod,
+    ready_slices,
+)
+from providers.projection import READY
+from providers.props import StatusProps
+from providers.status import ModelNotServing, rollout_complete, wait_until_serving
+
+PROPS = {"namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
+         "deployment_revision": "abc123", "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000",
+         "pending_timeout_seconds": 900, "ready_timeout_seconds": 60, "poll_seconds": 1, "kubeconfig": "", "context": ""}
+SERVER = "llama-server-7d9f8c6b5-q2w3e"
+SECOND = "llama-server-7d9f8c6b5-x8y9z"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
+    return wait_until_serving({**PROPS, **overrides}, sleep=clock.sleep, clock=clock,
+                              connect=lambda _target: cluster.clients())
+
+
+def test_the_floor_is_min_replicas_not_the_autoscalers_count() -> None:
+    scaled_up = deployment(replicas=3, ready=1)  # the autoscaler asked for 3; one is ready
+    assert rollout_complete(scaled_up, min_replicas=1)
+    assert not rollout_complete(scaled_up)  # a fixed count of 3 waits for all three
+    assert not rollout_complete(scaled_up, min_replicas=2)
+
+
+def test_below_the_floor_the_wait_goes_on_even_when_the_spec_is_met() -> None:
+    # Just created: the Deployment defaults to 1 until the autoscaler raises it to minReplicas.
+    assert rollout_complete(deployment(replicas=1, ready=1))
+    assert not rollout_complete(deployment(replicas=1, ready=1), min_replicas=2)
+
+
+def test_an_old_pod_or_an_unobserved_spec_is_not_a_whole_rollout() -> None:
+    assert not rollout_complete(deployment(replicas=2, ready=2, updated=1, total=3), min_replicas=1)
+    assert not rollout_complete(deployment(replicas=2, ready=2, generation=2, observed=1), min_replicas=1)
+    assert rollout_complete(deployment(replicas=2, ready=2, generation=2), min_replicas=1)
+
+
+def test_up_returns_at_the_floor_while_a_scale_up_replica_still_loads() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=now()),
+                pod(SECOND, now=now(), age=1, containers=[container_status(running=True)]), *ready_slices([SERVER]))
+
+    status = wait(cluster, clock, min_replicas=1)
+
+    assert status.state == READY and status.targets == [SERVER]
+    assert clock.sleeps == []
+
+
+def test_up_waits_for_the_autoscaler_to_reach_the_floor() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=1, ready=1), ready_server_pod(SERVER, now=now()), *ready_slices([SERVER]))
+    clock.on_sleep.append(lambda n: n == 2 and cluster.put(
+        deployment(replicas=2, ready=2), ready_server_pod(SECOND, now=now()), *ready_slices([SERVER, SECOND])))
+
+    status = wait(cluster, clock, min_replicas=2)
+
+    assert status.state == READY and sorted(status.targets) == sorted([SERVER, SECOND])
+    assert len(clock.sleeps) == 2
+
+
+def test_min_replicas_travels_in_the_status_props_only_when_set() -> None:
+    assert "min_replicas" not in StatusProps.from_dict(PROPS).to_dict()
+    assert StatusProps.from_dict({**PROPS, "min_replicas": 2}).min_replicas == 2
+
+
+def test_a_wait_below_the_floor_says_the_autoscaler_has_not_acted() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=1, ready=1), ready_server_pod(SERVER, now=now()), *ready_slices([SERVER]))
+
+    with pytest.raises(ModelNotServing) as raised:
+        wait(cluster, clock, min_replicas=2, ready_timeout_seconds=3)
+
+    message = str(raised.value)
+    assert "asks for 1 replica(s), below autoscaling.minReplicas 2" in message and "is KEDA running" in message
+    # A fixed count that is not reached says only that the rollout is in progress.
+    cluster.put(deployment(replicas=2, ready=1))
+    with pytest.raises(ModelNotServing) as fixed:
+        wait(cluster, FakeClock(), ready_timeout_seconds=3)
+    assert str(fixed.value).endswith("(rollout in progress)")
