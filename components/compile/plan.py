@@ -29,7 +29,8 @@ from providers.props import (
 
 from .. import children as roles
 from ..config.model import ModelConfig, StackConfig
-from . import nim, server
+from . import metrics, nim, server
+from .dashboard import compile_dashboard
 from .rbac import compile_teardown_identity
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
@@ -101,6 +102,12 @@ def _puller_policy(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.PULLER_NETWORK_POLICY, manifest, after=(PLATFORM,)),)
 
 
+def _monitor(manifest: Optional[dict]) -> tuple[Child, ...]:
+    # platform.metrics: selects the model's Service, so declared after it. The Prometheus
+    # Operator's CRD is checked once per stack, by the platform, before any model.
+    return () if manifest is None else (Child(roles.SERVICE_MONITOR, manifest, after=(roles.SERVICE,)),)
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
@@ -124,6 +131,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
+        *_monitor(metrics.compile_service_monitor(model, stack)),
     ), url, {"endpoint_url": url, "objects": {
         "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})
 
@@ -164,6 +172,9 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
     manifests = [compile_namespace(stack.platform)] if stack.platform.create_namespace else []
     manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
+    dashboard = compile_dashboard(stack)
+    if dashboard is not None:
+        manifests.append(dashboard)
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:

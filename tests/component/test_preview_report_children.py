@@ -34,9 +34,9 @@ MODELS = [
      "resources": {"memory": "48Gi"}, "nim": {"authSecret": "ngc-api"}},
 ]
 STACKS = {
-    # Every optional child: the models' NetworkPolicy, the backend router, its ServiceMonitor,
-    # TLS (issuer, certificate).
-    "deployment": ({"networkPolicy": {"enabled": True}},
+    # Every optional child: the models' NetworkPolicy and ServiceMonitor, the platform's metrics
+    # CRD check and dashboard, the backend router, its ServiceMonitor, TLS (issuer, certificate).
+    "deployment": ({"networkPolicy": {"enabled": True}, "metrics": {"enabled": True}},
                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
                     "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
                     "tls": {"enabled": True}}),
@@ -125,7 +125,7 @@ def test_the_graphs_hold_every_role_on_each_model_path():
         for registered, _, parent in _children(graph_of(variant)):
             found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
     raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
-                roles.SERVICE, roles.STATUS}
+                roles.SERVICE, roles.STATUS, roles.SERVICE_MONITOR}
     assert found["plain"] == raw_path  # vLLM
     assert found["raw"] == raw_path  # NIM, raw objects
     assert found["op"] == {roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NETWORK_POLICY, roles.NIM_SERVICE,
