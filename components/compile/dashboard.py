@@ -7,7 +7,8 @@ and `pulumi preview` shows no diff.
 
 Series are selected by the labels the Prometheus Operator puts on every target of a
 ServiceMonitor: ``namespace`` and ``service`` (the Service's name, which is the model's name on
-the raw and the NIM operator path alike). So a panel shows one series per model without relying
+the raw and the NIM operator path alike; prometheus-operator Documentation/user-guides/
+running-exporters.md, "Default Labels"). So a panel shows one series per model without relying
 on an engine's own labels (vLLM's ``model_name`` is the served model name, NIM's may differ).
 
 Each panel has a query per engine, with the engine as its ``refId`` prefix (``vllm-…``,
