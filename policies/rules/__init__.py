@@ -3,7 +3,7 @@ policies and ``policies/__main__.py`` only assembles them."""
 
 from __future__ import annotations
 
-from . import gpu, images, pods, rbac, router, stack
+from . import gpu, images, metrics, pods, rbac, router, stack
 from .base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -28,6 +28,7 @@ ALL_RULES: tuple[Rule, ...] = (
     router.backend_target,
     router.drain,
     stack.server_weights_gate,
+    metrics.monitor_selects_service,
 )
 
 __all__ = ["ALL_RULES", "Rule"]

@@ -89,7 +89,8 @@ def _logical_name(manifest: dict) -> str:
     kind = manifest["kind"]
     if model and manifest["apiVersion"] != "apps.nvidia.com/v1alpha1":
         role = {("PersistentVolumeClaim", "weights"): "weights", ("Job", "weights-puller"): "puller",
-                ("Deployment", "server"): "server", ("Service", "server"): "service"}[(kind, component)]
+                ("Deployment", "server"): "server", ("Service", "server"): "service",
+                ("ServiceMonitor", "metrics"): "service-monitor"}[(kind, component)]
         return f"{model}-{role}"
     if kind == "Namespace":
         return "platform-namespace"

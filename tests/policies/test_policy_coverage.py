@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import test_policy_gpu
 import test_policy_images
+import test_policy_metrics
 import test_policy_pods
 import test_policy_rbac
 import test_policy_router
@@ -17,7 +18,7 @@ from policy_helpers import compliant, messages, run
 FAIL_CASES = [
     case
     for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
-                   test_policy_router, test_policy_stack)
+                   test_policy_router, test_policy_stack, test_policy_metrics)
     for case in module.FAIL_CASES
 ]
 

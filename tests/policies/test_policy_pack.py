@@ -45,6 +45,7 @@ STABLE_NAMES = [
     "llm-serving-router-backend-target",
     "llm-serving-router-drain",
     "llm-serving-stack-server-weights-gate",
+    "llm-serving-stack-monitor-selects-service",
 ]
 
 
