@@ -3,7 +3,7 @@ not have, scrapes nothing, and nothing says so (the Prometheus Operator just fin
 
 The check: every ServiceMonitor of the stack selects (``spec.selector.matchLabels``, within
 ``spec.namespaceSelector.matchNames`` or its own namespace) at least one Service the stack
-declares, and each endpoint's ``port`` is a named port of every Service it selects. Monitors with
+declares, and each endpoint's ``port`` is a named port of at least one of them. Monitors with
 ``matchExpressions`` or ``namespaceSelector.any`` select beyond what the stack can see and are left
 alone; unknown values during preview are reported as unchecked.
 """
@@ -85,8 +85,12 @@ def monitor_selects_service(stack: Stack, config: dict) -> Iterator[Finding]:
             port = get(endpoint, "port")
             if not isinstance(port, str):
                 continue  # targetPort: not a Service port name
+            # The operator keeps, per endpoint, the selected Services that name the port (the
+            # router's monitor also selects its headless Service, which has no metrics port).
+            if any(ports is not UNKNOWN and port in ports for _, _, ports in selected):
+                continue
             if any(ports is UNKNOWN for _, _, ports in selected):
                 yield unchecked(f"{obj.display}: the ports of the Services it selects", resource.urn)
-            elif any(port not in ports for _, _, ports in selected):
-                yield violation(f"{obj.display}: endpoints[{index}].port '{port}' is not a named port of "
-                                "every Service it selects; name the Service's port", resource.urn)
+            else:
+                yield violation(f"{obj.display}: endpoints[{index}].port '{port}' is a named port of no "
+                                "Service it selects; name the Service's port", resource.urn)
