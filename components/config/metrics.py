@@ -3,8 +3,10 @@
 Scraping goes through the Prometheus Operator (a ServiceMonitor per model on the raw path, the
 NIMService's own ``spec.metrics`` on the NIM operator path), so the stack needs its CRDs; the
 preview checks for them. The dashboard is a ConfigMap the Grafana dashboard sidecar picks up by
-label (the grafana chart's ``sidecar.dashboards.label``/``labelValue``, default
-``grafana_dashboard: "1"``, which kube-prometheus-stack keeps).
+label: the grafana chart's ``sidecar.dashboards.label`` is ``grafana_dashboard`` (``labelValue``
+empty: any value), and kube-prometheus-stack sets ``labelValue: "1"`` and ``searchNamespace: ALL``
+(grafana/helm-charts charts/grafana README and kube-prometheus-stack's values, as stored), so
+``grafana_dashboard: "1"`` is found by both.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Label prefixes the stack sets itself: a user label there would override ours (and a selector).
 RESERVED_PREFIXES = ("app.kubernetes.io/", "llm-serving.dev/")
-# The grafana chart's default sidecar discovery label (sidecar.dashboards.label / labelValue).
+# Found by the grafana chart's sidecar (label grafana_dashboard, any value) and by
+# kube-prometheus-stack's (labelValue "1").
 SIDECAR_LABELS = {"grafana_dashboard": "1"}
 
 
@@ -58,15 +61,16 @@ class DashboardConfig(Strict):
     )
     labels: dict[str, str] = Field(
         default_factory=lambda: dict(SIDECAR_LABELS),
-        description="Labels the Grafana dashboard sidecar looks for (the grafana chart's default: "
-        "`grafana_dashboard: \"1\"`).",
+        description="Labels the Grafana dashboard sidecar looks for. Default `grafana_dashboard: \"1\"`: "
+        "the grafana chart's sidecar matches label `grafana_dashboard` with any value, "
+        "kube-prometheus-stack's with value `1`.",
     )
     namespace: Optional[Dns1123Label] = Field(
         None, description="Namespace of the ConfigMap; unset: the stack's namespace. The grafana "
-        "chart's sidecar reads only its own namespace unless `sidecar.dashboards.searchNamespace` "
-        "says otherwise (kube-prometheus-stack sets ALL): name Grafana's namespace here when it "
-        "does not search the stack's. A ConfigMap outside the stack's namespace is not covered by "
-        "`teardownIdentity`.",
+        "chart's sidecar reads only Grafana's namespace unless `sidecar.dashboards.searchNamespace` "
+        "says otherwise (kube-prometheus-stack sets `ALL`): name Grafana's namespace here when its "
+        "sidecar does not search the stack's. A ConfigMap outside the stack's namespace is not "
+        "covered by `teardownIdentity`.",
     )
 
     @model_validator(mode="after")
