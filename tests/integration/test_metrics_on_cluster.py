@@ -1,7 +1,8 @@
 """platform.metrics on the real engine and the simulated cluster: without the Prometheus
 Operator's CRD the preview stops with the setting and the fix; with it, `up` creates the model's
 ServiceMonitor (selecting its Service, on the port that serves /metrics) and the dashboard
-ConfigMap, and a second preview plans no change (the dashboard JSON is deterministic).
+ConfigMap, and a second preview plans no change (the dashboard JSON is deterministic) and passes
+the policy pack.
 
 The CRD is the hand-written subset in tests/fixtures/crds/prometheus-operator (it follows
 prometheus-operator v0.84.1, see the README there). Order matters and is the file's order: first
@@ -30,7 +31,8 @@ WAIT = 120
 
 
 def config(namespace: str) -> dict:
-    return stack_config(namespace, [small_model("scraped")],
+    # The teardown identity too: the policy pack's teardown rules then see the ServiceMonitor grant.
+    return stack_config(namespace, [small_model("scraped")], teardownIdentity={"enabled": True},
                         metrics={"enabled": True, "labels": {"release": "kube-prometheus-stack"}})
 
 
@@ -116,6 +118,10 @@ def test_with_the_crd_up_creates_the_monitor_and_the_dashboard(project, kube, cr
     assert variable["query"] == "scraped"
 
 
-def test_a_second_preview_plans_no_change(project):
-    result = project.run("preview", "--expect-no-changes", check=False)
-    assert result.returncode == 0, f"the preview plans changes:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+def test_a_second_preview_plans_no_change_and_passes_the_policy_pack(project):
+    # Byte-identical dashboard JSON: no diff. Under the pack: the monitor selects the model's
+    # Service on a port it names, and the teardown Role's ServiceMonitor grant is expected.
+    result = project.run("preview", "--expect-no-changes", "--policy-pack", "policies", check=False, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"the preview plans changes or fails the pack:\n{output[-6000:]}"
+    assert "llm-serving@v0.1.0" in output, "the pack did not run"
