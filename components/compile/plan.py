@@ -112,6 +112,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
     url = server.endpoint_url(model, platform)
+    monitor = metrics.compile_service_monitor(model, stack)  # platform.metrics
     gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
                      platform.pull_timeout_seconds, cluster)
     status = StatusProps(
@@ -131,9 +132,10 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
-        *_monitor(metrics.compile_service_monitor(model, stack)),
+        *_monitor(monitor),
     ), url, {"endpoint_url": url, "objects": {
-        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})
+        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service,
+        **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 
 
 def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:

@@ -73,6 +73,9 @@ def test_the_service_monitor_is_a_child_of_the_raw_plan_after_the_service():
     children = {c.role: c for c in model_plan(config.models[0], config).children}
     assert children["service-monitor"].after == ("service",)
     assert children["service-monitor"].manifest["kind"] == "ServiceMonitor"
+    assert model_plan(config.models[0], config).outputs["objects"]["service_monitor"] == "m"
+    off = stack(model("m"))
+    assert "service_monitor" not in model_plan(off.models[0], off).outputs["objects"]
 
 
 def test_metrics_off_renders_nothing_new():
