@@ -23,6 +23,7 @@ SERVER_PDB = "pdb"  # the server's PodDisruptionBudget (both paths; models that 
 # Other operators' CRDs the model's settings need (autoscaling: KEDA), checked at preview.
 CRD_CHECK = "crd-check"
 SCALED_OBJECT = "scaled-object"  # autoscaling: the KEDA ScaledObject scaling the server
+SERVICE_MONITOR = "service-monitor"  # platform.metrics: the raw path's ServiceMonitor
 
 # --- the router's children (RequestRouter) -------------------------------------------------
 ROUTER_CRD_CHECK = "crd-check"
@@ -51,6 +52,8 @@ BACKEND_SERVICE_MONITOR = "backend-service-monitor"
 # --- the platform's children ------------------------------------------------------------------
 NAMESPACE = "namespace"
 MODEL_SERVICE_ACCOUNT = "model-service-account"
+METRICS_CRD_CHECK = "metrics-crd-check"  # platform.metrics: the Prometheus Operator's CRD
+DASHBOARD = "dashboard"  # platform.metrics.dashboard: the Grafana dashboard ConfigMap
 
 # Roles of a model whose objects hold or make its weights: a replace of one of these is a
 # re-download, which the preview report calls out.
@@ -58,12 +61,13 @@ MODEL_WEIGHTS_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NIM_CACHE)
 # Roles of a model that run its server.
 MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
 # Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
-BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK)
+BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK,
+                     METRICS_CRD_CHECK)
 # Every role a model declares, longest first so a suffix match never stops at a shorter role
 # ("weights-gate" before "weights").
 MODEL_ROLES = tuple(sorted(
     (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
-     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB, CRD_CHECK, SCALED_OBJECT),
+     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB, CRD_CHECK, SCALED_OBJECT, SERVICE_MONITOR),
     key=len, reverse=True,
 ))
 
@@ -87,4 +91,4 @@ ROUTER_ROLES = _longest_first((
     ROUTER_SERVICE_ACCOUNT, ROUTER_ROLE, ROUTER_ROLE_BINDING, ROUTER_SERVICE_MONITOR, ROUTER_NETWORK_POLICY,
     BACKEND_NETWORK_POLICY,
 ))
-PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT))
+PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT, METRICS_CRD_CHECK, DASHBOARD))

@@ -25,7 +25,7 @@ from typing import Optional
 
 from .. import labels
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
-from . import common, disruption, engines, network, server, weights
+from . import common, disruption, engines, metrics, network, server, weights
 
 # The operator's API names live in ``components.labels`` (the status provider reads them too).
 GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
@@ -221,6 +221,9 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
     }
     if model.args:
         spec["args"] = list(model.args)
+    scraping = metrics.nim_service_metrics(stack)  # platform.metrics: the operator's ServiceMonitor
+    if scraping is not None:
+        spec["metrics"] = scraping
     meta = common.metadata(
         nim_names.service, platform.namespace, model, SERVICE_COMPONENT,
         **{common.MODEL_SOURCE_ANNOTATION: cache_source_ref(model, platform),

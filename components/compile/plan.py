@@ -32,7 +32,8 @@ from providers.props import (
 
 from .. import children as roles
 from ..config.model import ModelConfig, StackConfig
-from . import autoscaling, nim, server
+from . import autoscaling, metrics, nim, server
+from .dashboard import compile_dashboard
 from .rbac import compile_teardown_identity
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
@@ -125,10 +126,17 @@ def _scaler(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.SCALED_OBJECT, manifest, after=(roles.SERVER, roles.CRD_CHECK)),)
 
 
+def _monitor(manifest: Optional[dict]) -> tuple[Child, ...]:
+    # platform.metrics: selects the model's Service, so declared after it. The Prometheus
+    # Operator's CRD is checked once per stack, by the platform, before any model.
+    return () if manifest is None else (Child(roles.SERVICE_MONITOR, manifest, after=(roles.SERVICE,)),)
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
     url = server.endpoint_url(model, platform)
+    monitor = metrics.compile_service_monitor(model, stack)  # platform.metrics
     gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
                      platform.pull_timeout_seconds, cluster)
     status = StatusProps(
@@ -152,8 +160,10 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_budget(manifests.pod_disruption_budget, roles.SERVER),
         *_scaler(manifests.scaled_object),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
+        *_monitor(monitor),
     ), url, {"endpoint_url": url, "objects": {
-        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service}})
+        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service,
+        **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 
 
 def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
@@ -193,6 +203,9 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
     manifests = [compile_namespace(stack.platform)] if stack.platform.create_namespace else []
     manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
+    dashboard = compile_dashboard(stack)
+    if dashboard is not None:
+        manifests.append(dashboard)
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:

@@ -31,6 +31,7 @@ OWNED = (
 )
 OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
 OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy
+OWNED_MONITORS = ("monitoring.coreos.com", ["servicemonitors"])  # platform.metrics, raw-path models
 # The stack's own Secrets, by name: get (the delete await's lookup: without it a Secret already
 # gone when the informer starts is never seen deleted) and delete.
 SECRET_VERBS_BY_NAME = ["get", "delete"]
@@ -60,6 +61,8 @@ def teardown_rules(stack: StackConfig) -> list[dict]:
         owned.append(OWNED_NIM)
     if stack.platform.network_policy.enabled:
         owned.append(OWNED_NETWORK_POLICIES)
+    if stack.platform.metrics.enabled and any(not model.on_operator for model in stack.models):
+        owned.append(OWNED_MONITORS)
     rules = [{"apiGroups": [group], "resources": list(resources), "verbs": list(TEARDOWN_VERBS)}
              for group, resources in owned]
     secrets = owned_secret_names(stack)

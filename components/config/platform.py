@@ -9,8 +9,9 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from . import values
-from .disruption import DisruptionConfig
 from .autoscaling import AutoscalingPlatform
+from .disruption import DisruptionConfig
+from .metrics import MetricsConfig
 from .types import (
     GPU_TOLERATIONS,
     Dns1123Label,
@@ -193,6 +194,7 @@ class PlatformConfig(Strict):
     network_policy: NetworkPolicyConfig = Field(
         default_factory=NetworkPolicyConfig, description="Who may connect to the model servers."
     )
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus scraping and the Grafana dashboard.")
     hf_endpoint: HfEndpoint = Field(
         "https://huggingface.co",
         description="Hugging Face endpoint for the puller: the hub, or a mirror reachable from "
@@ -223,6 +225,15 @@ class PlatformConfig(Strict):
                 f"'{teardown.service_account_name}' is also platform.serviceAccountName, the serving "
                 "pods' account: they would get the teardown Role's delete rights. Give the teardown "
                 "identity its own name (default 'llm-serving-teardown')",
+            ))
+        if self.metrics.enabled and self.network_policy.enabled and not self.network_policy.allow_from:
+            # The engines serve their metrics on the serving port, which the policy opens to the
+            # router and allowFrom only: with no peer, Prometheus could never scrape a model.
+            problems.append((
+                "networkPolicy.allowFrom",
+                "is empty (router only), so with metrics.enabled no Prometheus can scrape the models; "
+                "list the Prometheus pods' namespace, e.g. [{namespaceSelector: "
+                "{kubernetes.io/metadata.name: monitoring}}], or set metrics.enabled: false",
             ))
         if problems:
             raise values.Problems(problems)

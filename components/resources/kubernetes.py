@@ -14,6 +14,7 @@ _CLASSES = {
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,

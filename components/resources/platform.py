@@ -1,4 +1,6 @@
-"""Stack-wide objects: the namespace and the models' ServiceAccount."""
+"""Stack-wide objects: the namespace, the models' ServiceAccount and, with ``platform.metrics``,
+the check for the Prometheus Operator's CRD (in ``ready``: every model waits on it) and the
+Grafana dashboard ConfigMap."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import pulumi
 
 from .. import children as roles
 from ..children import child as child_name
+from ..compile import metrics
+from ..compile.dashboard import compile_dashboard
 from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
@@ -43,7 +47,24 @@ class Platform(pulumi.ComponentResource):
             self._secret(name, secret, (secret_values or {}).get(secret.config_key), after_namespace)
             for secret in stack_secrets(stack)
         ]
-        self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account, *self.secrets)
+        # One check per stack, not per model: a ServiceMonitor (or a NIMService's metrics) on a
+        # cluster without the CRD stops the preview with the setting and the fix.
+        self.metrics_check: Optional[pulumi.Resource] = None
+        requirements = metrics.required_crds(stack)
+        if requirements and not stack.cluster.render_yaml_to_directory:
+            from providers.crd_check import RequiredCrdsProvider
+            from providers.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
+            from providers.resources import RequiredCrds
+
+            self.metrics_check = RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), RequiredCrdsProps(
+                "platform.metrics", tuple(CrdRequirement.from_dict(r) for r in requirements),
+                ClusterTarget.of(stack.cluster),
+            ).to_dict(), RequiredCrdsProvider(), after_namespace)
+        dashboard = compile_dashboard(stack)
+        self.dashboard = None if dashboard is None else kube_resources.apply(
+            child_name(name, roles.DASHBOARD), dashboard, after_namespace)
+        checks = () if self.metrics_check is None else (self.metrics_check,)
+        self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account, *self.secrets, *checks)
         self.register_outputs({"namespace": stack.platform.namespace})
 
     @staticmethod

@@ -3,7 +3,7 @@ policies and ``policies/__main__.py`` only assembles them."""
 
 from __future__ import annotations
 
-from . import disruption, gpu, images, pods, rbac, router, stack
+from . import disruption, gpu, images, metrics, pods, rbac, router, stack
 from .base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -31,6 +31,7 @@ ALL_RULES: tuple[Rule, ...] = (
     disruption.drain_grace,
     disruption.topology_spread,
     disruption.disruption_budget,
+    metrics.monitor_selects_service,
 )
 
 __all__ = ["ALL_RULES", "Rule"]

@@ -40,9 +40,9 @@ MODELS = [
      "weights": {"accessMode": "ReadWriteMany"}, "autoscaling": {"enabled": True, "maxReplicas": 3}},
 ]
 STACKS = {
-    # Every optional child: the models' NetworkPolicy, the backend router, its ServiceMonitor,
-    # TLS (issuer, certificate).
-    "deployment": ({"networkPolicy": {"enabled": True}},
+    # Every optional child: the models' NetworkPolicy and ServiceMonitor, the platform's metrics
+    # CRD check and dashboard, the backend router, its ServiceMonitor, TLS (issuer, certificate).
+    "deployment": ({"networkPolicy": {"enabled": True}, "metrics": {"enabled": True}},
                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
                     "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
                     "tls": {"enabled": True}}),
@@ -131,7 +131,7 @@ def test_the_graphs_hold_every_role_on_each_model_path():
         for registered, _, parent in _children(graph_of(variant)):
             found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
     raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
-                roles.SERVICE, roles.STATUS}
+                roles.SERVICE, roles.STATUS, roles.SERVICE_MONITOR}
     assert found["plain"] == raw_path | {roles.SERVER_PDB}  # vLLM, two replicas
     assert found["scaled"] == raw_path | {roles.SERVER_PDB, roles.CRD_CHECK, roles.SCALED_OBJECT}  # vLLM, autoscaled
     assert found["raw"] == raw_path  # NIM, raw objects, one replica: no budget

@@ -167,6 +167,16 @@ BAD_CONFIGS: tuple[BadConfig, ...] = (
                "models": [model()], "router": router()},
               "platform.networkPolicy.allowFrom.0.namespaceSelector", "every namespace",
               "a policy that isolates nothing"),
+    # --- platform.metrics ------------------------------------------------------------------------
+    BadConfig("metrics-scraper-shut-out",
+              {"platform": {"metrics": {"enabled": True}, "networkPolicy": {"enabled": True, "allowFrom": []}},
+               "models": [model()], "router": router()},
+              "platform.networkPolicy.allowFrom", "no Prometheus can scrape",
+              "ServiceMonitors whose every scrape the models' NetworkPolicy drops: empty dashboards"),
+    BadConfig("metrics-interval-not-a-duration", {"platform": {"metrics": {"enabled": True, "interval": "30"}},
+                                                  "models": [model()]},
+              "platform.metrics.interval", "Prometheus duration",
+              "a ServiceMonitor the API server refuses half-way through an `up`"),
 )
 
 # --- input that cannot hurt (issue 15 items 2, 9, 11, 12, 13) ---------------------------------

@@ -27,7 +27,9 @@ NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3"
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi", "imagePullSecrets": ["registry-credentials"],
-                 "teardownIdentity": {"enabled": True}},
+                 "teardownIdentity": {"enabled": True},
+                 # The models' ServiceMonitors and the dashboard ConfigMap.
+                 "metrics": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
     # A stack secret (`pulumi config set --secret hfToken`): the stack's one Secret, which the
     # pullers of the models without their own hfTokenSecret read and teardown deletes by name.
     "hfToken": {"secure": "v1:policy-tests"},
@@ -88,7 +90,8 @@ def _logical_name(manifest: dict) -> str:
     if model and manifest["apiVersion"] != "apps.nvidia.com/v1alpha1":
         role = {("PersistentVolumeClaim", "weights"): "weights", ("Job", "weights-puller"): "puller",
                 ("Deployment", "server"): "server", ("Service", "server"): "service",
-                ("PodDisruptionBudget", "server"): "pdb"}[(kind, component)]
+                ("PodDisruptionBudget", "server"): "pdb",
+                ("ServiceMonitor", "metrics"): "service-monitor"}[(kind, component)]
         return f"{model}-{role}"
     if kind == "Namespace":
         return "platform-namespace"

@@ -7,6 +7,7 @@ import pytest
 import test_policy_disruption
 import test_policy_gpu
 import test_policy_images
+import test_policy_metrics
 import test_policy_pods
 import test_policy_rbac
 import test_policy_router
@@ -18,7 +19,7 @@ from policy_helpers import compliant, messages, run
 FAIL_CASES = [
     case
     for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
-                   test_policy_router, test_policy_stack, test_policy_disruption)
+                   test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics)
     for case in module.FAIL_CASES
 ]
 

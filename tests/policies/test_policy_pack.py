@@ -48,6 +48,7 @@ STABLE_NAMES = [
     "llm-serving-server-drain-grace",
     "llm-serving-server-topology-spread",
     "llm-serving-server-disruption-budget",
+    "llm-serving-stack-monitor-selects-service",
 ]
 
 

@@ -41,6 +41,7 @@ TEARDOWN_CORE = (
 )
 TEARDOWN_NIM = rule(["apps.nvidia.com"], ["nimcaches", "nimservices"], TEARDOWN)
 TEARDOWN_NETWORK_POLICIES = rule(["networking.k8s.io"], ["networkpolicies"], TEARDOWN)
+TEARDOWN_MONITORS = rule(["monitoring.coreos.com"], ["servicemonitors"], TEARDOWN)  # platform.metrics
 
 
 def teardown_secrets(*names):
@@ -104,6 +105,12 @@ VARIANTS = {
          "models": [MODEL], "router": {"image": ROUTER["image"]}},
         {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NETWORK_POLICIES),
          **pod_reader()},
+    ),
+    # platform.metrics: the models' ServiceMonitors are theirs to delete (not the dashboard
+    # ConfigMap: a platform object, like the ServiceAccounts).
+    "teardown-with-metrics": (
+        {"platform": {"teardownIdentity": {"enabled": True}, "metrics": {"enabled": True}}, "models": [MODEL]},
+        {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_MONITORS)},
     ),
     "teardown-with-stack-secrets": (
         {"platform": {"teardownIdentity": {"enabled": True}}, "hfToken": "hf_exact", "ngcApiKey": "ngc_exact",

@@ -16,7 +16,7 @@ import yaml
 from unit_helpers import FIXTURES, compile_stack, fixture_stack
 
 GOLDEN = FIXTURES / "golden"
-CASES = ["minimal", "rich"]  # inputs: tests/fixtures/stacks/Pulumi.<case>.yaml
+CASES = ["minimal", "rich", "metrics"]  # inputs: tests/fixtures/stacks/Pulumi.<case>.yaml
 
 
 def render(case: str) -> str:
