@@ -159,8 +159,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         *_budget(manifests.pod_disruption_budget, roles.SERVER),
         *_scaler(manifests.scaled_object),
-        Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
         *_monitor(monitor),
+        Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
         "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service,
         **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})

@@ -36,6 +36,12 @@ class AutoscalingPlatform(Strict):
         "it from inside the cluster (never loopback). Default: the `prometheus-operated` Service of a "
         "kube-prometheus-stack installed in namespace `monitoring`.",
     )
+    require_model_metrics: bool = Field(
+        True, description="Refuse an autoscaled model unless `platform.metrics.enabled` makes Prometheus "
+        "scrape it (a ServiceMonitor per model): without a scrape the queue depth is never known, and "
+        "KEDA only reports an error on the ScaledObject. Set false when the cluster's Prometheus "
+        "already scrapes the model pods another way.",
+    )
     polling_interval_seconds: int = Field(
         30, ge=5, le=3600, description="How often KEDA queries the queue depth (its "
         "`pollingInterval`; 30 is KEDA's own default).",
@@ -140,3 +146,17 @@ def autoscaling_problems(model: ModelConfig) -> list[tuple[str, str]]:
                       f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
                       "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
     return found
+
+
+def metrics_problems(autoscaled_models: list[tuple[int, str]], metrics_enabled: bool,
+                     platform: AutoscalingPlatform) -> list[tuple[str, str]]:
+    """Autoscaling reads a queue depth that only exists once Prometheus scrapes the model.
+    ``autoscaled_models``: (index, name) of the models with ``autoscaling.enabled``."""
+    if metrics_enabled or not platform.require_model_metrics:
+        return []
+    return [(f"models.{index}.autoscaling.enabled",
+             f"model '{name}' scales on vllm:num_requests_waiting, which Prometheus only has once it "
+             "scrapes the model; set platform.metrics.enabled: true (a ServiceMonitor per model), or, "
+             "when your Prometheus scrapes the model pods another way, "
+             "platform.autoscaling.requireModelMetrics: false")
+            for index, name in autoscaled_models]

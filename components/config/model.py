@@ -13,8 +13,9 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from . import managed, rules, stack_secrets, values
-from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .autoscaling import Autoscaling, autoscaling_problems
+from .autoscaling import metrics_problems as autoscaling_metrics_problems
+from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import VLLM_MAX_LORA_RANKS, Lora, LoraAdapter  # noqa: F401  (re-exported)
 from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
     GPU_TOLERATIONS,
@@ -324,6 +325,9 @@ class StackConfig(Strict):
             seen.add(model.name)
             problems.extend((f"models.{index}.{path}", message) for path, message in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
+        problems.extend(autoscaling_metrics_problems(
+            [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
+            self.platform.metrics.enabled, self.platform.autoscaling))
         if self.router is not None:
             problems.extend(router_stack_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))

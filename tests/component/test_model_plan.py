@@ -93,14 +93,14 @@ def test_the_restart_threshold_reaches_both_status_paths_only_when_set() -> None
 def test_an_autoscaled_plan_checks_kedas_crd_first_and_scales_the_server_after_it() -> None:
     from providers.props import RequiredCrdsProps
 
-    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [{
+    stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}}, "models": [{
         **MODELS["vllm"], "weights": {"accessMode": "ReadWriteMany"},
         "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}}]})
     scaled = model_plan(stack.models[0], stack)
     assert [c.role for c in scaled.children] == [roles.CRD_CHECK, roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE,
                                                  roles.SERVER, roles.SERVICE, roles.SERVER_PDB, roles.SCALED_OBJECT,
-                                                 roles.STATUS]
-    check, scaler = scaled.children[0], scaled.children[-2]
+                                                 roles.SERVICE_MONITOR, roles.STATUS]
+    check, scaler = scaled.children[0], scaled.children[-3]
     assert isinstance(check.props, RequiredCrdsProps) and check.after == (PLATFORM,)
     (requirement,) = check.props.requirements
     assert requirement.crds == ("scaledobjects.keda.sh",) and requirement.field == "autoscaling.enabled"

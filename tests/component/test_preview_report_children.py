@@ -47,7 +47,8 @@ STACKS = {
                     "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
                     "tls": {"enabled": True}}),
     # A StatefulSet adds the headless Service.
-    "statefulset": ({}, {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),
+    "statefulset": ({"metrics": {"enabled": True}},
+                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),
 }
 # A model's children, by what the report must say about them.
 WEIGHTS_KINDS = {"PersistentVolumeClaim", "Job", "WeightsGate", "NIMCache"}

@@ -82,12 +82,13 @@ def test_an_autoscaled_model_declares_the_crd_check_and_the_scaled_object(monkey
     from providers import resources as dynamic_resources
 
     graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"))
-    deploy_stack({"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [
+    deploy_stack({"platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}}, "models": [
         {"name": "gamma", "source": {"repo": "org/gamma"}, "resources": {"memory": "8Gi"},
          "weights": {"accessMode": "ReadWriteMany"}, "autoscaling": {"enabled": True, "maxReplicas": 3}}]})
     assert isinstance(graph.providers["gamma-crd-check"], crd_check.RequiredCrdsProvider)
     assert graph.props["gamma-crd-check"]["requirements"][0]["crds"] == ["scaledobjects.keda.sh"]
-    assert graph.depends("gamma-crd-check") == ["platform-namespace", "platform-model-service-account"]
+    assert graph.depends("gamma-crd-check") == ["platform-namespace", "platform-model-service-account",
+                                                "platform-metrics-crd-check"]
     assert graph.manifests["gamma-scaled-object"]["kind"] == "ScaledObject"
     assert graph.depends("gamma-scaled-object") == ["gamma-server", "gamma-crd-check"]
     assert "replicas" not in graph.manifests["gamma-server"]["spec"]

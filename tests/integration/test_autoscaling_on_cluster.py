@@ -29,11 +29,14 @@ CRD_NAME = "scaledobjects.keda.sh"
 FIXTURE_LABEL, FIXTURE_VALUE = "llm-serving.dev/test-fixture", "keda-crds"
 WAIT = 120
 RWX = {"size": "1Gi", "accessMode": "ReadWriteMany"}  # several replicas share one weights volume
+# No Prometheus (nor its Operator's CRDs) here: these tests are about the replica count, so the
+# stacks say the pods are scraped another way instead of turning platform.metrics on.
+SCRAPED_ELSEWHERE = {"autoscaling": {"requireModelMetrics": False}}
 
 
 def autoscaled_config(namespace: str, **autoscaling) -> dict:
     scaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, **autoscaling}
-    return stack_config(namespace, [small_model(weights=RWX, autoscaling=scaling)])
+    return stack_config(namespace, [small_model(weights=RWX, autoscaling=scaling)], **SCRAPED_ELSEWHERE)
 
 
 def fixed_config(namespace: str, replicas: int) -> dict:
@@ -222,7 +225,7 @@ def test_a_spec_change_rolls_out_at_the_autoscalers_count(deployed, kube):
     before = deployment(kube, ns).spec.replicas
     scaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 4}
     deployed.write_config(stack_config(ns, [small_model(weights=RWX, env={"VLLM_LOGGING_LEVEL": "DEBUG"},
-                                                        autoscaling=scaling)]))
+                                                        autoscaling=scaling)], **SCRAPED_ELSEWHERE))
     deployed.up()  # the status waits for the new spec on every pod, minReplicas of them ready
     live = deployment(kube, ns)
     assert live.spec.replicas == before == 3

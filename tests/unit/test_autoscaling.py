@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+import unit_helpers
 from components.compile import autoscaling as compile_autoscaling
 from components.compile.plan import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.autoscaling import KEDA_CRD, replica_ceiling
-from unit_helpers import FIXTURES, compiled, model, nim_model, stack
+from unit_helpers import FIXTURES, model, nim_model
 
 RWX = {"accessMode": "ReadWriteMany"}
 SCALED = {"enabled": True, "maxReplicas": 4}
@@ -26,10 +27,21 @@ def scaled(name: str = "m", **fields) -> dict:
     return model(name, weights=RWX, autoscaling={**SCALED, **fields.pop("autoscaling", {})}, **fields)
 
 
+# Autoscaling reads a queue depth Prometheus has only once it scrapes the model: the stacks here
+# turn platform.metrics on, as an autoscaled stack must (test_autoscaling_needs_the_models_scraped).
+METRICS = {"metrics": {"enabled": True}}
+
+
+def stack(*models: dict, **platform):
+    return unit_helpers.stack(*models, **{**METRICS, **platform})
+
+
+def compiled(raw_model: dict, **platform):
+    return unit_helpers.compiled(raw_model, **{**METRICS, **platform})
+
+
 def problems_of(raw_model: dict, **platform) -> list[str]:
-    raw: dict = {"models": [raw_model]}
-    if platform:
-        raw["platform"] = platform
+    raw: dict = {"models": [raw_model], "platform": {**METRICS, **platform}}
     with pytest.raises(ConfigError) as caught:
         load_stack_config(raw)
     return caught.value.problems
@@ -190,3 +202,13 @@ def test_the_schema_walk_catches_an_undeclared_field_and_a_wrong_type() -> None:
     scaler["spec"]["triggers"][0]["metadata"]["threshold"] = 5
     assert _undeclared(scaler["spec"], schema["properties"]["spec"], "spec") == [
         "spec.triggers[0].metadata.threshold: 5 is not string", "spec.cooldown: not declared"]
+
+
+def test_autoscaling_needs_the_models_scraped() -> None:
+    problems = problems_of(scaled(), metrics={"enabled": False})
+    assert problems == ["models.0.autoscaling.enabled: model 'm' scales on vllm:num_requests_waiting, which "
+                        "Prometheus only has once it scrapes the model; set platform.metrics.enabled: true (a "
+                        "ServiceMonitor per model), or, when your Prometheus scrapes the model pods another way, "
+                        "platform.autoscaling.requireModelMetrics: false"]
+    # The opt-out: a Prometheus that scrapes the pods by other means.
+    assert stack(scaled(), metrics={"enabled": False}, autoscaling={"requireModelMetrics": False}).models[0].autoscaling.enabled
