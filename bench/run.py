@@ -124,7 +124,7 @@ def rows_reaction(jd: dict, crash: Optional[dict]) -> list[Row]:
                         "≤ 1 s", peer, peer_label, ratio(entry["median"], peer), entry["median"] <= 1.0,
                         f"{len(entry['samples'])} samples from watch events, max {max(entry['samples']):.2f} s"
                         + (f"; split: Job done → puller pod gone {jd[key + '_split']['job_to_puller_pod_gone']:.2f} s"
-                           f" (gate poll + hand-off), → Deployment {jd[key + '_split']['puller_pod_gone_to_deployment']:.2f} s"
+                           f" (gate wait + hand-off), → Deployment {jd[key + '_split']['puller_pod_gone_to_deployment']:.2f} s"
                            " (gate return, engine, provider)" if jd.get(key + "_split") else "")
                         + (f"; Job controller lag (pod Succeeded → Job Complete) {lag:.2f} s, not counted"
                            if lag is not None and key == "ours_1" else "")))
