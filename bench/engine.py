@@ -173,3 +173,18 @@ def job_to_deployment(session: Session) -> dict:
 
 def needs_samples(session: Session) -> Optional[str]:
     return None if session.job_to_deployment["ours"].get(1) else "no Job -> Deployment samples yet"
+
+
+def many_samples(session: Session, quick: bool, count: int = 8) -> None:
+    """Job complete -> Deployment created with `count` models finishing at once, ours and the
+    plain program (native Job await) alternately: the plain program's figure at the same count is
+    the peer, since both queue behind the same engine and cluster. Skipped when `parallel` already
+    gathered both (full runs), or when time is short."""
+    if all(session.job_to_deployment[p].get(count) for p in ("ours", "plain")):
+        return
+    pairs = 1 if quick else 2
+    for i in range(pairs):
+        if session.left() < 120:
+            break
+        for program in (("ours", "plain") if i % 2 == 0 else ("plain", "ours")):
+            _require_success(session.up(program, models_named("m", count)))

@@ -14,15 +14,21 @@ when the Job failed in an earlier `pulumi up` that reported it (marked with FAIL
 re-running `pulumi up` after fixing what was outside the Job spec (a token, the hub, a quota) is
 the retry, with no manual cleanup. A failure seen for the first time is reported, never retried.
 
+Waiting: on a watch of the Job from the version last read, so the gate returns as soon as the Job
+controller marks the Job done; a read and the puller pod check every POD_CHECK_SECONDS; polling
+every poll interval when the watch is refused or cut (watch_for_outcome).
+
 Concurrency: the Python provider host serves four calls at once, so a gate may queue behind
 others. Downloads do not: the Jobs are created by the Kubernetes provider as soon as their
 volume exists and run in parallel in the cluster; a queued gate finds its Job already done.
+So a gate's work after the Job is done is kept short (no poll interval, no sleep after deleting
+the pods): the queued gates behind it start that much sooner.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Optional
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
@@ -60,31 +66,34 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
     poll = float(props.poll_seconds or 0.5)
     checked = not rerun
     next_pod_check = clock() + POD_CHECK_SECONDS
+    job: Optional[dict] = None  # the Job's latest version: from a read, or from the watch
     while True:
-        try:
-            job = kube.to_dict(clients, kube.call(
-                clients, clients.batch.read_namespaced_job, props.puller_job, props.namespace))
-            if not checked:
-                # Once, on the first read: an outcome that cannot stand for these weights is re-run.
-                why = rerun_reason(clients, props, job)
-                checked = True
-                if why:
-                    rerun_job(clients, props, job, why, sleep=sleep, clock=clock)
-                    continue
-        except kube.ClusterUnreachable:
-            # An API outage longer than one call's retries is not a failed pull: keep waiting
-            # until the pull's own deadline.
-            if clock() > deadline:
-                raise
-            sleep(poll)
-            continue
-        except Exception as error:
-            if not kube.is_not_found(error):
-                raise
-            raise WeightsNotReady(
-                f"model {props.model}: puller Job {props.puller_job} does not exist; "
-                "run `pulumi refresh` then `pulumi up` to recreate it"
-            ) from None
+        if job is None:
+            try:
+                job = kube.to_dict(clients, kube.call(
+                    clients, clients.batch.read_namespaced_job, props.puller_job, props.namespace))
+                if not checked:
+                    # Once, on the first read: an outcome that cannot stand for these weights is re-run.
+                    why = rerun_reason(clients, props, job)
+                    checked = True
+                    if why:
+                        rerun_job(clients, props, job, why, sleep=sleep, clock=clock)
+                        job = None
+                        continue
+            except kube.ClusterUnreachable:
+                # An API outage longer than one call's retries is not a failed pull: keep waiting
+                # until the pull's own deadline.
+                if clock() > deadline:
+                    raise
+                sleep(poll)
+                continue
+            except Exception as error:
+                if not kube.is_not_found(error):
+                    raise
+                raise WeightsNotReady(
+                    f"model {props.model}: puller Job {props.puller_job} does not exist; "
+                    "run `pulumi refresh` then `pulumi up` to recreate it"
+                ) from None
         if job_succeeded(job):
             return job
         if job_failed(job):
@@ -114,7 +123,42 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
                 f"model {props.model}: weights not ready after {props.deadline_seconds}s "
                 f"(Job {props.puller_job} still running); raise platform.pullTimeoutSeconds"
             )
+        job = watch_for_outcome(clients, props, job, min(next_pod_check, deadline) - clock(),
+                                sleep=sleep, clock=clock, poll=poll)
+
+
+def watch_for_outcome(clients: kube.Clients, props: GateProps, job: dict, seconds: float,
+                      sleep=time.sleep, clock=time.monotonic, poll: float = 0.5) -> Optional[dict]:
+    """Wait on a watch of the running Job, from the version just seen, for up to ``seconds``:
+    the Job as the event that finished it showed it (no read after it), else None and the caller
+    reads the Job again: the watch timed out (time for the pod check), its stream ended, its
+    version expired (410: a fresh read gives a current one) or the Job was deleted (the read says
+    so). The read stays the source of truth; the watch only ends the wait as soon as the Job
+    controller marks the Job done, instead of up to a poll interval later (plus the reads of 8
+    gates polling at once, which the one provider host serves four at a time). A watch that fails
+    or ends early (an identity without the ``watch`` verb, a proxy cutting streams, an API outage,
+    a 410 on a version just read) waits a poll interval first: polling, as before, never a tight
+    loop of reads and watches.
+    """
+    version = str((job.get("metadata") or {}).get("resourceVersion") or "")
+    started = clock()
+    if version:
+        events = kube.watch_named(clients, clients.batch.list_namespaced_job, props.puller_job,
+                                  props.namespace, version, seconds)
+        try:
+            for kind, obj in events:
+                if kind in ("ERROR", "DELETED"):
+                    break
+                if kind in ("ADDED", "MODIFIED") and (obj.get("metadata") or {}).get("name") == props.puller_job \
+                        and (job_succeeded(obj) or job_failed(obj)):
+                    return obj
+        except Exception:  # noqa: BLE001 - a failed watch is a slower wait, never a verdict
+            pass
+        finally:
+            events.close()  # the connection goes back to the pool now, not when collected
+    if clock() - started < 0.5:  # a normal end comes after the watch's timeout, at least 1 s
         sleep(poll)
+    return None
 
 
 def puller_cannot_start(clients: kube.Clients, props: GateProps) -> str:
@@ -277,12 +321,14 @@ def hand_off(clients: kube.Clients, props: GateProps, sleep=time.sleep, clock=ti
         pods = _puller_pods(clients, props)
         if not pods:
             return deleted
+        asked = 0
         for pod in pods:
             if pod.metadata.deletion_timestamp is None:
                 try:
                     kube.call(clients, clients.core.delete_namespaced_pod, pod.metadata.name,
                               props.namespace, grace_period_seconds=0)
                     deleted += 1
+                    asked += 1
                 except Exception as error:
                     if not kube.is_not_found(error):
                         raise
@@ -291,7 +337,10 @@ def hand_off(clients: kube.Clients, props: GateProps, sleep=time.sleep, clock=ti
                 f"model {props.model}: puller pods of {props.puller_job} still hold the weights "
                 f"volume after {HANDOFF_TIMEOUT_SECONDS}s; check for finalizers on them"
             )
-        sleep(0.25)
+        if not asked:
+            # A finished pod deleted with no grace period and no finalizer is gone at once: list
+            # again now; only pods already terminating are waited for (a quarter second each round).
+            sleep(0.25)
 
 
 def outputs(props: dict, job: dict) -> dict:

@@ -6,9 +6,10 @@ and imported by the provider host, so they must have no import-time side effects
 
 from __future__ import annotations
 
+import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
@@ -115,3 +116,31 @@ def to_dict(clients: Clients, obj: Any) -> dict:
 
 def is_not_found(error: BaseException) -> bool:
     return status_of(error) == 404
+
+
+def watch_named(clients: Optional[Clients], list_fn: Callable[..., Any], name: str, namespace: str,
+                resource_version: str, seconds: float) -> Iterator[tuple[str, dict]]:
+    """Watch events of one named object from ``resource_version`` on: (type, wire-shape object).
+
+    The server ends the stream after ``seconds`` (at least 1). An expired version is not raised
+    but yielded as it comes, an ``ERROR`` event whose object is a Status with ``code`` 410: the
+    caller reads the object again for a fresh version. Refusals (403 without the ``watch`` verb)
+    and dropped connections raise as from any call; no retries here: a watch only shortens a
+    wait that a plain read must be able to finish without it.
+    """
+    from kubernetes.watch.watch import iter_resp_lines
+
+    if clients is not None:
+        clients.calls += 1
+    timeout = max(1, int(seconds))
+    response = list_fn(namespace, field_selector=f"metadata.name={name}", resource_version=resource_version,
+                       allow_watch_bookmarks=True, timeout_seconds=timeout, watch=True,
+                       _preload_content=False, _request_timeout=(10, timeout + 10))
+    try:
+        for line in iter_resp_lines(response):
+            if line.strip():
+                event = json.loads(line)
+                yield str(event.get("type") or ""), event.get("object") or {}
+    finally:
+        response.close()
+        response.release_conn()

@@ -12,6 +12,13 @@ method (``cluster.fail(method, error, times)``, method ``"*"`` for any): ``api_e
 retry_after=2)``, ``api_error(503)``, ``protocol_error()``, ``api_error(403)``, ``api_error(404)``.
 ``cluster.when(method, nth, action)`` runs ``action(cluster)`` before the nth call of a method, to
 script state changes (a Job that succeeds on its third read, a rollout that completes).
+
+Watches (``list_namespaced_job(..., watch=True)``, counted as ``watch_namespaced_job``) answer with
+the next stream scripted by ``cluster.stream(...)``: the API server's newline-delimited JSON events,
+delivered in small chunks as a network would, through a urllib3-like response. An unscripted watch
+is an empty stream. With ``cluster.watch_clock`` set, a stream that ends by its timeout advances
+that clock by ``timeout_seconds`` (``lasts=`` overrides: ``lasts=0`` is a stream cut at once).
+``put`` stamps a ``resourceVersion`` on objects without one, as the API server does.
 """
 
 from __future__ import annotations
@@ -250,12 +257,26 @@ class FakeCluster:
         self.deleted: list[tuple[str, str]] = []
         self.graceful_delete = False
         self.api_client = ApiClient()
+        self.version = 100
+        self.streams: list[tuple[list, Optional[float]]] = []
+        self.watches: list[FakeWatchResponse] = []
+        self.watch_clock: Optional[FakeClock] = None
 
     # state ------------------------------------------------------------------------------------
     def put(self, *objs: dict) -> FakeCluster:
         for obj in objs:
+            obj = copy.deepcopy(obj)
             meta = obj["metadata"]
-            self.objects[obj["kind"]][(meta.get("namespace", NS), meta["name"])] = copy.deepcopy(obj)
+            if not meta.get("resourceVersion"):
+                self.version += 1
+                meta["resourceVersion"] = str(self.version)
+            self.objects[obj["kind"]][(meta.get("namespace", NS), meta["name"])] = obj
+        return self
+
+    def stream(self, *events: Any, lasts: Optional[float] = None) -> FakeCluster:
+        """Script the next watch: events are ``(type, object)`` pairs (an ``ERROR`` object is a
+        Status), or callables run on the cluster when the stream reaches them."""
+        self.streams.append((list(events), lasts))
         return self
 
     def remove(self, kind: str, name: str, namespace: str = NS) -> None:
@@ -373,7 +394,50 @@ class FakeApps(_Api):
         return self.cluster.read("Deployment", "V1Deployment", name, namespace)
 
 
+class FakeWatchResponse:
+    """What ``_preload_content=False`` returns: a urllib3 response streamed in chunks."""
+
+    CHUNK = 7  # bytes: events split mid-line, as a network may deliver them
+
+    def __init__(self, cluster: FakeCluster, events: list, lasts: Optional[float], kwargs: dict):
+        self.cluster, self.events, self.lasts, self.kwargs = cluster, events, lasts, kwargs
+        self.status = 200
+        self.closed = self.released = False
+
+    def stream(self, amt: Any = None, decode_content: Any = None):
+        for item in self.events:
+            if callable(item):
+                item(self.cluster)
+                continue
+            kind, obj = item
+            line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+            for start in range(0, len(line), self.CHUNK):
+                yield line[start:start + self.CHUNK]
+        clock = self.cluster.watch_clock
+        if clock is not None:  # the server ends the stream at its timeout, unless cut earlier
+            clock.now += self.kwargs.get("timeout_seconds", 0) if self.lasts is None else self.lasts
+
+    def close(self) -> None:
+        self.closed = True
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
 class FakeBatch(_Api):
+    def list_namespaced_job(self, namespace: str, field_selector: Optional[str] = None, watch: bool = False,
+                            **kwargs: Any) -> Any:
+        self.cluster._enter("watch_namespaced_job" if watch else "list_namespaced_job", (namespace,),
+                            {"field_selector": field_selector, **kwargs})
+        if not watch:
+            name = (field_selector or "").removeprefix("metadata.name=")
+            return self.cluster.listing("Job", "V1JobList", namespace,
+                                        match=lambda obj: not name or obj["metadata"]["name"] == name)
+        events, lasts = self.cluster.streams.pop(0) if self.cluster.streams else ([], None)
+        response = FakeWatchResponse(self.cluster, events, lasts, {"field_selector": field_selector, **kwargs})
+        self.cluster.watches.append(response)
+        return response
+
     def read_namespaced_job(self, name: str, namespace: str, **kwargs: Any) -> Any:
         self.cluster._enter("read_namespaced_job", (name, namespace), kwargs)
         return self.cluster.read("Job", "V1Job", name, namespace)
