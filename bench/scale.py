@@ -36,6 +36,7 @@ class ProcessCpu:
 
     def __init__(self):
         self.seen: dict[int, tuple[str, float]] = {}
+        self._roles: dict[tuple[int, str], str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -67,13 +68,29 @@ class ProcessCpu:
                 while walk in table and walk != me and hops < 20:
                     walk, hops = table[walk][0], hops + 1
                 if walk == me:
+                    if name.startswith("python"):
+                        # Read once per process (a fork is "python" until it execs: key by name too).
+                        if (pid, name) not in self._roles:
+                            self._roles[(pid, name)] = self._python_role(pid)
+                        name = self._roles[(pid, name)]
                     self.seen[pid] = (name, cpu)
             self._stop.wait(0.2)
+
+    @staticmethod
+    def _python_role(pid: int) -> str:
+        """The program (run by the language host) or the dynamic-provider host (`-m pulumi.dynamic`)."""
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return "python"
+        return "python-dynamic" if b"pulumi.dynamic" in command or any(
+            part.endswith(b"pulumi/dynamic/__main__.py") for part in command) else "python"
 
     def by_name(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for name, cpu in self.seen.values():
-            key = {"pulumi": "engine (pulumi CLI)", "python": "python (program, dynamic providers)"}.get(
+            key = {"pulumi": "engine (pulumi CLI)", "python": "python (program)",
+                   "python-dynamic": "python (dynamic providers)"}.get(
                 name, "kubernetes provider" if name.startswith("pulumi-resource") else name)
             totals[key] = round(totals.get(key, 0.0) + cpu, 2)
         return totals
