@@ -12,6 +12,7 @@ providers' checks, the kubernetes provider's dry-run reads) but create nothing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import time
@@ -34,8 +35,6 @@ def compiled(config: dict) -> list[dict]:
 
 def peer_project(config: dict, render_dir: Optional[Path], workdir: Path):
     """A throwaway project running bench/peer_preview with the stack's compiled manifests."""
-    import os
-
     project = new_project("plain-preview", "bench-scale", config, workdir)
     shutil.copy(PEER_DIR / "__main__.py", project.root / "__main__.py")
     (project.root / "peer.json").write_text(json.dumps({
@@ -49,7 +48,7 @@ def kinds(config: dict) -> dict[str, int]:
 
 
 def compare(count: int, workdir: Path, deadline: float, env: dict, reps: int = 3,
-            stacks: tuple[str, ...] = ("render", "cluster")) -> dict:
+            stacks: tuple[str, ...] = ("render", "cluster"), args: tuple[str, ...] = ()) -> dict:
     """Alternated previews (ours, plain, plain, ours, ...) of `count` models per stack kind;
     medians, ratio ours/plain, CPU by process and the machine's load of each run."""
     out: dict = {}
@@ -59,12 +58,14 @@ def compare(count: int, workdir: Path, deadline: float, env: dict, reps: int = 3
         ours = new_project("ours-preview", "bench-scale", config, workdir)
         plain = peer_project(config, render_dir, workdir)
         runs: dict[str, list[dict]] = {"ours": [], "plain": []}
+        load_before = os.getloadavg()
         for rep in range(reps):
             for which in (("ours", "plain") if rep % 2 == 0 else ("plain", "ours")):
                 if time.monotonic() + 40 > deadline:
                     break
-                runs[which].append(timed_preview(ours if which == "ours" else plain, env))
-        entry: dict = {"models": count, "kinds": kinds(config), "env": env}
+                runs[which].append(timed_preview(ours if which == "ours" else plain, env, args))
+        entry: dict = {"models": count, "kinds": kinds(config), "env": env, "args": list(args),
+                       "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)]}
         for which, samples in runs.items():
             if samples:
                 entry[which] = {

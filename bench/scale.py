@@ -232,6 +232,14 @@ SKIP_CHECKPOINTS = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> dict:
     result: dict = {"preview_default": {}, "preview_skip_checkpoints": {}, "preview_cluster_skip_checkpoints": {},
                     "cli": {}, "notes": []}
+    # First, so that a tight budget never drops it: ours against the plain program declaring the
+    # same objects, at 100 models, both stacks, with the CI preview's engine settings.
+    from preview import compare
+
+    from components.preview_report.runner import PREVIEW_ENV, PREVIEW_PARALLEL
+
+    result["preview_vs_plain"] = compare(100, workdir, deadline - 120, PREVIEW_ENV, reps=1 if quick else 3,
+                                           args=("--parallel", str(PREVIEW_PARALLEL)))
     render_dir = workdir / "render-out"
     render = new_project("ours", "bench-scale", scale_config(10, render_dir), workdir)
 

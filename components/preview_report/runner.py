@@ -20,6 +20,10 @@ STREAMING = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW"
 # or without it (checked: the backend's files are byte-identical after either). A value the
 # caller's environment sets itself wins.
 PREVIEW_ENV = {"PULUMI_SKIP_CHECKPOINTS": "true"}
+# `--parallel`: pulumi 3.274 runs at most 8 steps at once by default; a preview's steps only check
+# and diff (the Kubernetes provider's reads and dry runs, our providers' checks), so more at once
+# is safe and shortens a large preview (100 models on the cluster stack: 21.2 -> 18.6 s here).
+PREVIEW_PARALLEL = 64
 
 
 def preview_environment(base: Optional[dict] = None) -> dict:
@@ -40,7 +44,7 @@ class PreviewRunError(RuntimeError):
 
 
 def preview_command(stack: str, policy_packs: Iterable[str] = (), policy_pack_configs: Iterable[str] = ()) -> list[str]:
-    command = ["pulumi", "preview", "--json", "--non-interactive", "--stack", stack]
+    command = ["pulumi", "preview", "--json", "--non-interactive", "--stack", stack, "--parallel", str(PREVIEW_PARALLEL)]
     for pack in policy_packs:
         command += ["--policy-pack", pack]
     for config in policy_pack_configs:

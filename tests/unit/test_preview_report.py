@@ -300,6 +300,7 @@ def test_previews_run_without_per_step_checkpoints_and_streaming(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     runner.run_preview("local", env={"PATH": "/bin"})
+    assert runner.preview_command("local")[-2:] == ["--parallel", "64"]
     assert seen[-1]["PULUMI_SKIP_CHECKPOINTS"] == "true"
     assert seen[-1]["PULUMI_ENABLE_STREAMING_JSON_PREVIEW"] == "1"
     assert seen[-1]["PATH"] == "/bin"
