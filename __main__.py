@@ -13,6 +13,8 @@ from components.config.loader import load_program_config
 from components.config.router import fronted_models
 from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
+# First: the SDK's per-resource debug messages cost the program a blocking call each (see there).
+program.quiet_sdk_debug_log()
 try:
     stack = load_program_config()
 except ConfigError as error:

@@ -36,6 +36,7 @@ class ProcessCpu:
 
     def __init__(self):
         self.seen: dict[int, tuple[str, float]] = {}
+        self._roles: dict[tuple[int, str], str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -67,13 +68,29 @@ class ProcessCpu:
                 while walk in table and walk != me and hops < 20:
                     walk, hops = table[walk][0], hops + 1
                 if walk == me:
+                    if name.startswith("python"):
+                        # Read once per process (a fork is "python" until it execs: key by name too).
+                        if (pid, name) not in self._roles:
+                            self._roles[(pid, name)] = self._python_role(pid)
+                        name = self._roles[(pid, name)]
                     self.seen[pid] = (name, cpu)
             self._stop.wait(0.2)
+
+    @staticmethod
+    def _python_role(pid: int) -> str:
+        """The program (run by the language host) or the dynamic-provider host (`-m pulumi.dynamic`)."""
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return "python"
+        return "python-dynamic" if b"pulumi.dynamic" in command or any(
+            part.endswith(b"pulumi/dynamic/__main__.py") for part in command) else "python"
 
     def by_name(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for name, cpu in self.seen.values():
-            key = {"pulumi": "engine (pulumi CLI)", "python": "python (program, dynamic providers)"}.get(
+            key = {"pulumi": "engine (pulumi CLI)", "python": "python (program)",
+                   "python-dynamic": "python (dynamic providers)"}.get(
                 name, "kubernetes provider" if name.startswith("pulumi-resource") else name)
             totals[key] = round(totals.get(key, 0.0) + cpu, 2)
         return totals
@@ -215,6 +232,14 @@ SKIP_CHECKPOINTS = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> dict:
     result: dict = {"preview_default": {}, "preview_skip_checkpoints": {}, "preview_cluster_skip_checkpoints": {},
                     "cli": {}, "notes": []}
+    # First, so that a tight budget never drops it: ours against the plain program declaring the
+    # same objects, at 100 models, both stacks, with the CI preview's engine settings.
+    from preview import compare
+
+    from components.preview_report.runner import PREVIEW_ENV, PREVIEW_PARALLEL
+
+    result["preview_vs_plain"] = compare(100, workdir, deadline - 120, PREVIEW_ENV, reps=1 if quick else 3,
+                                           args=("--parallel", str(PREVIEW_PARALLEL)))
     render_dir = workdir / "render-out"
     render = new_project("ours", "bench-scale", scale_config(10, render_dir), workdir)
 

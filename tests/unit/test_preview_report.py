@@ -281,3 +281,28 @@ def test_nim_operator_path_hand_written_events():
     assert section.detail == "NIM"
     assert section.lines[0].startswith("**weights will be re-downloaded** (revision main → v2)")
     assert section.lines[1] == "**GPU pods will restart** (image tag 1.8.4 → 1.8.5)"
+
+
+# ---- the preview it runs ------------------------------------------------------------------
+
+def test_previews_run_without_per_step_checkpoints_and_streaming(monkeypatch):
+    """The CI preview skips the engine's per-step snapshot (thrown away in a preview, quadratic
+    in resources), unless the caller's environment says otherwise."""
+    import subprocess
+
+    from components.preview_report import runner
+
+    seen = []
+
+    def fake_run(command, **kwargs):
+        seen.append(kwargs["env"])
+        return subprocess.CompletedProcess(command, 0, '{"type": "summaryEvent"}\n', "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    runner.run_preview("local", env={"PATH": "/bin"})
+    assert runner.preview_command("local")[-2:] == ["--parallel", "64"]
+    assert seen[-1]["PULUMI_SKIP_CHECKPOINTS"] == "true"
+    assert seen[-1]["PULUMI_ENABLE_STREAMING_JSON_PREVIEW"] == "1"
+    assert seen[-1]["PATH"] == "/bin"
+    runner.run_preview("local", env={"PULUMI_SKIP_CHECKPOINTS": "false"})
+    assert seen[-1]["PULUMI_SKIP_CHECKPOINTS"] == "false"
