@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..config.model import StackConfig
 from . import common
+from .disruption import may_run_several
 from .secrets import stack_secrets
 
 TEARDOWN_COMPONENT = "teardown"
@@ -32,6 +33,8 @@ OWNED = (
 OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
 OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy
 OWNED_MONITORS = ("monitoring.coreos.com", ["servicemonitors"])  # platform.metrics, raw-path models
+OWNED_BUDGETS = ("policy", ["poddisruptionbudgets"])  # models that may run several pods
+OWNED_SCALERS = ("keda.sh", ["scaledobjects"])  # autoscaled models
 # The stack's own Secrets, by name: get (the delete await's lookup: without it a Secret already
 # gone when the informer starts is never seen deleted) and delete.
 SECRET_VERBS_BY_NAME = ["get", "delete"]
@@ -63,6 +66,10 @@ def teardown_rules(stack: StackConfig) -> list[dict]:
         owned.append(OWNED_NETWORK_POLICIES)
     if stack.platform.metrics.enabled and any(not model.on_operator for model in stack.models):
         owned.append(OWNED_MONITORS)
+    if any(may_run_several(model) for model in stack.models):
+        owned.append(OWNED_BUDGETS)
+    if any(model.autoscaling.enabled for model in stack.models):
+        owned.append(OWNED_SCALERS)
     rules = [{"apiGroups": [group], "resources": list(resources), "verbs": list(TEARDOWN_VERBS)}
              for group, resources in owned]
     secrets = owned_secret_names(stack)

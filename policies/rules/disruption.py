@@ -42,8 +42,26 @@ def _server(obj: K8sObject) -> tuple[bool, list[Finding]]:
     return component == SERVER, findings
 
 
+# A server Deployment without spec.replicas: the compiler leaves the count out only for an
+# autoscaled model, whose ScaledObject owns it up to maxReplicas (the policy does not see that
+# maximum), so such a server is held to the rules of several replicas.
+AUTOSCALED = "autoscaled"
+
+
 def replicas(obj: K8sObject) -> Any:
-    return number(get(obj.props, "spec", "replicas", default=1))
+    """spec.replicas as a number, UNKNOWN, or AUTOSCALED when the Deployment leaves it out."""
+    value = get(obj.props, "spec", "replicas")
+    return AUTOSCALED if value is None else number(value)
+
+
+def _several(count: Any) -> bool:
+    if count == AUTOSCALED:
+        return True
+    return isinstance(count, (int, float)) and not isinstance(count, bool) and count > 1
+
+
+def _count_text(count: Any) -> str:
+    return "a replica count left to an autoscaler" if count == AUTOSCALED else f"{count:g} replicas"
 
 
 def _pre_stop_seconds(container: Any) -> Any:
@@ -88,7 +106,8 @@ def drain_grace(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-server-topology-spread",
-    "A model server Deployment with more than one replica spreads its pods over nodes: a "
+    "A model server Deployment with more than one replica (or none written: autoscaled) spreads "
+    "its pods over nodes: a "
     "topologySpreadConstraint on kubernetes.io/hostname whose labelSelector selects the pod "
     "template's own labels, so one node's loss or drain never takes every replica. Fix: set the "
     "model's disruption.topologySpread (or platform.disruption.topologySpread) to `node` or "
@@ -105,7 +124,7 @@ def topology_spread(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if count is UNKNOWN:
         yield unchecked(f"{obj.display}: spec.replicas")
         return
-    if not isinstance(count, (int, float)) or count <= 1:
+    if not _several(count):
         return
     spec_path, spec = obj.pod_spec()
     constraints = as_list(get(spec, "topologySpreadConstraints", default=[]))
@@ -122,7 +141,7 @@ def topology_spread(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if undecided:
         yield unchecked(f"{obj.display}: {spec_path}.topologySpreadConstraints")
         return
-    yield violation(f"{obj.display} runs {count:g} replicas but does not spread them over nodes; add "
+    yield violation(f"{obj.display} runs {_count_text(count)} but does not spread them over nodes; add "
                     f"a {spec_path}.topologySpreadConstraints entry on {HOSTNAME_KEY} selecting its "
                     "pod labels (whenUnsatisfiable: ScheduleAnyway)")
 
@@ -165,7 +184,8 @@ def _blocks_every_disruption(spec: Any, count: Any) -> Any:
     "at once; and no budget over server pods forbids every eviction (minAvailable at or above the "
     "replica count, or maxUnavailable 0), which would hold a node drain forever. Fix: one budget "
     "of maxUnavailable: 1 over the Deployment's selector, as the compiler renders for models with "
-    "replicas > 1; none for a single replica.",
+    "replicas > 1 or autoscaling (a server without spec.replicas counts as autoscaled); none for a "
+    "single replica.",
 )
 def disruption_budget(stack: Stack, config: dict) -> Iterator[Finding]:
     servers, budgets = [], []
@@ -198,12 +218,13 @@ def disruption_budget(stack: Stack, config: dict) -> Iterator[Finding]:
             if blocks is UNKNOWN:
                 yield unchecked(f"{budget.display}: minAvailable/maxUnavailable", budget_resource.urn)
             elif blocks:
-                yield violation(f"{budget.display} allows no eviction of {obj.display}'s {count:g} "
+                pods = "autoscaled" if count == AUTOSCALED else f"{count:g}"
+                yield violation(f"{budget.display} allows no eviction of {obj.display}'s {pods} "
                                 "pod(s): a node drain would wait forever; use maxUnavailable: 1 "
                                 "(or no budget for a single replica)", budget_resource.urn)
-        if isinstance(count, (int, float)) and count > 1 and not covering and undecided:
+        if _several(count) and not covering and undecided:
             yield unchecked(f"{obj.display}: which PodDisruptionBudget selects its pods", resource.urn)
-        elif isinstance(count, (int, float)) and count > 1 and not covering:
-            yield violation(f"{obj.display} runs {count:g} replicas but no PodDisruptionBudget in "
+        elif _several(count) and not covering:
+            yield violation(f"{obj.display} runs {_count_text(count)} but no PodDisruptionBudget in "
                             f"namespace '{obj.namespace}' selects its pods; add one of maxUnavailable: 1 "
                             "over its selector", resource.urn)

@@ -45,6 +45,10 @@ TEARDOWN_OWNS_NETWORK = (("networking.k8s.io", "networkpolicies"),)
 # Owned only when the stack declares them for its models (platform.metrics; the router's are not
 # the teardown identity's).
 TEARDOWN_OWNS_MONITORS = (("monitoring.coreos.com", "servicemonitors"),)
+# Owned when the stack declares them for its models: budgets of multi-replica servers, KEDA
+# ScaledObjects of autoscaled ones (the router's budgets are not the teardown identity's).
+TEARDOWN_OWNS_BUDGETS = (("policy", "poddisruptionbudgets"),)
+TEARDOWN_OWNS_SCALERS = (("keda.sh", "scaledobjects"),)
 # Secrets: only those the stack declares, and get/delete only by name (resourceNames). list and
 # watch must be namespace-wide: pulumi-kubernetes awaits a delete with an informer that lists and
 # watches the whole namespace (no field selector); refused, its cache never syncs and the destroy
@@ -154,8 +158,9 @@ def _declared_secrets(stack: Stack) -> tuple[list[str], list[Finding]]:
     "get/list/watch/delete everything a model owns: core pods, services, persistentvolumeclaims; "
     "apps deployments; batch jobs; apps.nvidia.com nimservices/nimcaches when the stack declares "
     "NIMService or NIMCache objects; networking.k8s.io networkpolicies when it declares "
-    "NetworkPolicies; monitoring.coreos.com servicemonitors when it declares a model's "
-    "ServiceMonitor; and the Secrets the stack declares: get/delete on each by name (resourceNames "
+    "NetworkPolicies; monitoring.coreos.com servicemonitors, policy poddisruptionbudgets and "
+    "keda.sh scaledobjects when it declares a model's ServiceMonitor, PodDisruptionBudget or "
+    "ScaledObject; and the Secrets the stack declares: get/delete on each by name (resourceNames "
     "may limit them to it) and list/watch on secrets namespace-wide, which pulumi-kubernetes' delete "
     "await needs (a resourceNames-limited list makes the destroy hang on the Secret). A missing verb "
     "makes a destroy 403 half-way and orphan objects. Fix: add the missing verbs/resources to the "
@@ -171,8 +176,10 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
         needed += TEARDOWN_OWNS_NIM
     if any(obj.kind == "NetworkPolicy" for _, obj in stack.k8s_objects()):
         needed += TEARDOWN_OWNS_NETWORK
-    if any(obj.kind == "ServiceMonitor" and isinstance(obj.label(MODEL_LABEL), str) for _, obj in stack.k8s_objects()):
-        needed += TEARDOWN_OWNS_MONITORS
+    for kind, owns in (("ServiceMonitor", TEARDOWN_OWNS_MONITORS), ("PodDisruptionBudget", TEARDOWN_OWNS_BUDGETS),
+                       ("ScaledObject", TEARDOWN_OWNS_SCALERS)):
+        if any(obj.kind == kind and isinstance(obj.label(MODEL_LABEL), str) for _, obj in stack.k8s_objects()):
+            needed += owns
     secrets, unknown_secrets = _declared_secrets(stack)
     granted: list[dict] = []
     undecided: list[Finding] = list(unknown_secrets)
@@ -219,7 +226,7 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     "The teardown identity grants nothing beyond get/list/watch/delete on what a model owns (core "
     "pods/services/persistentvolumeclaims/secrets, apps deployments, batch jobs, apps.nvidia.com "
     "nimservices/nimcaches, networking.k8s.io networkpolicies, monitoring.coreos.com "
-    "servicemonitors), and get/delete on secrets only by "
+    "servicemonitors, policy poddisruptionbudgets, keda.sh scaledobjects), and get/delete on secrets only by "
     "name: the stack owns only the Secrets it declares, not the namespace's other credentials. Fix: "
     "remove other verbs (create, update, patch, ...) and other resources from the Role labelled "
     "app.kubernetes.io/component: teardown, and grant get/delete on secrets in a rule with "
@@ -236,7 +243,8 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if component != TEARDOWN:
         return
     allowed_verbs = set(config["allowedVerbs"] or [])
-    owned = set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM) | set(TEARDOWN_OWNS_NETWORK) | set(TEARDOWN_OWNS_MONITORS) | {SECRETS}
+    owned = (set(TEARDOWN_OWNS) | set(TEARDOWN_OWNS_NIM) | set(TEARDOWN_OWNS_NETWORK) | set(TEARDOWN_OWNS_MONITORS)
+             | set(TEARDOWN_OWNS_BUDGETS) | set(TEARDOWN_OWNS_SCALERS) | {SECRETS})
     rules, findings = role_rules(obj)
     yield from findings
     for index, rule in rules:

@@ -91,6 +91,7 @@ def _logical_name(manifest: dict) -> str:
         role = {("PersistentVolumeClaim", "weights"): "weights", ("Job", "weights-puller"): "puller",
                 ("Deployment", "server"): "server", ("Service", "server"): "service",
                 ("PodDisruptionBudget", "server"): "pdb",
+                ("ScaledObject", "autoscaler"): "scaled-object",
                 ("ServiceMonitor", "metrics"): "service-monitor"}[(kind, component)]
         return f"{model}-{role}"
     if kind == "Namespace":

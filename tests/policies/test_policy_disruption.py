@@ -42,6 +42,12 @@ FAIL_CASES = [
          "does not spread them"),
     Case(disruption.topology_spread, "a single replica scaled to three without a spread",
          lambda w: w.server("qwen")["spec"].update(replicas=3), "Deployment 'qwen' runs 3 replicas"),
+    Case(disruption.topology_spread, "autoscaled (no spec.replicas), no spread",
+         lambda w: [w.server("llama")["spec"].pop("replicas"), pod(w.server("llama")).pop("topologySpreadConstraints")],
+         "Deployment 'llama' runs a replica count left to an autoscaler but does not spread them over nodes"),
+    Case(disruption.disruption_budget, "autoscaled (no spec.replicas), no budget",
+         lambda w: [w.server("llama")["spec"].pop("replicas"), w.remove(_budget(w))],
+         "Deployment 'llama' runs a replica count left to an autoscaler but no PodDisruptionBudget"),
     Case(disruption.disruption_budget, "two replicas, no budget",
          lambda w: w.remove(_budget(w)),
          "Deployment 'llama' runs 2 replicas but no PodDisruptionBudget in namespace 'llm-serving' selects its pods"),
@@ -67,6 +73,12 @@ def test_fails_on_one_mutation(case):
                          ids=lambda r: r.name)
 def test_compiled_stack_passes(rule):
     assert run(rule, compliant()) == []
+
+
+def test_an_autoscaled_server_with_its_budget_and_spread_passes():
+    world = compliant()
+    world.server("llama")["spec"].pop("replicas")
+    assert run(disruption.topology_spread, world) == [] and run(disruption.disruption_budget, world) == []
 
 
 def test_a_single_replica_with_minavailable_one_blocks_drains():

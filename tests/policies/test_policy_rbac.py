@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from components.compile.plan import compile_stack
+from components.config import load_stack_config
 from policies.rules import rbac
+from policies.rules.base import violations
 from policy_helpers import Case, check_case, compliant, messages, run
 
 
@@ -81,6 +84,9 @@ FAIL_CASES = [
     Case(rbac.teardown_verbs, "cannot delete the models' ServiceMonitors (platform.metrics)",
          lambda w: _drop_verb(w, "servicemonitors", "delete"),
          "cannot delete on monitoring.coreos.com servicemonitors"),
+    Case(rbac.teardown_verbs, "cannot delete the multi-replica model's PodDisruptionBudget",
+         lambda w: _drop_verb(w, "poddisruptionbudgets", "delete"),
+         "cannot delete on policy poddisruptionbudgets"),
     Case(rbac.teardown_verbs, "resourceNames-limited rule cannot find everything",
          lambda w: _teardown(w)["rules"][2].update(resourceNames=["qwen-pull-1234"]), "on batch jobs"),
     Case(rbac.teardown_verbs, "the stack's Secret is not among the named ones",
@@ -161,6 +167,16 @@ def test_teardown_split_across_role_and_cluster_role_counts_together():
         "rules": [nim_rule],
     })
     assert run(rbac.teardown_verbs, world) == []
+
+
+def test_teardown_needs_scaledobject_verbs_once_a_model_is_autoscaled():
+    world = compliant()
+    assert run(rbac.teardown_verbs, world) == []
+    autoscaled = load_stack_config({"platform": {"metrics": {"enabled": True}, "sharedMemorySizeLimit": "1Gi"}, "models": [
+        {"name": "llama", "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "weights": {"accessMode": "ReadWriteMany"},
+         "resources": {"memory": "8Gi"}, "autoscaling": {"enabled": True, "maxReplicas": 3}}]})
+    world.manifests.append(next(m for m in compile_stack(autoscaled) if m["kind"] == "ScaledObject"))
+    assert "cannot get/list/watch/delete on keda.sh scaledobjects" in messages(violations(run(rbac.teardown_verbs, world)))
 
 
 def test_no_teardown_identity_means_nothing_to_check():

@@ -42,6 +42,8 @@ TEARDOWN_CORE = (
 TEARDOWN_NIM = rule(["apps.nvidia.com"], ["nimcaches", "nimservices"], TEARDOWN)
 TEARDOWN_NETWORK_POLICIES = rule(["networking.k8s.io"], ["networkpolicies"], TEARDOWN)
 TEARDOWN_MONITORS = rule(["monitoring.coreos.com"], ["servicemonitors"], TEARDOWN)  # platform.metrics
+TEARDOWN_BUDGETS = rule(["policy"], ["poddisruptionbudgets"], TEARDOWN)  # models that may run several pods
+TEARDOWN_SCALERS = rule(["keda.sh"], ["scaledobjects"], TEARDOWN)  # autoscaled models
 
 
 def teardown_secrets(*names):
@@ -68,8 +70,11 @@ def pod_reader_binding(namespace="llm-serving", router="llm-router"):
 # (kind, namespace or None, name) -> the exact rules.
 EXPECTED = {
     "gpu-cluster": {
-        # networkPolicy is on in the shipped gpu-cluster stack: teardown removes the policies too.
-        ("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_NIM, TEARDOWN_NETWORK_POLICIES),
+        # networkPolicy, metrics and an autoscaled model in the shipped gpu-cluster stack: teardown
+        # removes the policies, the models' ServiceMonitors, the budget and the ScaledObject too.
+        ("Role", "llm-serving", "llm-serving-teardown"): (
+            *TEARDOWN_CORE, TEARDOWN_NIM, TEARDOWN_NETWORK_POLICIES, TEARDOWN_MONITORS, TEARDOWN_BUDGETS,
+            TEARDOWN_SCALERS),
         ("Role", "llm-serving", "llm-router-backend-router-endpointslice-reader"): (ENDPOINTSLICES,),
         **pod_reader(),
     },
@@ -111,6 +116,19 @@ VARIANTS = {
     "teardown-with-metrics": (
         {"platform": {"teardownIdentity": {"enabled": True}, "metrics": {"enabled": True}}, "models": [MODEL]},
         {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_MONITORS)},
+    ),
+    # Several replicas: the budget; autoscaling: the ScaledObject (and the budget, maxReplicas > 1).
+    "teardown-with-replicas": (
+        {"platform": {"teardownIdentity": {"enabled": True}},
+         "models": [{**MODEL, "replicas": 2, "weights": {"accessMode": "ReadWriteMany"}}]},
+        {("Role", "llm-serving", "llm-serving-teardown"): (*TEARDOWN_CORE, TEARDOWN_BUDGETS)},
+    ),
+    "teardown-autoscaled": (
+        {"platform": {"teardownIdentity": {"enabled": True}, "metrics": {"enabled": True}},
+         "models": [{**MODEL, "weights": {"accessMode": "ReadWriteMany"},
+                     "autoscaling": {"enabled": True, "maxReplicas": 3}}]},
+        {("Role", "llm-serving", "llm-serving-teardown"): (
+            *TEARDOWN_CORE, TEARDOWN_MONITORS, TEARDOWN_BUDGETS, TEARDOWN_SCALERS)},
     ),
     "teardown-with-stack-secrets": (
         {"platform": {"teardownIdentity": {"enabled": True}}, "hfToken": "hf_exact", "ngcApiKey": "ngc_exact",
