@@ -12,7 +12,7 @@ cluster as it was.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -77,6 +77,15 @@ class FixtureCrds:
         if foreign:
             pytest.fail(f"the cluster has {', '.join(foreign)}, not installed by this module ({whose}); "
                         "it needs a cluster without them")
+
+    def absent_until_installed(self, kube, whose: str) -> Iterator[None]:
+        """The body of the autouse fixture of a module whose first tests need the CRDs absent:
+        fail on a foreign copy, delete ours if an interrupted run left it, and delete it again
+        when the module ends (after ``make_project`` has destroyed the stacks that used it)."""
+        self.refuse_foreign(kube, whose)
+        self.delete_ours(kube)
+        yield
+        self.delete_ours(kube)
 
     def install(self, kube) -> None:
         """Create every CRD, then wait until each is Established and its kind is served: a CRD is

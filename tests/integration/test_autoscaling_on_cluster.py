@@ -42,10 +42,7 @@ def fixed_config(namespace: str, replicas: int) -> dict:
 @pytest.fixture(scope="module", autouse=True)
 def cluster_without_the_crd_at_the_end(kube):
     """Autouse, so set up before ``make_project`` and torn down after it has destroyed the stacks."""
-    KEDA_CRD.refuse_foreign(kube, "a real KEDA")
-    KEDA_CRD.delete_ours(kube)  # left by an interrupted run
-    yield
-    KEDA_CRD.delete_ours(kube)
+    yield from KEDA_CRD.absent_until_installed(kube, "a real KEDA")
 
 
 @pytest.fixture(scope="module")

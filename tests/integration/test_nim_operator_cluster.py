@@ -79,10 +79,7 @@ def compiled(config: dict, name: str) -> nim_compile.NimManifests:
 def cluster_without_crds_at_the_end(kube):
     """Autouse, so set up before ``make_project`` and torn down after it has destroyed the stacks:
     the CRDs go last, and only ours (a real operator's are never touched)."""
-    NIM_CRDS.refuse_foreign(kube, "a real NIM operator")
-    NIM_CRDS.delete_ours(kube)  # left by an interrupted run
-    yield
-    NIM_CRDS.delete_ours(kube)
+    yield from NIM_CRDS.absent_until_installed(kube, "a real NIM operator")
 
 
 @pytest.fixture(scope="module")
