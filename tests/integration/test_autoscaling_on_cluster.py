@@ -12,22 +12,16 @@ preview), then with it. The CRD is deleted when the module ends, after its stack
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
-import yaml
 
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
+from fixture_crds import WAIT, FixtureCrds, wait_for
 from harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
-CRD_FILE = REPO / "tests" / "fixtures" / "crds" / "keda.sh_scaledobjects.yaml"
-CRD_NAME = "scaledobjects.keda.sh"
-FIXTURE_LABEL, FIXTURE_VALUE = "llm-serving.dev/test-fixture", "keda-crds"
-WAIT = 120
+KEDA_CRD = FixtureCrds([REPO / "tests" / "fixtures" / "crds" / "keda.sh_scaledobjects.yaml"], "keda-crds")
 RWX = {"size": "1Gi", "accessMode": "ReadWriteMany"}  # several replicas share one weights volume
 # No Prometheus (nor its Operator's CRDs) here: these tests are about the replica count, so the
 # stacks say the pods are scraped another way instead of turning platform.metrics on.
@@ -43,64 +37,17 @@ def fixed_config(namespace: str, replicas: int) -> dict:
     return stack_config(namespace, [small_model(weights=RWX, replicas=replicas)])
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as error:  # noqa: BLE001 - retried until the deadline
-            last = error
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
-
-
 # --- the CRD ------------------------------------------------------------------------------------
-
-def installed(kube) -> dict | None:
-    try:
-        return kube.ApiextensionsV1Api().read_custom_resource_definition(CRD_NAME).to_dict()
-    except kube.exceptions.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
-def ours(crd: dict) -> bool:
-    return ((crd.get("metadata") or {}).get("labels") or {}).get(FIXTURE_LABEL) == FIXTURE_VALUE
-
-
-def delete_fixture_crd(kube) -> None:
-    crd = installed(kube)
-    if crd is not None and ours(crd):
-        kube.ApiextensionsV1Api().delete_custom_resource_definition(CRD_NAME)
-    wait_for(lambda: installed(kube) is None, "the ScaledObject CRD to be deleted")
-
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster_without_the_crd_at_the_end(kube):
     """Autouse, so set up before ``make_project`` and torn down after it has destroyed the stacks."""
-    crd = installed(kube)
-    if crd is not None and not ours(crd):
-        pytest.fail(f"the cluster has a {CRD_NAME} this module did not install (a real KEDA); "
-                    "it needs a cluster without it")
-    delete_fixture_crd(kube)  # left by an interrupted run
-    yield
-    delete_fixture_crd(kube)
+    yield from KEDA_CRD.absent_until_installed(kube, "a real KEDA")
 
 
 @pytest.fixture(scope="module")
 def crd_installed(kube):
-    kube.ApiextensionsV1Api().create_custom_resource_definition(yaml.safe_load(CRD_FILE.read_text()))
-
-    def served() -> bool:
-        established = any(c["type"] == "Established" and c["status"] == "True"
-                          for c in (installed(kube)["status"]["conditions"] or []))
-        # Established is not yet discoverable everywhere: the kind must also list.
-        return established and kube.CustomObjectsApi().list_namespaced_custom_object(
-            "keda.sh", "v1alpha1", "default", "scaledobjects") is not None
-
-    wait_for(served, "the ScaledObject kind to be served")
+    KEDA_CRD.install(kube)
 
 
 # --- the autoscaler, played ---------------------------------------------------------------------
@@ -169,7 +116,7 @@ def test_the_stack_does_not_own_the_replica_count(deployed, kube):
 def test_preview_and_up_leave_the_autoscalers_count_alone(deployed, kube):
     ns = deployed.namespace
     scale(kube, ns, "tiny", 3)
-    wait_for(lambda: (deployment(kube, ns).status.ready_replicas or 0) == 3, "3 ready replicas")
+    wait_for(lambda: (deployment(kube, ns).status.ready_replicas or 0) == 3, WAIT, "3 ready replicas")
     # The field was nobody's, and a write through the scale subresource does not make it anyone's
     # (Kubernetes 1.36 here): no apply can conflict with it, and no apply removes it.
     assert not [m for m in replicas_owners(kube, ns) if m.startswith("pulumi")]

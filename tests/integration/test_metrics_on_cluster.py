@@ -13,21 +13,18 @@ none, and deletes only the one it installed, after its stacks are destroyed.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import pytest
-import yaml
 
 from components.compile import dashboard as dash
+from fixture_crds import FixtureCrds
 from harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
 CRD_FILE = REPO / "tests" / "fixtures" / "crds" / "prometheus-operator" / "monitoring.coreos.com_servicemonitors.yaml"
+MONITOR_CRD = FixtureCrds([CRD_FILE], "prometheus-operator-crds")
 CRD_NAME = "servicemonitors.monitoring.coreos.com"
-FIXTURE_LABEL, FIXTURE_VALUE = "llm-serving.dev/test-fixture", "prometheus-operator-crds"
-WAIT = 120
 
 
 def config(namespace: str) -> dict:
@@ -36,42 +33,14 @@ def config(namespace: str) -> dict:
                         metrics={"enabled": True, "labels": {"release": "kube-prometheus-stack"}})
 
 
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    pytest.fail(f"timed out after {seconds}s waiting for {what}")
-
-
-def read_crd(kube) -> dict | None:
-    try:
-        return kube.ApiextensionsV1Api().read_custom_resource_definition(CRD_NAME).to_dict()
-    except kube.exceptions.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
-def ours(crd: dict | None) -> bool:
-    return crd is not None and ((crd.get("metadata") or {}).get("labels") or {}).get(FIXTURE_LABEL) == FIXTURE_VALUE
-
-
-def delete_ours(kube) -> None:
-    if ours(read_crd(kube)):
-        kube.ApiextensionsV1Api().delete_custom_resource_definition(CRD_NAME)
-        wait_for(lambda: read_crd(kube) is None, WAIT, "the ServiceMonitor CRD to be deleted")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def crd_left_as_found(kube):
     """Autouse, so torn down after ``make_project`` has destroyed the stacks; a CRD someone else
     installed (a real Prometheus Operator, another test's) is never touched."""
-    delete_ours(kube)  # left by an interrupted run
-    state = {"foreign": read_crd(kube) is not None}
+    MONITOR_CRD.delete_ours(kube)  # left by an interrupted run
+    state = {"foreign": bool(MONITOR_CRD.installed(kube))}
     yield state
-    delete_ours(kube)
+    MONITOR_CRD.delete_ours(kube)
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +59,8 @@ def test_without_the_crd_the_preview_stops_with_the_setting_and_the_fix(project,
 
 
 def test_with_the_crd_up_creates_the_monitor_and_the_dashboard(project, kube, crd_left_as_found):
-    if read_crd(kube) is None:
-        kube.ApiextensionsV1Api().create_custom_resource_definition(yaml.safe_load(CRD_FILE.read_text()))
-
-        def established() -> bool:
-            conditions = ((read_crd(kube) or {}).get("status") or {}).get("conditions") or []
-            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-        wait_for(established, WAIT, "the ServiceMonitor CRD to be established")
+    if not MONITOR_CRD.installed(kube):
+        MONITOR_CRD.install(kube)
     project.up()
     namespace = project.namespace
     monitor = kube.CustomObjectsApi().get_namespaced_custom_object(

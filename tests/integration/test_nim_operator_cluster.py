@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Optional
@@ -38,13 +37,15 @@ import yaml
 from components.compile import nim as nim_compile
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
+from fixture_crds import FixtureCrds, wait_for
 from harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
-CRD_DIR = REPO / "tests" / "fixtures" / "crds"
-FIXTURE_LABEL, FIXTURE_VALUE = "llm-serving.dev/test-fixture", "nim-operator-crds"
 GROUP, VERSION = nim_compile.GROUP, nim_compile.VERSION
+# One fixture file per CRD the stack checks for, named <group>_<plural>.yaml.
+NIM_CRDS = FixtureCrds([REPO / "tests" / "fixtures" / "crds" / f"{GROUP}_{name.split('.')[0]}.yaml"
+                        for name in nim_compile.CRD_NAMES], "nim-operator-crds")
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 WAIT = 120  # seconds for any one step the engine or the cluster takes
 
@@ -74,74 +75,16 @@ def compiled(config: dict, name: str) -> nim_compile.NimManifests:
 
 # --- the CRDs ---------------------------------------------------------------------------------
 
-def crd_documents() -> list[dict]:
-    return [yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob(f"{GROUP}_*.yaml"))]
-
-
-def installed_crds(kube) -> dict[str, dict]:
-    api = kube.ApiextensionsV1Api()
-    found = {}
-    for name in nim_compile.CRD_NAMES:
-        try:
-            found[name] = api.read_custom_resource_definition(name).to_dict()
-        except kube.exceptions.ApiException as error:
-            if error.status != 404:
-                raise
-    return found
-
-
-def ours(crd: dict) -> bool:
-    return ((crd.get("metadata") or {}).get("labels") or {}).get(FIXTURE_LABEL) == FIXTURE_VALUE
-
-
-def delete_fixture_crds(kube) -> None:
-    api = kube.ApiextensionsV1Api()
-    for name, crd in installed_crds(kube).items():
-        if ours(crd):
-            try:
-                api.delete_custom_resource_definition(name)
-            except kube.exceptions.ApiException as error:
-                if error.status != 404:
-                    raise
-    wait_for(lambda: not installed_crds(kube), WAIT, "the NIM CRDs to be deleted")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def cluster_without_crds_at_the_end(kube):
     """Autouse, so set up before ``make_project`` and torn down after it has destroyed the stacks:
     the CRDs go last, and only ours (a real operator's are never touched)."""
-    present = installed_crds(kube)
-    foreign = [name for name, crd in present.items() if not ours(crd)]
-    if foreign:
-        pytest.fail(f"the cluster has NIM operator CRDs this module did not install ({', '.join(foreign)}); "
-                    "it needs a cluster without them")
-    delete_fixture_crds(kube)  # left by an interrupted run
-    yield
-    delete_fixture_crds(kube)
+    yield from NIM_CRDS.absent_until_installed(kube, "a real NIM operator")
 
 
 @pytest.fixture(scope="module")
 def crds_installed(kube):
-    api = kube.ApiextensionsV1Api()
-    for document in crd_documents():
-        api.create_custom_resource_definition(document)
-
-    def established() -> bool:
-        crds = installed_crds(kube)
-        return len(crds) == len(nim_compile.CRD_NAMES) and all(
-            any(c["type"] == "Established" and c["status"] == "True" for c in (crd["status"]["conditions"] or []))
-            for crd in crds.values())
-
-    wait_for(established, WAIT, "the NIM CRDs to be Established")
-    # Established is not yet discoverable everywhere: wait until the kinds can be listed.
-    custom = kube.CustomObjectsApi()
-
-    def listable() -> bool:
-        for plural in ("nimcaches", "nimservices"):
-            custom.list_namespaced_custom_object(GROUP, VERSION, "default", plural)
-        return True
-
-    wait_for(listable, WAIT, "the NIM kinds to be served")
+    NIM_CRDS.install(kube)
 
 
 # --- playing the operator -----------------------------------------------------------------------
@@ -176,7 +119,7 @@ class Operator:
             found["object"] = self.get(plural, name)
             return found["object"] is not None
 
-        wait_for(created, WAIT, f"{plural}/{name} to be created by `pulumi up`", up)
+        wait_for(created, WAIT, f"{plural}/{name} to be created by `pulumi up`", up.fail_if_ended)
         return found["object"]
 
     def set_status(self, plural: str, name: str, status: dict) -> None:
@@ -292,23 +235,6 @@ class Operator:
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, up: Optional[BackgroundUp] = None) -> None:
-    deadline = time.monotonic() + timeout
-    last_error: Optional[Exception] = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as error:  # noqa: BLE001 - retried until the deadline
-            last_error = error
-        if up is not None and up.done():
-            result = up.result()
-            raise AssertionError(f"`pulumi up` ended (exit {result.returncode}) while waiting for {what}:\n"
-                                 f"{result.stdout[-4000:]}\n{result.stderr[-3000:]}")
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
-
-
 class BackgroundUp(contextlib.AbstractContextManager):
     """`pulumi up` running while the test plays the operator; stopped if the test fails first."""
 
@@ -323,6 +249,13 @@ class BackgroundUp(contextlib.AbstractContextManager):
 
     def done(self) -> bool:
         return self.process.poll() is not None
+
+    def fail_if_ended(self, what: str) -> None:
+        """For ``wait_for``: stop waiting on the operator's side once `pulumi up` has ended."""
+        if self.done():
+            result = self.result()
+            raise AssertionError(f"`pulumi up` ended (exit {result.returncode}) while waiting for {what}:\n"
+                                 f"{result.stdout[-4000:]}\n{result.stderr[-3000:]}")
 
     def result(self, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
         if self._result is None:
@@ -416,7 +349,7 @@ def assert_says_how_to_fix(text: str) -> None:
 
 
 def test_without_crds_an_operator_model_stops_at_preview(nim_project, kube):
-    assert installed_crds(kube) == {}, "this test needs a cluster without the NIM CRDs"
+    assert NIM_CRDS.installed(kube) == {}, "this test needs a cluster without the NIM CRDs"
     preview = nim_project.run("preview", check=False)
     assert preview.returncode != 0, output_text(preview)
     assert_says_how_to_fix(output_text(preview))
@@ -427,7 +360,7 @@ def test_without_crds_an_operator_model_stops_at_preview(nim_project, kube):
     # Stopped before anything NIM-specific: no custom resource in the state, none on the cluster
     # (the kinds do not even exist), and no pod or volume in the namespace.
     assert model_resources_in_state(nim_project, "nimop") == []
-    assert installed_crds(kube) == {}
+    assert NIM_CRDS.installed(kube) == {}
     core = kube.CoreV1Api()
     for lister in (core.list_namespaced_pod, core.list_namespaced_persistent_volume_claim):
         try:
@@ -440,7 +373,7 @@ def test_without_crds_a_vllm_stack_previews_as_usual(nim_project, kube):
     """Same stack, cluster and missing CRDs; its one model on vLLM instead: nothing asks for them."""
     with nim_project.config_for_now(stack_config(nim_project.namespace, [small_model("nimop")])):
         preview = nim_project.run("preview", "--diff")
-    assert installed_crds(kube) == {}
+    assert NIM_CRDS.installed(kube) == {}
     text = output_text(preview)
     assert "nimcaches" not in text and "NimOperatorCheck" not in text and "k8s-nim-operator" not in text, text[-3000:]
     assert "kubernetes:apps/v1:Deployment" in text  # the vLLM model's objects are planned

@@ -35,6 +35,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from providers import kube
+from providers.status import wait_until_serving
 
 NS = "llm"
 MODEL = "llama"
@@ -47,6 +48,14 @@ CLAIM = f"{MODEL}-weights-1a2b3c4d"
 MODEL_LABEL = "llm-serving.dev/model"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+SERVER = f"{DEPLOYMENT}-7d9f8c6b5-q2w3e"  # a server pod of the Deployment
+# The status inputs of one vLLM model, as its component records them; the wait tests override
+# what they vary (timeouts, min_replicas).
+STATUS_PROPS = {
+    "namespace": NS, "model": MODEL, "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
+    "deployment_revision": "abc123", "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000",
+    "pending_timeout_seconds": 900, "ready_timeout_seconds": 60, "poll_seconds": 1, "kubeconfig": "", "context": "",
+}
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -480,3 +489,12 @@ class FakeClock:
         self.now += seconds
         for hook in self.on_sleep:
             hook(len(self.sleeps))
+
+
+# --- the status wait ----------------------------------------------------------------------------
+
+def wait_serving(cluster: FakeCluster, clock: FakeClock, props: Optional[dict] = None, **overrides: Any):
+    """``wait_until_serving`` on ``props`` (default ``STATUS_PROPS``) with ``overrides``, against
+    this in-memory API, sleeping on ``clock``."""
+    return wait_until_serving({**(props or STATUS_PROPS), **overrides}, sleep=clock.sleep, clock=clock,
+                              connect=lambda _target: cluster.clients())

@@ -14,10 +14,8 @@ from datetime import UTC, datetime
 import pytest
 
 from fakes import (
-    DEPLOYMENT,
-    NS,
-    PULLER_JOB,
-    SERVICE,
+    SERVER,
+    STATUS_PROPS,
     FakeClock,
     FakeCluster,
     container_status,
@@ -25,25 +23,17 @@ from fakes import (
     pod,
     ready_server_pod,
     ready_slices,
+    wait_serving,
 )
 from providers.projection import READY
 from providers.props import StatusProps
-from providers.status import ModelNotServing, rollout_complete, wait_until_serving
+from providers.status import ModelNotServing, rollout_complete
 
-PROPS = {"namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
-         "deployment_revision": "abc123", "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000",
-         "pending_timeout_seconds": 900, "ready_timeout_seconds": 60, "poll_seconds": 1, "kubeconfig": "", "context": ""}
-SERVER = "llama-server-7d9f8c6b5-q2w3e"
 SECOND = "llama-server-7d9f8c6b5-x8y9z"
 
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
-    return wait_until_serving({**PROPS, **overrides}, sleep=clock.sleep, clock=clock,
-                              connect=lambda _target: cluster.clients())
 
 
 def test_the_floor_is_min_replicas_not_the_autoscalers_count() -> None:
@@ -70,7 +60,7 @@ def test_up_returns_at_the_floor_while_a_scale_up_replica_still_loads() -> None:
     cluster.put(deployment(replicas=2, ready=1), ready_server_pod(SERVER, now=now()),
                 pod(SECOND, now=now(), age=1, containers=[container_status(running=True)]), *ready_slices([SERVER]))
 
-    status = wait(cluster, clock, min_replicas=1)
+    status = wait_serving(cluster, clock, min_replicas=1)
 
     assert status.state == READY and status.targets == [SERVER]
     assert clock.sleeps == []
@@ -82,15 +72,15 @@ def test_up_waits_for_the_autoscaler_to_reach_the_floor() -> None:
     clock.on_sleep.append(lambda n: n == 2 and cluster.put(
         deployment(replicas=2, ready=2), ready_server_pod(SECOND, now=now()), *ready_slices([SERVER, SECOND])))
 
-    status = wait(cluster, clock, min_replicas=2)
+    status = wait_serving(cluster, clock, min_replicas=2)
 
     assert status.state == READY and sorted(status.targets) == sorted([SERVER, SECOND])
     assert len(clock.sleeps) == 2
 
 
 def test_min_replicas_travels_in_the_status_props_only_when_set() -> None:
-    assert "min_replicas" not in StatusProps.from_dict(PROPS).to_dict()
-    assert StatusProps.from_dict({**PROPS, "min_replicas": 2}).min_replicas == 2
+    assert "min_replicas" not in StatusProps.from_dict(STATUS_PROPS).to_dict()
+    assert StatusProps.from_dict({**STATUS_PROPS, "min_replicas": 2}).min_replicas == 2
 
 
 def test_a_wait_below_the_floor_says_the_autoscaler_has_not_acted() -> None:
@@ -98,12 +88,12 @@ def test_a_wait_below_the_floor_says_the_autoscaler_has_not_acted() -> None:
     cluster.put(deployment(replicas=1, ready=1), ready_server_pod(SERVER, now=now()), *ready_slices([SERVER]))
 
     with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock, min_replicas=2, ready_timeout_seconds=3)
+        wait_serving(cluster, clock, min_replicas=2, ready_timeout_seconds=3)
 
     message = str(raised.value)
     assert "asks for 1 replica(s), below autoscaling.minReplicas 2" in message and "is KEDA running" in message
     # A fixed count that is not reached says only that the rollout is in progress.
     cluster.put(deployment(replicas=2, ready=1))
     with pytest.raises(ModelNotServing) as fixed:
-        wait(cluster, FakeClock(), ready_timeout_seconds=3)
+        wait_serving(cluster, FakeClock(), ready_timeout_seconds=3)
     assert str(fixed.value).endswith("(rollout in progress)")

@@ -15,7 +15,8 @@ from fakes import (
     DEPLOYMENT,
     NS,
     PULLER_JOB,
-    SERVICE,
+    SERVER,
+    STATUS_PROPS,
     FakeClock,
     FakeCluster,
     container_status,
@@ -25,6 +26,7 @@ from fakes import (
     protocol_error,
     ready_server_pod,
     ready_slices,
+    wait_serving,
 )
 from providers import kube
 from providers import status as status_module
@@ -32,21 +34,10 @@ from providers.inputs import UNKNOWN_INPUT
 from providers.projection import ERROR, PENDING, READY, UNKNOWN
 from providers.status import STATUS_KEYS, ModelNotServing, ModelStatusProvider, wait_until_serving
 
-PROPS = {
-    "namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
-    "endpoint_url": f"http://{SERVICE}.{NS}.svc.cluster.local:8000/v1", "deployment_revision": "abc123",
-    "pending_timeout_seconds": 900, "ready_timeout_seconds": 60, "poll_seconds": 1, "kubeconfig": "", "context": "",
-}
-SERVER = "llama-server-7d9f8c6b5-q2w3e"
-
 
 def real_now() -> datetime:
     # wait_until_serving projects against the wall clock (pending timeouts): build pods relative to it.
     return datetime.now(UTC)
-
-
-def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
-    return wait_until_serving({**PROPS, **overrides}, sleep=clock.sleep, clock=clock, connect=lambda _: cluster.clients())
 
 
 @pytest.fixture
@@ -67,7 +58,7 @@ def test_a_failed_puller_fails_fast() -> None:
                                          job=PULLER_JOB, now=real_now()))
     cluster.logs[f"{PULLER_JOB}-abcde"] = "OSError: [Errno 28] No space left on device"
     with pytest.raises(ModelNotServing, match="reason: disk-full"):
-        wait(cluster, clock)
+        wait_serving(cluster, clock)
     assert clock.sleeps == []
 
 
@@ -85,17 +76,17 @@ def faked(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
 
 def test_create_returns_id_and_full_outputs(faked: FakeCluster) -> None:
     serving(faked)
-    result = ModelStatusProvider().create(dict(PROPS))
+    result = ModelStatusProvider().create(dict(STATUS_PROPS))
     assert result.id == f"{NS}/llama"
-    assert {k: result.outs[k] for k in PROPS} == PROPS
+    assert {k: result.outs[k] for k in STATUS_PROPS} == STATUS_PROPS
     assert result.outs["state"] == READY and result.outs["targets"] == [SERVER] and result.outs["ready_replicas"] == 1
     assert set(STATUS_KEYS) <= set(result.outs)
 
 
 def test_update_returns_full_outputs(faked: FakeCluster) -> None:
     serving(faked)
-    news = {**PROPS, "deployment_revision": "def456"}
-    olds = {**PROPS, "state": READY, "message": "old", "reason": "ready", "details": {}, "ready_replicas": 1,
+    news = {**STATUS_PROPS, "deployment_revision": "def456"}
+    olds = {**STATUS_PROPS, "state": READY, "message": "old", "reason": "ready", "details": {}, "ready_replicas": 1,
             "targets": ["old-pod"], "observed_at": "2025-01-01T00:00:00+00:00"}
     result = ModelStatusProvider().update(f"{NS}/llama", olds, news)
     assert {k: result.outs[k] for k in news} == news
@@ -107,10 +98,10 @@ def test_update_fails_with_the_reason(faked: FakeCluster) -> None:
     faked.put(deployment(ready=0), pod(SERVER, now=real_now(), containers=[container_status(
         restarts=1, running=True, last_terminated={"exitCode": 137, "reason": "OOMKilled"})]))
     with pytest.raises(ModelNotServing, match="reason: oom-killed"):
-        ModelStatusProvider().update(f"{NS}/llama", dict(PROPS), dict(PROPS))
+        ModelStatusProvider().update(f"{NS}/llama", dict(STATUS_PROPS), dict(STATUS_PROPS))
 
 
-STATE = {**PROPS, "state": READY, "message": "serving", "reason": "ready", "details": {"revision": "r"},
+STATE = {**STATUS_PROPS, "state": READY, "message": "serving", "reason": "ready", "details": {"revision": "r"},
          "ready_replicas": 1, "targets": [SERVER], "observed_at": "2025-01-01T00:00:00+00:00", "__provider": "pickled"}
 
 
@@ -131,7 +122,7 @@ def test_read_is_unknown_not_an_exception_when_the_cluster_is_unreachable(faked:
     assert result.id == f"{NS}/llama"
     assert (result.outs["state"], result.outs["reason"]) == (UNKNOWN, "read-failed")
     assert result.outs["targets"] == [] and result.outs["ready_replicas"] == 0  # not the stale READY
-    assert {k: result.outs[k] for k in PROPS} == PROPS
+    assert {k: result.outs[k] for k in STATUS_PROPS} == STATUS_PROPS
 
 
 def test_read_is_unknown_when_no_client_can_be_built(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,10 +142,10 @@ def test_read_of_a_pending_model(faked: FakeCluster) -> None:
 
 def test_diff_sees_changed_and_unknown_inputs_and_never_replaces() -> None:
     provider = ModelStatusProvider()
-    assert provider.diff("id", STATE, {**PROPS, "__provider": "other"}).changes is False
-    changed = provider.diff("id", STATE, {**PROPS, "deployment_revision": "def456"})
+    assert provider.diff("id", STATE, {**STATUS_PROPS, "__provider": "other"}).changes is False
+    changed = provider.diff("id", STATE, {**STATUS_PROPS, "deployment_revision": "def456"})
     assert changed.changes is True and changed.replaces == []
-    unknown = provider.diff("id", STATE, {**PROPS, "deployment_revision": UNKNOWN_INPUT})
+    unknown = provider.diff("id", STATE, {**STATUS_PROPS, "deployment_revision": UNKNOWN_INPUT})
     assert unknown.changes is True and unknown.replaces == []
     assert UNKNOWN_INPUT == "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 import pytest
 
 from fakes import (
-    DEPLOYMENT,
     NS,
     PULLER_JOB,
-    SERVICE,
+    SERVER,
+    STATUS_PROPS,
     FakeClock,
     FakeCluster,
     container_status,
@@ -25,12 +25,13 @@ from fakes import (
     pod,
     ready_server_pod,
     ready_slices,
+    wait_serving,
 )
 from providers import gate
 from providers.gate import WeightsNotReady
 from providers.projection import READY
 from providers.props import GateProps
-from providers.status import ModelNotServing, wait_until_serving
+from providers.status import ModelNotServing
 from providers.transience import (
     DEFAULT_RESTART_THRESHOLD,
     DEFINITIVE,
@@ -207,17 +208,9 @@ def test_the_threshold_is_configurable_and_at_least_one(threshold: int, restarts
 # --- the wait loop (providers/status.py) with the in-memory API and a simulated clock --------------
 
 
-PROPS = {
-    "namespace": NS, "model": "llama", "deployment": DEPLOYMENT, "service": SERVICE, "puller_job": PULLER_JOB,
-    "pending_timeout_seconds": 900, "ready_timeout_seconds": 1800, "poll_seconds": 2, "kubeconfig": "", "context": "",
-}
-SERVER = "llama-server-7d9f8c6b5-q2w3e"
+# A poll every 2 s and the default 30-minute ready timeout: the fail-fast bounds are measured on them.
+PROPS = {**STATUS_PROPS, "ready_timeout_seconds": 1800, "poll_seconds": 2}
 FAIL_FAST = 30  # issue 15 item 7: a definitive cause fails `up` within 30 s
-
-
-def wait(cluster: FakeCluster, clock: FakeClock, **overrides):
-    return wait_until_serving({**PROPS, **overrides}, sleep=clock.sleep, clock=clock,
-                              connect=lambda _: cluster.clients())
 
 
 def now() -> datetime:
@@ -259,7 +252,7 @@ def test_a_definitive_waiting_cause_fails_within_30s(waiting: dict, events: list
                 *[event(SERVER, "Failed", text, now=now(), seq=i) for i, text in enumerate(events)])
 
     with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock)
+        wait_serving(cluster, clock, PROPS)
 
     assert sum(clock.sleeps) <= FAIL_FAST
     message = str(raised.value)
@@ -278,7 +271,7 @@ def test_a_definitive_crash_fails_at_its_first_restart(tail: str, reason: str) -
     cluster.logs[SERVER] = f"INFO starting\n{tail}\n"
 
     with pytest.raises(ModelNotServing, match=f"reason: {reason}"):
-        wait(cluster, clock)
+        wait_serving(cluster, clock, PROPS)
     assert sum(clock.sleeps) <= FAIL_FAST
 
 
@@ -287,7 +280,7 @@ def test_oom_killed_fails_at_once() -> None:
     cluster.put(deployment(ready=0), pod(SERVER, now=now(), containers=[container_status(
         restarts=1, running=True, last_terminated={"exitCode": 137, "reason": "OOMKilled"})]))
     with pytest.raises(ModelNotServing, match="reason: oom-killed"):
-        wait(cluster, clock)
+        wait_serving(cluster, clock, PROPS)
     assert clock.sleeps == []
 
 
@@ -304,7 +297,7 @@ def test_a_transient_pull_that_recovers_is_waited_out(waiting: dict) -> None:
     cluster.put(deployment(ready=0), waiting_pod(waiting))
     recovers_at(cluster, clock, 20)  # 40 s of simulated retries
 
-    status = wait(cluster, clock)
+    status = wait_serving(cluster, clock, PROPS)
 
     assert (status.state, status.targets) == (READY, [SERVER])
     assert len(clock.sleeps) == 20
@@ -318,7 +311,7 @@ def test_a_transient_pull_that_never_recovers_fails_at_the_pending_timeout() -> 
     clock.on_sleep.append(lambda n: cluster.put(waiting_pod(TIMEOUT, age=5 + clock() - started)))
 
     with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock, pending_timeout_seconds=120)
+        wait_serving(cluster, clock, PROPS, pending_timeout_seconds=120)
 
     message = str(raised.value)
     assert "reason: image-pull" in message and "still cannot pull image" in message and "i/o timeout" in message
@@ -331,7 +324,7 @@ def test_one_restart_that_recovers_is_waited_out() -> None:
     cluster.logs[SERVER] = "RuntimeError: Engine core initialization failed. See root cause above.\n"
     recovers_at(cluster, clock, 10)
 
-    status = wait(cluster, clock)
+    status = wait_serving(cluster, clock, PROPS)
 
     assert status.state == READY and len(clock.sleeps) == 10
 
@@ -350,7 +343,7 @@ def test_a_crash_that_does_not_recover_fails_at_the_restart_threshold(threshold)
     clock.on_sleep.append(crash_again)
 
     with pytest.raises(ModelNotServing) as raised:
-        wait(cluster, clock, **({"restart_threshold": threshold} if threshold else {}))
+        wait_serving(cluster, clock, PROPS, **({"restart_threshold": threshold} if threshold else {}))
 
     expected = threshold or DEFAULT_RESTART_THRESHOLD
     assert restarts["n"] == expected  # not one restart earlier
