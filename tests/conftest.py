@@ -1,9 +1,13 @@
-"""Tests call provider methods in-process: a classified failure turns tracebacks off for
-the dynamic-provider host's formatting (providers.failures). Put them back after each test, so a
-later test in this process (Pulumi mocks walk the stack) never sees the limit."""
+"""Process-wide settings a test may change, put back after each test so a later test in this
+process never sees them:
+- a classified failure turns tracebacks off for the dynamic-provider host's formatting
+  (providers.failures; Pulumi mocks walk the stack);
+- the program (`__main__.py`, run in-process by the preflight and secrets tests) silences the
+  Pulumi SDK's debug log for its process (components.program.quiet_sdk_debug_log)."""
 
 from __future__ import annotations
 
+import pulumi.log
 import pytest
 
 from providers.failures import restore_tracebacks
@@ -13,3 +17,10 @@ from providers.failures import restore_tracebacks
 def full_tracebacks():
     yield
     restore_tracebacks()
+
+
+@pytest.fixture(autouse=True)
+def sdk_debug_log():
+    debug = pulumi.log.debug
+    yield
+    pulumi.log.debug = debug
