@@ -50,6 +50,7 @@ class Child:
     props: Optional[DynamicProps] = None  # a dynamic resource (needs a cluster)
     after: tuple[str, ...] = ()  # roles this child waits on, or PLATFORM
     replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
     @property
     def needs_cluster(self) -> bool:
@@ -151,7 +152,13 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_crd_check(model, cluster),
         Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
         *_puller_policy(manifests.puller_network_policy),
-        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY)),
+        # A Job's pod template is immutable, so any change to it replaces the Job, and
+        # a changed template under the same source keeps the Job's name (an upgrade of this
+        # program): the old Job must be gone before the new one is applied, or the apply lands on
+        # it and fails "field is immutable". Stated, not left to the provider's inference from
+        # the name (a fresh-clone CI run once saw create-before-delete here).
+        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY),
+              delete_before_replace=True),
         *_policy(manifests.network_policy),
         # The serving Deployment waits on the gate (complete weights, volume handed off).
         Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),

@@ -69,7 +69,8 @@ class ModelServer(pulumi.ComponentResource):
         for child, waits in self.plan.declared(deploy.rendering):
             depends = [d for role in waits for d in (deploy.depends_on if role == PLATFORM else (self.children[role],))]
             opts_for = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(
-                depends_on=depends, replace_on_changes=list(child.replace_on_changes) or None))
+                depends_on=depends, replace_on_changes=list(child.replace_on_changes) or None,
+                delete_before_replace=child.delete_before_replace or None))
             name = child_name(model.name, child.role)
             self.children[child.role] = (_dynamic(name, child, opts_for) if child.needs_cluster
                                          else kube_resources.apply(name, child.manifest, opts_for))

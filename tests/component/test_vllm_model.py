@@ -42,6 +42,15 @@ def test_staged_rollout_order(graph):
 
 
 @pulumi.runtime.test
+def test_the_puller_job_is_deleted_before_it_is_replaced(graph):
+    # Its pod template is immutable and an upgrade keeps its name: a create-before-delete
+    # replacement would apply onto the old Job and fail "field is immutable".
+    deploy_stack(STACK)
+    assert graph.opts["alpha-puller"].delete_before_replace is True
+    assert not graph.opts["alpha-server"].delete_before_replace  # the rest keep the engine's default
+
+
+@pulumi.runtime.test
 def test_every_object_is_parented_to_its_model(graph):
     components = deploy_stack(STACK)
     for component in components:
