@@ -16,17 +16,13 @@ from typing import Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from . import values
+from . import kube, values
 from .types import Dns1123Label, Strict
 
 # A Prometheus Operator `Duration` (monitoring.coreos.com/v1, the pattern its CRDs declare):
 # units from years down to milliseconds, largest first, e.g. 30s, 1m30s. Zero is refused here
 # too: a zero scrape interval is not a schedule.
 _DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
-# Label keys: an optional DNS-subdomain prefix and a name of at most 63 characters; values at
-# most 63 characters of the same alphabet, or empty (Kubernetes' label syntax).
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Label prefixes the stack sets itself: a user label there would override ours (and a selector).
 RESERVED_PREFIXES = ("app.kubernetes.io/", "llm-serving.dev/")
 # Found by the grafana chart's sidecar (label grafana_dashboard, any value) and by
@@ -35,18 +31,12 @@ SIDECAR_LABELS = {"grafana_dashboard": "1"}
 
 
 def label_problems(labels: dict[str, str], where: str) -> list[tuple[str, str]]:
-    problems = []
-    for key, value in sorted(labels.items()):
-        prefix, _, name = key.rpartition("/")
-        if not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))):
-            problems.append((f"{where}.{key}", "is not a label key; write an optional DNS prefix and "
-                             "a name of letters, digits, '-', '_' and '.', e.g. release"))
-        elif key.startswith(RESERVED_PREFIXES):
-            problems.append((f"{where}.{key}", "is a label the stack sets itself; choose another key "
-                             "(e.g. release: kube-prometheus-stack)"))
-        if value and not _LABEL_NAME.match(value):
-            problems.append((f"{where}.{key}", f"'{value}' is not a label value; at most 63 letters, "
-                             "digits, '-', '_' and '.', starting and ending with a letter or digit"))
+    """Kubernetes' label syntax (``kube.label_problems``), and no key the stack sets itself."""
+    problems = kube.label_problems(labels, where)
+    bad = {path for path, _ in problems}
+    problems += [(f"{where}.{key}", "is a label the stack sets itself; choose another key "
+                  "(e.g. release: kube-prometheus-stack)")
+                 for key in sorted(labels) if key.startswith(RESERVED_PREFIXES) and f"{where}.{key}" not in bad]
     return problems
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from . import managed, rules, stack_secrets, values
+from . import kube, managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .autoscaling import metrics_problems as autoscaling_metrics_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
@@ -93,7 +93,7 @@ class ModelSource(Strict):
 
 class WeightsStorage(Strict):
     size: PositiveQuantity = Field("50Gi", description="Size of the weights volume.")
-    storage_class_name: Optional[str] = Field(
+    storage_class_name: Optional[kube.DnsSubdomain] = Field(
         None, description="StorageClass; unset uses `platform.storageClassName`."
     )
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = Field(
@@ -185,13 +185,13 @@ class ModelConfig(Strict):
         "`-tp`, `--enable-lora`, `--max-loras`, `--max-lora-rank`, `--download-dir`, `--hf-token`) "
         "are refused with the setting to use instead.",
     )
-    env: dict[str, str] = Field(
+    env: kube.EnvVars = Field(
         default_factory=dict, description="Extra server environment variables (plain values). "
         "Names the program sets (server and puller) are refused with the setting to use instead, "
         "and so are credential-looking names (`*_TOKEN`, `*_API_KEY`, `*_PASSWORD`, `*_SECRET`): "
         "use `hfTokenSecret` / `nim.authSecret`.",
     )
-    node_selector: Optional[dict[str, str]] = Field(
+    node_selector: Optional[kube.Labels] = Field(
         None, description="Overrides `platform.gpuNodeSelector` for this model."
     )
     tolerations: Optional[tuple[Toleration, ...]] = Field(

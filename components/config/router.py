@@ -23,7 +23,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from . import values
+from . import kube, values
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 
@@ -281,7 +281,7 @@ class RouterConfig(Strict):
         None, description="Names of the models the router fronts; unset: every model of the stack."
     )
     args: tuple[str, ...] = Field((), description="Extra Stargate flags (not those the component sets).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
+    env: kube.EnvVars = Field(default_factory=dict, description="Extra router environment variables.")
     pylon: Optional[PylonConfig] = Field(
         None, description="The pylon sidecar that registers each fronted model with the router "
         "(see components/config/pylon.py).")

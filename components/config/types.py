@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import values
+from . import kube, values
 
 
 def _is_int_field(annotation: Any) -> bool:
@@ -40,8 +40,10 @@ class Strict(BaseModel):
     """Base of every config section: unknown keys refused, values frozen, camelCase keys.
 
     Integer fields are strict: YAML's `true` is not 1, `"2"` is not 2 and `1.0` is not 1 (lax
-    pydantic would take all three), so `gpus: true` is refused instead of read as one GPU. One
-    rule here covers every integer field of every section, including ones added later.
+    pydantic would take all three), so `gpus: true` is refused instead of read as one GPU. And
+    every integer stays in Kubernetes' int32 range, where replica counts, uids and the other
+    numbers land (``kube.INT32_MAX``). One rule here covers every integer field of every section,
+    including ones added later.
     """
 
     model_config = ConfigDict(
@@ -60,7 +62,10 @@ class Strict(BaseModel):
         if isinstance(value, str):
             raise ValueError(f"'{value}' is text; write a whole number without quotes, e.g. 2")
         if not isinstance(value, int):
-            raise ValueError(f"{value!r} is not a whole number; write e.g. 2")
+            raise ValueError(f"{kube.short(repr(value))} is not a whole number; write e.g. 2")
+        problem = kube.int32_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 
@@ -110,6 +115,18 @@ class Toleration(Strict):
     def _value_needs_equal(self) -> Toleration:
         if self.operator == "Exists" and self.value is not None:
             raise ValueError("a toleration with operator 'Exists' takes no value; remove value or use operator 'Equal'")
+        # The API server's rules (core/validation ValidateTolerations): the key is a label key,
+        # an Equal value a label value, and an empty key matches every taint only with Exists.
+        problems = []
+        if self.key is not None and (problem := kube.qualified_name_problem(self.key)):
+            problems.append(("key", problem))
+        if self.operator == "Equal" and not self.key:
+            problems.append(("key", "required with operator 'Equal' (only 'Exists' may leave the key "
+                             "empty, to tolerate every taint); name the taint key, e.g. nvidia.com/gpu"))
+        if self.value is not None and (problem := kube.label_value_problem(self.value)):
+            problems.append(("value", problem))
+        if problems:
+            raise values.Problems(problems)
         return self
 
     def to_k8s(self) -> dict:
@@ -121,7 +138,7 @@ GPU_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="N
 
 class SecretKeyRef(Strict):
     name: Dns1123Label = Field(description="Name of an existing Kubernetes Secret in the stack's namespace.")
-    key: str = Field("token", description="Key inside the Secret.")
+    key: kube.SecretKey = Field("token", description="Key inside the Secret.")
 
 
 # Stack secrets: the config model knows only that one is set (this marker), never its value.
