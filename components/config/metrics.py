@@ -12,12 +12,12 @@ empty: any value), and kube-prometheus-stack sets ``labelValue: "1"`` and ``sear
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Annotated, Optional
 
 from pydantic import Field, field_validator, model_validator
 
 from . import kube, values
-from .types import Dns1123Label, Strict
+from .types import Dns1123Label, Shape, Strict
 
 # A Prometheus Operator `Duration` (monitoring.coreos.com/v1, the pattern its CRDs declare):
 # units from years down to milliseconds, largest first, e.g. 30s, 1m30s. Zero is refused here
@@ -84,7 +84,7 @@ class MetricsConfig(Strict):
         "Prometheus Operator's CRDs (checked at preview). With `networkPolicy`, `allowFrom` must "
         "admit the Prometheus pods.",
     )
-    interval: str = Field("30s", description="Scrape interval (a Prometheus duration, e.g. 15s, 1m).")
+    interval: Annotated[str, Shape("duration")] = Field("30s", description="Scrape interval (a Prometheus duration, e.g. 15s, 1m).")
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Extra labels on the ServiceMonitors (and the NIMServices' "
