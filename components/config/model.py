@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from . import kube, managed, rules, stack_secrets, values
+from . import kube, managed, rules, secret_values, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .autoscaling import metrics_problems as autoscaling_metrics_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
@@ -314,6 +314,16 @@ class StackConfig(Strict):
         "ngcApiKey <key>`). The stack creates the Secret `llm-serving-ngc-api-key` (key "
         "`NGC_API_KEY`) from it for NIM models without `nim.authSecret`. `render` omits the Secret.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credential_values(cls, data: object) -> object:
+        """Before any other check, so no other message can repeat a pasted credential."""
+        if isinstance(data, dict):
+            found = secret_values.problems(data, skip=SECRET_SECTIONS)
+            if found:
+                raise values.Problems(found)
+        return data
 
     @model_validator(mode="after")
     def _cross_field(self) -> StackConfig:

@@ -202,7 +202,7 @@ BAD_CONFIGS += (
     BadConfig("env-managed", {"models": [model(env={"HF_HUB_OFFLINE": "0"})]}, "models.0.env.HF_HUB_OFFLINE",
               "is set by this program", "a server reaching for the hub at start"),
     BadConfig("env-plaintext-token", {"models": [model(env={"HF_TOKEN": PLAINTEXT_TOKEN})]},
-              "models.0.env.HF_TOKEN", "secret reference", "a token in the stack file and the pod spec",
+              "models.0.env.HF_TOKEN", "hfTokenSecret", "a token in the stack file and the pod spec",
               secrets=(PLAINTEXT_TOKEN,)),
     BadConfig("env-plaintext-password", {"models": [model(env={"DB_PASSWORD": "hunter2-plaintext"})]},
               "models.0.env.DB_PASSWORD", "secret reference", "a password in the stack file and the pod spec",
