@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from . import kube, managed, rules, secret_values, stack_secrets, values
+from . import effect, kube, managed, rules, secret_values, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .autoscaling import metrics_problems as autoscaling_metrics_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
@@ -166,7 +166,10 @@ class ModelConfig(Strict):
     engine: str = Field("vllm", description="`vllm` or `nim` (`generic` is not supported on Kubernetes).")
     source: ModelSource = Field(description="Where the weights come from.")
     gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
-    tensor_parallel_size: int = Field(1, ge=1, description="Tensor-parallel degree; must divide `gpus`.")
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="Tensor-parallel degree; must divide `gpus`. vLLM, and the NIM operator's ngc "
+        "cache without `nim.profiles` (it selects the profiles to cache); refused where it has no effect "
+        "(NIM raw path, hf cache, explicit profiles).")
     replicas: int = Field(1, ge=0, description="Server replicas (unset when `autoscaling` is on).")
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replicas on queue depth (KEDA).")
     resources: Resources = Field(default_factory=Resources, description="Server CPU and memory.")
@@ -178,7 +181,9 @@ class ModelConfig(Strict):
     shared_memory_size_limit: Optional[PositiveQuantity] = Field(
         None, description="Overrides `platform.sharedMemorySizeLimit` for this model."
     )
-    lora: Lora = Field(default_factory=Lora, description="LoRA adapter serving.")
+    lora: Lora = Field(default_factory=Lora, description="LoRA adapter serving (vLLM only: NIM serves "
+                       "adapters from `NIM_PEFT_SOURCE` with a LoRA profile, which is not configured here). "
+                       "Adapter names must differ from every model's name and from each other.")
     args: tuple[str, ...] = Field(
         (), description="Extra server arguments, appended last. Flags the program sets (vLLM: the "
         "model path/`--model`, `--served-model-name`, `--host`, `--port`, `--tensor-parallel-size`/"
@@ -290,6 +295,7 @@ class ModelConfig(Strict):
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))
         problems.extend(managed.env_problems(self.env, self.engine))
+        problems.extend(effect.model_problems(self))
         if problems:
             raise values.Problems(problems)
         return self
@@ -335,6 +341,7 @@ class StackConfig(Strict):
             seen.add(model.name)
             problems.extend((f"models.{index}.{path}", message) for path, message in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
+        problems.extend(effect.served_name_problems(self.models))
         problems.extend(autoscaling_metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
             self.platform.metrics.enabled, self.platform.autoscaling))

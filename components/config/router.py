@@ -24,6 +24,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import kube, values
+from .effect import unused_keys
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 
@@ -344,6 +345,12 @@ def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
             f"a StatefulSet with {replicas} replicas and dnsDiscovery: false has no way to discover "
             "its peers; set backendRouter.enabled: auto (or true), or remove dnsDiscovery: false",
         ))
+    if backend.enabled == "auto" and not resolve_topology(router).backend_router:
+        # `auto` resolving to "no backend router" is invisible in the file (unlike enabled: false,
+        # a switch the user turned off and may turn on again with these settings kept).
+        problems += unused_keys(backend, ("image", "replicas", "resources", "service_account"), "backendRouter.",
+                                "configures the backend router, which this topology does not run "
+                                f"({resolve_topology(router).reason}); remove it, or set backendRouter.enabled: true")
     for key in sorted(router.env):
         if key in RESERVED_ENV or key.startswith("STARGATE_"):
             problems.append((f"env.{key}", "is set by the router component (or is a Stargate flag "

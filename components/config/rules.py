@@ -40,9 +40,6 @@ def nim_problems(model: ModelConfig) -> list[tuple[str, str]]:
     if model.image and "@" in model.image and ":" not in model.image.split("@")[0].rsplit("/", 1)[-1]:
         problems.append(("image", "the NIM operator takes repository and tag; add a tag before "
                          "the digest (repo:tag@sha256:...)"))
-    if model.lora.enabled:
-        problems.append(("lora.enabled", "LoRA adapters are prepared by the raw path's init "
-                         "container; the operator path does not support them: use path: raw"))
     if model.hf_token_secret:
         problems.append(("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
                          "put the token there and remove hfTokenSecret"))
