@@ -1,14 +1,16 @@
 """Hypothesis strategies for whole stack configs: every section and every setting, in the stack
 file's spelling (the `llm-serving:*` sections as `validate` reads them).
 
-Two families, drawn half and half by ``STACKS``:
+Three families, drawn by ``STACKS`` (a quarter valid, half mutated, a quarter odd):
 - ``VALID_STACKS``: only valid values, chosen so that most stacks pass validation and reach the
   compilers (an engine's settings follow the engine, tensor parallelism divides the GPUs, ...),
   while still combining every setting of every section, numbers up to int32's maximum included;
 - ``ODD_STACKS``: the same with mistakes mixed in at every key: numbers beyond Kubernetes' int32
   range, label keys and values just outside the label rules, wrong types (a mapping for text, a
   bare number for a duration), credential-shaped values, settings the chosen engine or path does
-  not use, sections of the wrong shape.
+  not use, sections of the wrong shape;
+- ``MUTATED_STACKS``: a valid stack with one or two values replaced by a mistake of their shape,
+  so a mistake the config model lets through is not hidden behind another that it refuses.
 
 Shared by the render-level property test (tests/unit/test_config_property.py) and the server-side
 dry run (tests/integration/test_config_property_on_cluster.py).
@@ -16,6 +18,7 @@ dry run (tests/integration/test_config_property_on_cluster.py).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import strategies as st
@@ -30,16 +33,20 @@ NIM_IMAGES = ("nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
 CREDENTIALS = ("hf_" + "QxWvErTyUiOpAsDfGhJkLzXcVbNm123456", "nvapi-" + "Zq8x_Kd02-" * 6,
                "AKIA" + "Q7RZ3XJ5WVTK2M4P", "-----BEGIN PRIVATE KEY-----MIIE")
 SECURE = {"secure": "v1:c2VjcmV0"}
+ODD_ONE_IN = 30
 
 
 def build(odd: bool) -> st.SearchStrategy:
     """Stacks with only valid values (``odd`` False), or with mistakes mixed in (``odd`` True)."""
 
     def maybe(valid: st.SearchStrategy, *odd_values: Any) -> st.SearchStrategy:
-        """``valid``; with ``odd``, now and then one of ``odd_values`` instead."""
+        """``valid``; with ``odd``, once in ``ODD_ONE_IN`` draws one of ``odd_values`` instead: a
+        stack draws some 30-60 values, so it carries one or two mistakes, and a mistake the
+        config model lets through is not hidden behind another it refuses."""
         if not odd or not odd_values:
             return valid
-        return st.one_of(valid, valid, valid, valid, st.sampled_from(odd_values))
+        return st.integers(0, ODD_ONE_IN - 1).flatmap(
+            lambda n: st.sampled_from(odd_values) if n == 0 else valid)
 
     def whole(low: int, high: int, *extra: Any) -> st.SearchStrategy:
         """A whole number; valid ones reach int32's maximum now and then (where ``high`` allows)."""
@@ -54,8 +61,8 @@ def build(odd: bool) -> st.SearchStrategy:
 
     cpu = maybe(pick("1", "2", "4", "500m", "250m", 2, 0.5, "1.5"),
                 "0", "-1", "1e40", "16GB", "", {"a": 1}, True, "9" * 30)
-    memory = maybe(pick("4Gi", "16Gi", "32Gi", "64Gi", "1Gi", "512Mi", "1e10"),
-                   "0", "-1Gi", "1e40", "16GB", "", ["16Gi"])
+    memory = maybe(pick("16Gi", "32Gi", "64Gi", "1e11"), "4Gi", "512Mi", "0", "-1Gi", "1e40", "16GB", "", ["16Gi"])
+    shm = maybe(pick("1Gi", "2Gi", "8Gi", "1e9"), "64Gi", "0", "1e40")
     label_keys = maybe(pick("gpu", "nvidia.com/gpu.product", "pool", "example.com/team", "release", "tier"),
                        "bad key", "-x", "Example.com/x", "x" * 64, "a/b/c", "example.com/",
                        "app.kubernetes.io/name", CREDENTIALS[0])
@@ -102,6 +109,10 @@ def build(odd: bool) -> st.SearchStrategy:
             }), "acme/tiny-llm"))}
         if engine != "vllm" or draw(st.booleans()):
             raw["engine"] = engine
+        if operator and not odd:  # the operator path renders no drain wait (config/effect.py)
+            keys_disruption = optional(topologySpread=pick("node", "node-and-zone", "off"))
+        else:
+            keys_disruption = disruption
         if path and (odd or draw(st.booleans()) or operator):
             raw["path"] = path
         elif odd and draw(st.integers(0, 9)) == 0:
@@ -112,7 +123,7 @@ def build(odd: bool) -> st.SearchStrategy:
             "weights": optional(size=memory, storageClassName=storage_class,
                                 accessMode=maybe(pick("ReadWriteOnce", "ReadWriteMany"), "ReadOnlyMany")),
             "healthPath": maybe(pick("/health", "ping", "/v1/health/ready"), "", "/a b"),
-            "sharedMemorySizeLimit": memory,
+            "sharedMemorySizeLimit": shm,
             "args": st.lists(maybe(pick("--enforce-eager", "--max-model-len=4096", "8192"),
                                    "--port=9000", "-tp", "--served-model-name=x", f"--api-key={CREDENTIALS[1]}", 3),
                              max_size=3),
@@ -121,9 +132,10 @@ def build(odd: bool) -> st.SearchStrategy:
             "tolerations": st.lists(toleration, max_size=2),
             "hfTokenSecret": st.fixed_dictionaries({"name": dns_label}, optional={"key": secret_key}),
             "pin": st.booleans(),
-            "securityContext": optional(runAsUser=whole(1, INT32_MAX), runAsGroup=whole(0, INT32_MAX),
-                                        allowNonDefaultIdentity=maybe(st.just(True), False, "yes")),
-            "disruption": disruption,
+            "securityContext": st.fixed_dictionaries(
+                {"allowNonDefaultIdentity": maybe(st.just(True), False, "yes"), "runAsUser": whole(1, INT32_MAX)},
+                optional={"runAsGroup": whole(0, INT32_MAX)}),
+            "disruption": keys_disruption,
         }
         # Replicas, or autoscaling on the engine that has it.
         if engine == "vllm" and draw(st.integers(0, 3)) == 0:
@@ -142,13 +154,13 @@ def build(odd: bool) -> st.SearchStrategy:
             divisors = [d for d in (1, 2, 4, 8) if isinstance(gpus, int) and not isinstance(gpus, bool)
                         and gpus % d == 0] or [1]
             keys["tensorParallelSize"] = maybe(pick(*divisors), 3, 16)
-            keys["lora"] = optional(
-                enabled=maybe(st.just(True), False, "yes"),
+            raw["gpus"] = gpus
+            keys["lora"] = st.fixed_dictionaries({"enabled": maybe(st.just(True), False, "yes")}, optional=dict(
                 maxLoras=whole(1, 8), maxLoraRank=maybe(pick(8, 16, 32, 64), 1, 17, 1024),
                 cacheSizeLimit=memory,
                 adapters=st.lists(st.fixed_dictionaries(
                     {"name": maybe(pick("sql-lora", "chat-v2", "code-fix"), name, "../x", "a b", ""),
-                     "repo": repos}, optional={"revision": revisions}), max_size=2, unique_by=lambda a: a["name"]))
+                     "repo": repos}, optional={"revision": revisions}), max_size=2, unique_by=lambda a: a["name"])))
             keys["image"] = images
             keys["hfEndpoint"] = urls
             if odd:
@@ -197,7 +209,7 @@ def build(odd: bool) -> st.SearchStrategy:
             vllmUid=maybe(st.just(2000), 1, INT32_MAX), vllmGid=maybe(st.just(0), INT32_MAX + 1),
             nimUid=maybe(st.just(1000), 0), nimGid=maybe(st.just(2000), -1),
             serviceAccountName=dns_label,
-            sharedMemorySizeLimit=maybe(pick("1Gi", "2Gi", "4Gi"), "0", "1e40"),
+            sharedMemorySizeLimit=shm,
             pendingTimeoutSeconds=whole(1, INT32_MAX),
             restartThreshold=whole(1, 10),
             pullTimeoutSeconds=whole(1, INT32_MAX),
@@ -206,7 +218,8 @@ def build(odd: bool) -> st.SearchStrategy:
             imagePullSecrets=st.lists(dns_label, max_size=2),
             gpuNodeSelector=labels,
             gpuTolerations=st.lists(toleration, max_size=2),
-            teardownIdentity=optional(enabled=st.booleans(), serviceAccountName=maybe(dns_label, "llm-serving-model")),
+            teardownIdentity=optional(enabled=st.booleans(),
+                                      serviceAccountName=maybe(pick("teardown", "llm-serving-teardown"), "llm-serving-model")),
             networkPolicy=optional(enabled=st.booleans(), allowFrom=st.lists(st.one_of(
                 st.fixed_dictionaries({"namespaceSelector": labels.filter(bool)}, optional={"podSelector": labels}),
                 st.fixed_dictionaries({"podSelector": labels.filter(bool)}),
@@ -243,7 +256,7 @@ def build(odd: bool) -> st.SearchStrategy:
             serviceAccount=dns_label,
             workload=optional(kind=kind, **({"migrateFrom": pick("Deployment", "StatefulSet"),
                                              "podManagementPolicy": pick("OrderedReady", "Parallel")} if odd else {})),
-            backendRouter=optional(enabled=maybe(pick("auto", True), "maybe", False),
+            backendRouter=optional(enabled=maybe(st.just(True), "auto", "maybe", False),
                                    image=st.just(ROUTER_IMAGE), replicas=whole(1, INT32_MAX),
                                    resources=router_resources(), serviceAccount=dns_label),
             drainTimeoutMs=whole(1000, 600000, 999),
@@ -306,6 +319,68 @@ def build(odd: bool) -> st.SearchStrategy:
     return stacks()
 
 
+# What a mutation may put in place of a value, by the value's type: the mistakes of each shape.
+_ODD_BY_TYPE: dict[type, tuple] = {
+    bool: ("yes", 1, "true", None, {"a": 1}),
+    # int32's edge first: the one mistake a type check cannot see.
+    int: (INT32_MAX + 1, INT32_MAX + 1, INT32_MAX + 1, 2**63, -1, 0, True, "2", 1.5, {"n": 1}, [1], "1e3"),
+    float: (float("inf"), -1.0, 0.0, "fast", True),
+    str: ("a b", "-x", "x" * 64, "Example.com/x", "x/y", "", "v" * 300, 30, 1.5, True, {"a": "b"}, ["x"],
+          *CREDENTIALS),
+    list: ("x", {"a": 1}, [3], [None], [{"a": 1}]),
+}
+# The keys whose values are label maps (selectors and labels to set), and mistakes for them.
+LABEL_MAPS = ("nodeSelector", "gpuNodeSelector", "namespaceSelector", "podSelector", "labels")
+_ODD_LABELS = (("bad key", "x"), ("x" * 64, "x"), ("Example.com/a", "x"), ("a/b/c", "x"), ("example.com/", "x"),
+               ("tier", "a b"), ("tier", "v" * 64), ("tier", "-x"), ("tier", "x/y"))
+_ODD_LABEL_KEYS = ("bad key", "x" * 64, "Example.com/a", "a/b/c", "-x", "example.com/", CREDENTIALS[0])
+
+
+def _leaves(node: Any) -> list[tuple[Any, Any]]:
+    """(container, key) of every value in a raw stack, containers included."""
+    found: list[tuple[Any, Any]] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found.append((node, key))
+        found.extend(_leaves(value))
+    return found
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> dict:
+    """A valid stack with one or two values replaced by a mistake of their own shape (a number
+    beyond int32, a label key outside the rules, a mapping for text, a credential, ...): the
+    mistake is the only one, so one the config model lets through reaches the render checks."""
+    raw = copy.deepcopy(draw(VALID_STACKS))
+    at_the_edge = [(c, k) for c, k in _leaves(raw) if c[k] == INT32_MAX and type(c[k]) is int]
+    if at_the_edge and draw(st.integers(0, 2)) == 0:
+        # One past the largest number Kubernetes takes, wherever the stack is at the edge.
+        for container, key in at_the_edge:
+            container[key] = INT32_MAX + 1
+        return raw
+    label_maps = [c[k] for c, k in _leaves(raw) if k in LABEL_MAPS and isinstance(c[k], dict)]
+    if label_maps and draw(st.integers(0, 2)) == 0:
+        # One label key or value outside Kubernetes' rules, in every label map and selector.
+        key, value = draw(st.sampled_from(_ODD_LABELS))
+        for labels in label_maps:
+            labels[key] = value
+        return raw
+    for _ in range(draw(st.integers(1, 2))):
+        # First the shape, then a value of it: integers and label maps are few among the strings.
+        shape = draw(st.sampled_from((int, str, dict, list, bool, object)))
+        leaves = [(c, k) for c, k in _leaves(raw) if shape is object or type(c[k]) is shape] or _leaves(raw)
+        container, key = draw(st.sampled_from(leaves))
+        value = container[key]
+        if isinstance(value, dict) and value and all(isinstance(v, str) for v in value.values()) \
+                and draw(st.booleans()):
+            value[draw(st.sampled_from(_ODD_LABEL_KEYS))] = draw(st.sampled_from(("x", "a b", CREDENTIALS[2])))
+            continue
+        pool = _ODD_BY_TYPE.get(type(value), ("x", 3, [], None))
+        container[key] = draw(st.sampled_from(pool))
+    return raw
+
+
 VALID_STACKS = build(odd=False)
 ODD_STACKS = build(odd=True)
-STACKS = st.one_of(VALID_STACKS, ODD_STACKS)
+MUTATED_STACKS = _mutated()
+STACKS = st.one_of(VALID_STACKS, MUTATED_STACKS, MUTATED_STACKS, ODD_STACKS)
