@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from components.targets import routable_targets  # noqa: E402
+from contract.targets import routable_targets  # noqa: E402
 
 # --- router targets ------------------------------------------------------------------------
 

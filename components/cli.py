@@ -76,13 +76,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from providers.status_cli import print_status
+    from .status_cli import print_status
 
     return print_status(_load(args), as_json=args.json)
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
-    from providers.router_targets import print_router_targets
+    from .targets_cli import print_router_targets
 
     return print_router_targets(_load(args), as_json=args.json)
 

@@ -32,11 +32,12 @@ from typing import Any, Optional
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from contract.props import GateProps
+
 from . import kube
 from .failures import Reported, reported
 from .inputs import UNKNOWN_INPUT as UNKNOWN
 from .projection import diagnose_puller_failure, job_failed, job_succeeded
-from .props import GateProps
 
 # A change of any of these means other weights: replace the gate (and wait again).
 REPLACE_ON = GateProps.WEIGHTS_KEYS

@@ -23,11 +23,12 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import labels
+from contract import labels
+
 from ..config.model import ModelConfig, PlatformConfig, StackConfig
 from . import common, disruption, engines, metrics, network, server, weights
 
-# The operator's API names live in ``components.labels`` (the status provider reads them too).
+# The operator's API names live in ``contract.labels`` (the status provider reads them too).
 GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
 API_VERSION = f"{GROUP}/{VERSION}"
 

@@ -6,7 +6,7 @@ and the whole stack's objects in that order (``compile_stack``, for `render` and
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
-named by its typed props (``providers.props``); those need a cluster, so in render mode they are
+named by its typed props (``contract.props``); those need a cluster, so in render mode they are
 left out and what waited on one waits on what it waited on. Children are named by the roles of
 ``components.children`` (state is keyed by them). Pure: no Pulumi, no I/O.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from providers.props import (
+from contract.props import (
     ClusterTarget,
     CrdRequirement,
     GateProps,

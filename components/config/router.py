@@ -374,7 +374,6 @@ from .router_names import (  # noqa: E402, F401 (re-exports)
     allowed_domains,
     default_dns_names,
     dns_names,
-    kind_change_problem,
     resolve_topology,
     stack_problems,
     within,

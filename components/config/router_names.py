@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
+from contract.names import headless_service_name
+
 if TYPE_CHECKING:
     from .router import RouterConfig
 
@@ -66,13 +68,6 @@ def resolve_topology(router: RouterConfig) -> Topology:
         else:
             reason = "StatefulSet without DNS discovery: the router discovers only itself"
     return Topology(kind, replicas, backend, dns, name, reason)
-
-
-def headless_service_name(router_name: str) -> str:
-    """The headless Service of the router named ``router_name`` (``<name>-headless``, chart 0.16.2
-    ``headless-service.yaml``): its EndpointSlices name the router pods, for the backend router
-    and for ``components.targets``."""
-    return f"{router_name}-headless"
 
 
 def headless_name(router: RouterConfig) -> str:
@@ -199,22 +194,3 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
                     f"add '{namespace}.svc.cluster.local' to router.tls.allowedDomains",
                 ))
     return problems
-
-
-def kind_change_problem(deployed: Optional[str], kind: str, migrate_from: Optional[str],
-                        kind_explicit: bool = True) -> Optional[str]:
-    """Why applying ``kind`` over a router deployed as ``deployed`` must stop, or None.
-
-    A kind switch is allowed only when ``workload.migrateFrom`` names the deployed kind: it is a
-    delete and a create, never an in-place update, and must be a decision someone wrote down.
-    """
-    if not deployed or deployed == kind or migrate_from == deployed:
-        return None
-    source = "" if kind_explicit else " by default (workload.kind is unset)"
-    return (
-        f"router.workload.kind: the router is deployed as a {deployed} and the config now asks for "
-        f"a {kind}{source}. Kubernetes cannot change a workload's kind in place: this would delete "
-        f"the {deployed} and create a {kind}. To keep the install, pin workload.kind: {deployed}. "
-        f"To switch, set workload.kind: {kind} and workload.migrateFrom: {deployed}, and review "
-        "the create/delete in the preview."
-    )

@@ -42,8 +42,8 @@ class Deploy:
 
 def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
+    from contract.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
     from providers import crd_check, gate, resources, status
-    from providers.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
 
     resource, provider = {
         GateProps: (resources.WeightsGate, gate.WeightsGateProvider),

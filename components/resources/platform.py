@@ -52,8 +52,8 @@ class Platform(pulumi.ComponentResource):
         self.metrics_check: Optional[pulumi.Resource] = None
         requirements = metrics.required_crds(stack)
         if requirements and not stack.cluster.render_yaml_to_directory:
+            from contract.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
             from providers.crd_check import RequiredCrdsProvider
-            from providers.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
             from providers.resources import RequiredCrds
 
             self.metrics_check = RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), RequiredCrdsProps(

@@ -32,7 +32,7 @@ from typing import Optional
 
 import pulumi
 
-from providers.props import (
+from contract.props import (
     ClusterTarget,
     CrdRequirement,
     RequiredCrdsProps,

@@ -9,7 +9,7 @@ import pytest
 from components import children as roles
 from components.compile.plan import PLATFORM, model_plan
 from components.config import load_stack_config
-from providers.props import GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps
+from contract.props import GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = {
@@ -91,7 +91,7 @@ def test_the_restart_threshold_reaches_both_status_paths_only_when_set() -> None
 
 
 def test_an_autoscaled_plan_checks_kedas_crd_first_and_scales_the_server_after_it() -> None:
-    from providers.props import RequiredCrdsProps
+    from contract.props import RequiredCrdsProps
 
     stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}}, "models": [{
         **MODELS["vllm"], "weights": {"accessMode": "ReadWriteMany"},

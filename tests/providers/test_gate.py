@@ -16,6 +16,7 @@ import dill
 import pytest
 from pulumi.dynamic import dynamic as pulumi_dynamic
 
+from contract.props import GateProps
 from fakes import (
     CLAIM,
     NS,
@@ -35,7 +36,6 @@ from fakes import (
 from providers import gate, kube
 from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
 from providers.projection import job_succeeded
-from providers.props import GateProps
 
 ROOT = Path(__file__).resolve().parents[2]
 PULLER_POD = f"{PULLER_JOB}-x7k2p"

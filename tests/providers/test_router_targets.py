@@ -12,9 +12,10 @@ import io
 import json
 
 from components.config import load_stack_config
+from components.targets_cli import print_router_targets
 from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
 from providers import kube
-from providers.router_targets import RouterTargetsProvider, print_router_targets, read_router_targets, service_selector
+from providers.router_targets import RouterTargetsProvider, read_router_targets, service_selector
 
 SERVICES = {"llama": "llama", "qwen": "qwen"}
 HEADLESS = "llm-router-headless"

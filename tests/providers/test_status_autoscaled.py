@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from contract.props import StatusProps
 from fakes import (
     SERVER,
     STATUS_PROPS,
@@ -26,7 +27,6 @@ from fakes import (
     wait_serving,
 )
 from providers.projection import READY
-from providers.props import StatusProps
 from providers.status import ModelNotServing, rollout_complete
 
 SECOND = "llama-server-7d9f8c6b5-x8y9z"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import json
 
+from components import status_cli
 from components.config import load_stack_config
 from fakes import NS, FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
-from providers import kube, status_cli
+from providers import kube
 
 STACK = load_stack_config({
     "platform": {"namespace": NS, "sharedMemorySizeLimit": "1Gi"},

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from contract.props import GateProps
 from fakes import (
     NS,
     PULLER_JOB,
@@ -30,7 +31,6 @@ from fakes import (
 from providers import gate
 from providers.gate import WeightsNotReady
 from providers.projection import READY
-from providers.props import GateProps
 from providers.status import ModelNotServing
 from providers.transience import (
     DEFAULT_RESTART_THRESHOLD,

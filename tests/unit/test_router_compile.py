@@ -273,7 +273,7 @@ def test_one_definition_of_the_pylon_address_and_the_headless_name():
     each is the same function, not a copy."""
     from components.compile import pylon
     from components.config import router_names
-    from components.targets import headless_service_name
+    from contract.names import headless_service_name
 
     assert pylon_address is pylon.stargate_address
     assert headless_service_name is router_names.headless_service_name

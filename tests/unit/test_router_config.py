@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config.router import kind_change_problem, within
+from components.config.router_names import within
+from contract.workload_kind import kind_change_problem
 from unit_helpers import model
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"

@@ -1,4 +1,4 @@
-"""Routable targets from EndpointSlices (components.targets): examples, then properties.
+"""Routable targets from EndpointSlices (contract.targets): examples, then properties.
 
 The properties generate a ground truth (pods, each with addresses, a node and a readiness),
 scatter its endpoints over several slices (duplicated, shuffled, dual-stack), and check that
@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.targets import (
+from contract.targets import (
     Target,
     TargetSnapshot,
     has_router_ports,

@@ -42,9 +42,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-# The one definition of the router's headless Service name (re-exported: providers look it up here).
-from .config.router_names import headless_service_name  # noqa: F401
-
 
 @dataclass(frozen=True, order=True)
 class Target:

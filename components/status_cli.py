@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import sys
 
-from components.config.model import StackConfig
+from contract.props import ClusterTarget
+from providers import kube
+from providers.observe import current_status, observer_for
+from providers.projection import READY, UNKNOWN, Status
 
-from . import kube
-from .observe import current_status, observer_for
-from .projection import READY, UNKNOWN, Status
-from .props import ClusterTarget
+from .compile.plan import model_plan
+from .config.model import StackConfig
 
 
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:
     """Each model's status, read by the observer its plan names (raw objects or operator CRs)."""
-    from components.compile.plan import model_plan
-
     observers = [(model.name, observer_for(model_plan(model, stack).status)) for model in stack.models]
     try:
         clients = kube.connect(ClusterTarget.of(stack.cluster).kube())

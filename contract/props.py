@@ -17,9 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, Union
 
-from .kube import Target
+from .labels import NIM_CRD_NAMES, NIM_VERSION
 
 Props = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which cluster to talk to: a kubeconfig path and context, or the ambient config."""
+
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
 
 
 class Wire:
@@ -196,8 +204,6 @@ class NimOperatorCheckProps(RequiredCrdsProps):
 
     @classmethod
     def from_dict(cls, props: Props) -> NimOperatorCheckProps:
-        from components.labels import NIM_CRD_NAMES, NIM_VERSION
-
         return cls.of(props.get("model") or "?", tuple(props.get("crds") or NIM_CRD_NAMES), NIM_VERSION,
                       ClusterTarget.from_dict(props))
 
