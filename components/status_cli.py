@@ -11,7 +11,7 @@ from providers.observe import current_status, observer_for
 from providers.projection import READY, UNKNOWN, Status
 
 from .compile.plan import model_plan
-from .config.model import StackConfig
+from .config.stack import StackConfig
 
 
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:

@@ -31,7 +31,7 @@ from pydantic_core import PydanticUndefined  # noqa: E402
 from components.config import types as config_types  # noqa: E402
 from components.config import values  # noqa: E402
 from components.config.loader import PROJECT  # noqa: E402
-from components.config.model import StackConfig  # noqa: E402
+from components.config.stack import StackConfig  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "config-reference.md"
 

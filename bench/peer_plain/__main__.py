@@ -28,7 +28,7 @@ from components.compile.common import SKIP_AWAIT  # noqa: E402
 from components.compile.stack import compile_model_service_account, compile_namespace  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
 from components.config.loader import PROJECT, SECTIONS, section_values  # noqa: E402
-from components.config.model import SECRET_SECTIONS  # noqa: E402
+from components.config.stack_secrets import SECRET_SECTIONS  # noqa: E402
 from components.resources.kubernetes import apply  # noqa: E402
 
 config = pulumi.Config(PROJECT)

@@ -25,7 +25,9 @@ from typing import Optional
 
 from contract import labels
 
-from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.stack import StackConfig
 from . import common, disruption, engines, metrics, network, server, weights
 
 # The operator's API names live in ``contract.labels`` (the status provider reads them too).

@@ -31,7 +31,8 @@ from contract.props import (
 )
 
 from .. import children as roles
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
 from .rbac import compile_teardown_identity

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config.model import ModelConfig, StackConfig
-from ..config.router import RouterConfig, fronted_models, resolve_topology
-from ..config.router_names import backend_name, tls_secret_name
+from ..config.model import ModelConfig
+from ..config.router import RouterConfig
+from ..config.router_names import backend_name, resolve_topology, tls_secret_name
+from ..config.stack import StackConfig, fronted_models
 from . import common
 
 PYLON_CONTAINER = "pylon"

@@ -22,7 +22,9 @@ import pulumi
 from .. import children as roles
 from ..children import child as child_name
 from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
-from ..config.model import ClusterConfig, ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import ClusterConfig
+from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
 
 

@@ -16,7 +16,7 @@ from ..compile.dashboard import compile_dashboard
 from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
-from ..config.model import StackConfig
+from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
 
 

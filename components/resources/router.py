@@ -45,8 +45,7 @@ from providers.router_guard import WorkloadKindGuardProvider
 from .. import children as roles
 from ..children import child as child_name
 from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
-from ..config.model import StackConfig
-from ..config.router import fronted_models
+from ..config.stack import StackConfig, fronted_models
 from . import kubernetes as kube_resources
 from .model import Deploy
 

@@ -82,7 +82,7 @@ class RecordingMonitor(MockMonitor):
 
 def declare(platform_config: dict, router: dict) -> list[Registered]:
     """Every resource a stack of MODELS, ``platform_config`` and ``router`` declares."""
-    from components.config.router import fronted_models
+    from components.config.stack import fronted_models
     from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
     mocks = Mocks(status_target="plain-0")

@@ -24,7 +24,7 @@ def graph(monkeypatch):
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
-    from components.config.router import fronted_models
+    from components.config.stack import fronted_models
     from components.resources import RequestRouter, VllmModel
 
     stack, deploy = deploy_platform(

@@ -67,7 +67,7 @@ class RecordingMonitor(MockMonitor):
 
 
 def register(raw: dict) -> Stack:
-    from components.config.router import fronted_models
+    from components.config.stack import fronted_models
     from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
     monitor = RecordingMonitor(Mocks())

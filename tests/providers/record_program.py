@@ -48,7 +48,7 @@ def record() -> dict:
     import pulumi
 
     from components.config import load_stack_config
-    from components.config.router import fronted_models
+    from components.config.stack import fronted_models
     from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
     recorded: dict = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config.model import VLLM_MAX_LORA_RANKS
+from components.config.lora import VLLM_MAX_LORA_RANKS
 from components.preflight import HubError, HubFile, PreflightError, RepoState, preflight_stack
 from unit_helpers import REPO, compile_model, container, model, stack
 

@@ -193,7 +193,7 @@ def test_defaults():
 
 
 def test_router_fronts_every_model_unless_narrowed():
-    from components.config.router import fronted_models
+    from components.config.stack import fronted_models
 
     names = ["chat", "code"]
     assert fronted_models(load(router()).router, names) == ("chat", "code")

@@ -9,7 +9,7 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config
-from components.config.model import VLLM_IMAGE
+from components.config.platform import VLLM_IMAGE
 from tests.fixtures import vllm_0_11_0 as vllm
 from unit_helpers import model
 
