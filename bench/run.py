@@ -33,7 +33,7 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import cluster  # noqa: E402  (puts the repo and tests/integration on sys.path)
+import cluster  # noqa: E402  (puts the repo on sys.path)
 
 NAMES = ("overhead", "parallel", "reaction", "status", "scale", "targets", "puller")
 CLUSTER = {"overhead", "parallel", "reaction", "status", "scale"}

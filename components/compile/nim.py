@@ -2,7 +2,7 @@
 
 Pure, like every compiler: typed config in, custom resources (plain dicts, wire shape) out.
 Field names are the operator's published ``apps.nvidia.com/v1alpha1`` API
-(see ``tests/unit/test_nim_compile.py`` for the allowed-key sets these are checked against).
+(see ``tests/compile/test_nim_compile.py`` for the allowed-key sets these are checked against).
 
 Serving waits for the weights twice over: the NIMService names the cache
 (``storage.nimCache.name``), so the operator keeps it NotReady until the cache is Ready, and the

@@ -4,7 +4,7 @@ and credentials in plain text.
 A user's `--port 9000` used to be appended after ours and win (the probes and the Service still
 use 8000); a `--tensor-parallel-size` in args bypassed the GPU check. Each managed flag or
 variable is refused with the setting to use instead. The tables cover everything
-``components/compile`` emits (tests/unit/test_config_managed.py compiles a rich stack and checks
+``components/compile`` emits (tests/config/test_config_managed.py compiles a rich stack and checks
 it, so a new flag or variable cannot slip past them).
 """
 

@@ -8,7 +8,7 @@ import pulumi
 import pytest
 
 import providers.resources as dynamic_resources
-from component_kit import deploy_platform, record_graph
+from tests.support.component_kit import deploy_platform, record_graph
 
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [

@@ -7,8 +7,8 @@ import pytest
 
 import providers.nim_status as nim_status
 import providers.resources as dynamic_resources
-from component_kit import Mocks, deploy_platform, record_graph
 from components.config import load_stack_config
+from tests.support.component_kit import Mocks, deploy_platform, record_graph
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 OPERATOR = {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,

@@ -18,11 +18,11 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockMonitor
 
-from component_kit import Mocks
 from components import children as roles
 from components.config import load_stack_config
 from components.preview_report import Preview, Step, component_of, role_of, summarize
 from components.preview_report.summary import MODEL_TYPES, PLATFORM_TYPE, ROUTER_TYPE
+from tests.support.component_kit import Mocks
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [

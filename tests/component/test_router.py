@@ -6,8 +6,8 @@ import pulumi
 import pytest
 
 import components.resources.router as router_resources
-from component_kit import Graph, deploy_platform, record_graph
 from providers.router_guard import WorkloadKindGuardProvider
+from tests.support.component_kit import Graph, deploy_platform, record_graph
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MODELS = [

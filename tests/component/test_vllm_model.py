@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from component_kit import deploy_platform, record_graph
+from tests.support.component_kit import deploy_platform, record_graph
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi"},

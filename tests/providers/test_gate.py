@@ -17,7 +17,10 @@ import pytest
 from pulumi.dynamic import dynamic as pulumi_dynamic
 
 from contract.props import GateProps
-from fakes import (
+from providers import gate, kube
+from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
+from providers.projection import job_succeeded
+from tests.support.fakes import (
     CLAIM,
     NS,
     PULLER_JOB,
@@ -33,9 +36,6 @@ from fakes import (
     protocol_error,
     pvc,
 )
-from providers import gate, kube
-from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
-from providers.projection import job_succeeded
 
 ROOT = Path(__file__).resolve().parents[2]
 PULLER_POD = f"{PULLER_JOB}-x7k2p"

@@ -13,9 +13,9 @@ import json
 
 from components.config import load_stack_config
 from components.targets_cli import print_router_targets
-from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
 from providers import kube
 from providers.router_targets import RouterTargetsProvider, read_router_targets, service_selector
+from tests.support.fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
 
 SERVICES = {"llama": "llama", "qwen": "qwen"}
 HEADLESS = "llm-router-headless"

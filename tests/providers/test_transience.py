@@ -12,7 +12,20 @@ from datetime import UTC, datetime
 import pytest
 
 from contract.props import GateProps
-from fakes import (
+from providers import gate
+from providers.gate import WeightsNotReady
+from providers.projection import READY
+from providers.status import ModelNotServing
+from providers.transience import (
+    DEFAULT_RESTART_THRESHOLD,
+    DEFINITIVE,
+    TRANSIENT,
+    classify_crash,
+    classify_image_pull,
+    classify_waiting,
+    crash_is_fatal,
+)
+from tests.support.fakes import (
     NS,
     PULLER_JOB,
     SERVER,
@@ -27,19 +40,6 @@ from fakes import (
     ready_server_pod,
     ready_slices,
     wait_serving,
-)
-from providers import gate
-from providers.gate import WeightsNotReady
-from providers.projection import READY
-from providers.status import ModelNotServing
-from providers.transience import (
-    DEFAULT_RESTART_THRESHOLD,
-    DEFINITIVE,
-    TRANSIENT,
-    classify_crash,
-    classify_image_pull,
-    classify_waiting,
-    crash_is_fatal,
 )
 
 REF = "docker.io/vllm/vllm-openai:v0.11.0"
@@ -462,8 +462,8 @@ def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch
 def test_a_replica_whose_pull_never_recovered_is_named_by_its_pull_not_as_pending() -> None:
     """The rollout check (status.stuck_replica -> projection.lagging_replica) of a replica that
     waited out its pending timeout on a transient pull quotes the pull's last words."""
-    from fakes import NOW
     from providers.projection import Observation, lagging_replica
+    from tests.support.fakes import NOW
 
     stuck = pod(SERVER, phase="Pending", age=1000, containers=[container_status(waiting=TIMEOUT)])
     status = lagging_replica(Observation(model="llama", pods=[stuck], now=NOW, pending_timeout_seconds=900))

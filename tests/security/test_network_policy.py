@@ -42,7 +42,7 @@ def manifests(raw: dict) -> list[dict]:
 
 
 def all_policies(objects: list[dict]) -> dict[str, dict]:
-    """Every model's policies (the router's own are tested in tests/unit/test_router_network.py)."""
+    """Every model's policies (the router's own are tested in tests/compile/test_router_network.py)."""
     return {m["metadata"]["name"]: m for m in objects if m["kind"] == "NetworkPolicy"
             and "llm-serving.dev/model" in m["spec"]["podSelector"].get("matchLabels", {})}
 

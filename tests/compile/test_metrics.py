@@ -22,7 +22,7 @@ from components.compile import metrics, nim, server
 from components.compile.plan import compile_stack, model_plan
 from components.config import ConfigError
 from tests.fixtures import nim_llm_metrics, vllm_0_11_metrics
-from unit_helpers import FIXTURES, model, nim_model, stack
+from tests.support.builders import FIXTURES, model, nim_model, stack
 
 ON = {"metrics": {"enabled": True}}
 OPERATOR = {"path": "operator", "nim": {"authSecret": "ngc-api"}}

@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from components.compile import common, compile_stack, nim
-from unit_helpers import NIM_IMAGE, container, env_of, model, nim_model, pod_manifests, pod_spec, stack
+from tests.support.builders import NIM_IMAGE, container, env_of, model, nim_model, pod_manifests, pod_spec, stack
 
 K8S_VERSION = kubernetes_validate.latest_version()
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"

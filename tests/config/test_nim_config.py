@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from unit_helpers import model, nim_model
+from tests.support.builders import model, nim_model
 
 OPERATOR = {"path": "operator", "nim": {"authSecret": "ngc-api"}}
 

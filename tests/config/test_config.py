@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from components.config import ConfigError, StackConfig, load_stack_config, values
-from unit_helpers import NIM_IMAGE, model, nim_model
+from tests.support.builders import NIM_IMAGE, model, nim_model
 
 # (id, raw config, field path, message fragment)
 BAD = [

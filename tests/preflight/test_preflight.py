@@ -21,7 +21,7 @@ from components.preflight import (
     preflight_stack,
 )
 from components.preflight.decide import recommended_size, selected
-from unit_helpers import REPO, compile_model, model, nim_model, stack
+from tests.support.builders import REPO, compile_model, model, nim_model, stack
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from unit_helpers import FIXTURES, compile_stack, fixture_stack
+from tests.support.builders import FIXTURES, compile_stack, fixture_stack
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = FIXTURES / "stacks" / "Pulumi.rich.yaml"

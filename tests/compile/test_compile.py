@@ -8,7 +8,7 @@ import pytest
 
 from components.compile import common
 from components.config import values
-from unit_helpers import (
+from tests.support.builders import (
     REPO,
     compile_stack,
     compiled,

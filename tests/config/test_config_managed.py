@@ -8,7 +8,7 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config, managed
-from unit_helpers import model, nim_model
+from tests.support.builders import model, nim_model
 
 # Every engine, path and option that adds flags or env: LoRA, TP, a token Secret, NIM raw with an
 # auth Secret, NIM operator.

@@ -9,7 +9,7 @@ outside the program, never from test-only config in the product:
   model/component in one namespace as the API server admits them. The compiled manifests stay
   exactly what the product renders, and "fixing" a fault that lives outside the spec (the hub
   was down, the token was wrong) is removing the policy, not a config change;
-- API faults and pod logs: tests/faults/chaos_proxy.py, an HTTP proxy in front of the apiserver
+- API faults and pod logs: tests/support/chaos_proxy.py, an HTTP proxy in front of the apiserver
   that both the pulumi-kubernetes provider and our dynamic providers go through (KUBECONFIG);
 - a restricted identity: a ServiceAccount token with a namespaced Role (``Cluster.restricted_kubeconfig``).
 """
@@ -30,7 +30,7 @@ from typing import Optional
 
 import yaml
 
-from tests.integration.harness import Project
+from tests.support.harness import Project
 
 FAULT_ANNOTATION = "llm-serving.dev/kwok-fault"
 MODEL_LABEL = "llm-serving.dev/model"

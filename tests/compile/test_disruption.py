@@ -10,7 +10,7 @@ import pytest
 from components.compile import compile_stack, disruption, network
 from components.config import ConfigError, load_stack_config
 from components.config.disruption import DEFAULT_DRAIN_SECONDS, GRACE_MARGIN_SECONDS
-from unit_helpers import compiled, container, model, nim_model, pod_spec, stack
+from tests.support.builders import compiled, container, model, nim_model, pod_spec, stack
 
 K8S_VERSION = kubernetes_validate.latest_version()
 SHARED = {"accessMode": "ReadWriteMany"}

@@ -11,7 +11,7 @@ import pytest
 from components.config import ConfigError, load_stack_config
 from components.config.router_names import within
 from contract.workload_kind import kind_change_problem
-from unit_helpers import model
+from tests.support.builders import model
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.3"

@@ -7,8 +7,8 @@ import json
 
 from components import status_cli
 from components.config import load_stack_config
-from fakes import NS, FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
 from providers import kube
+from tests.support.fakes import NS, FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
 
 STACK = load_stack_config({
     "platform": {"namespace": NS, "sharedMemorySizeLimit": "1Gi"},

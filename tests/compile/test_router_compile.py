@@ -11,7 +11,7 @@ import pytest
 from components.compile import compile_stack
 from components.compile.router import RouterManifests, compile_router, endpoint_url, pylon_address
 from components.config import load_stack_config, read_stack_file
-from unit_helpers import ROOT, containers, model, pod_spec
+from tests.support.builders import ROOT, containers, model, pod_spec
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 K8S_VERSION = kubernetes_validate.latest_version()

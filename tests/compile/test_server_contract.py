@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from components.compile import common, engines, server
-from unit_helpers import (
+from tests.support.builders import (
     compile_stack,
     compiled,
     container,

@@ -20,7 +20,7 @@ from components.compile.pylon import (
     stargate_address,
 )
 from components.config import ConfigError, load_stack_config
-from unit_helpers import container, model, nim_model, pod_spec
+from tests.support.builders import container, model, nim_model, pod_spec
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 # A Stargate with --worker-auth-file (newer than chart 0.16.2): token mode needs one.

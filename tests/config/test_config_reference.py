@@ -6,7 +6,7 @@ import importlib.util
 import subprocess
 import sys
 
-from unit_helpers import ROOT
+from tests.support.builders import ROOT
 
 SCRIPT = ROOT / "scripts" / "gen_config_reference.py"
 DOC = ROOT / "docs" / "config-reference.md"

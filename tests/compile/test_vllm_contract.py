@@ -11,7 +11,7 @@ from components.compile import compile_stack
 from components.config import load_stack_config
 from components.config.platform import VLLM_IMAGE
 from tests.fixtures import vllm_0_11_0 as vllm
-from unit_helpers import model
+from tests.support.builders import model
 
 # Everything that adds a flag or a variable to a vLLM server: TP, LoRA, a token Secret, user
 # args and env that pass validation.

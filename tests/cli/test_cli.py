@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components import cli
-from unit_helpers import NIM_IMAGE, ROOT, compile_stack, fixture_stack
+from tests.support.builders import NIM_IMAGE, ROOT, compile_stack, fixture_stack
 
 GOOD = {
     "kubernetes:context": "kind-llm-serving",  # another project's key: ignored

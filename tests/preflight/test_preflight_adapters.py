@@ -8,7 +8,7 @@ import pytest
 from components.config import ConfigError, load_stack_config
 from components.config.lora import VLLM_MAX_LORA_RANKS
 from components.preflight import HubError, HubFile, PreflightError, RepoState, preflight_stack
-from unit_helpers import REPO, compile_model, container, model, stack
+from tests.support.builders import REPO, compile_model, container, model, stack
 
 SHA_A, SHA_B, SHA_C = "a" * 40, "b" * 40, "c" * 40
 GIB = 2**30

@@ -8,7 +8,7 @@ helper it calls, do at least one of
 - call a function named ``assert*``, ``check*``, ``expect*``, ``validate*`` or ``verify*`` (by
   convention those raise or fail on a mismatch; mock objects' ``assert_called_*`` count too).
 A helper is a function of the same module, or one imported from a module under tests/ (the kits:
-harness.py, component_kit.py, fault_kit.py, ...); it counts when it meets the rule itself, to any
+tests/support: harness.py, component_kit.py, fault_kit.py, ...); it counts when it meets the rule itself, to any
 depth (methods and fixtures are not followed). A test that only runs code to see it does not
 raise is flagged: say what it must produce.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 CHECKING_NAMES = ("assert", "check", "expect", "validate", "verify")
 PYTEST_CHECKS = {"raises", "fail", "warns"}
 

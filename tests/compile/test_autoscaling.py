@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-import unit_helpers
 from components.compile import autoscaling as compile_autoscaling
 from components.compile.plan import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.autoscaling import KEDA_CRD, replica_ceiling
-from unit_helpers import FIXTURES, model, nim_model
+from tests.support import builders
+from tests.support.builders import FIXTURES, model, nim_model
 
 RWX = {"accessMode": "ReadWriteMany"}
 SCALED = {"enabled": True, "maxReplicas": 4}
@@ -33,11 +33,11 @@ METRICS = {"metrics": {"enabled": True}}
 
 
 def stack(*models: dict, **platform):
-    return unit_helpers.stack(*models, **{**METRICS, **platform})
+    return builders.stack(*models, **{**METRICS, **platform})
 
 
 def compiled(raw_model: dict, **platform):
-    return unit_helpers.compiled(raw_model, **{**METRICS, **platform})
+    return builders.compiled(raw_model, **{**METRICS, **platform})
 
 
 def problems_of(raw_model: dict, **platform) -> list[str]:

@@ -2,7 +2,7 @@
 
 A mismatch shows a unified diff. After an intended change, regenerate and review the diff:
 
-    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_golden.py
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/compile/test_golden.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import pytest
 import yaml
 
-from unit_helpers import FIXTURES, compile_stack, fixture_stack
+from tests.support.builders import FIXTURES, compile_stack, fixture_stack
 
 GOLDEN = FIXTURES / "golden"
 CASES = ["minimal", "rich", "metrics"]  # inputs: tests/fixtures/stacks/Pulumi.<case>.yaml

@@ -14,7 +14,7 @@ import pytest
 from components.compile import compile_stack
 from components.compile.router import compile_router
 from components.config import load_stack_config
-from unit_helpers import model
+from tests.support.builders import model
 
 IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MONITORING = {"kubernetes.io/metadata.name": "monitoring"}

@@ -26,7 +26,7 @@ import pytest
 
 from components.compile.router import compile_router
 from components.config import ConfigError, load_stack_config
-from unit_helpers import model
+from tests.support.builders import model
 
 NS = "nvcf"
 NAME = "llm-request-router"

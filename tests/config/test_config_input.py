@@ -15,7 +15,7 @@ from components.config import ConfigError, StackConfig, load_stack_config, value
 from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, STACK_SECRETS
 from components.config.types import StackSecret
 from components.preflight.decide import Check, HubFile, RepoState, decide
-from unit_helpers import ROOT, model, nim_model
+from tests.support.builders import ROOT, model, nim_model
 
 
 def problems_of(raw: dict) -> list[str]:

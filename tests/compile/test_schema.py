@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 
 from components.config import load_stack_config, read_stack_file
-from unit_helpers import NIM_IMAGE, ROOT, STACK_FIXTURES, compile_stack, model, stack
+from tests.support.builders import NIM_IMAGE, ROOT, STACK_FIXTURES, compile_stack, model, stack
 
 # The newest schema the installed kubernetes-validate ships; at least the 1.33 the project targets.
 K8S_VERSION = kubernetes_validate.latest_version()
