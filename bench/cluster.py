@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `tests.support`
+
+from tests.support.harness import Project, small_model, stack_config
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.support.harness import Project, small_model, stack_config  # noqa: E402
-
 TOOLCHAIN_ENV = Path.home() / ".cache" / "llm-serving-toolchain" / "env.sh"
 PEER_MAIN = Path(__file__).resolve().parent / "peer_plain" / "__main__.py"
 BENCH_LABEL = "llm-serving.dev/bench"

@@ -23,13 +23,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+from components.compile import common, weights
+from components.config import load_stack_config
+from tests.support.hf_server import HubServer, write_model_shards
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from components.compile import common, weights  # noqa: E402
-from components.config import load_stack_config  # noqa: E402
-from tests.support.hf_server import HubServer, write_model_shards  # noqa: E402
-
 HF = ROOT / ".venv" / "bin" / "hf"
 RUN_TIMEOUT = 300
 

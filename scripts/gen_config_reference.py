@@ -19,20 +19,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union
 
+# Run by path (`python scripts/gen_config_reference.py`): the repo's packages come from its root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import AfterValidator, BaseModel, BeforeValidator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from components.config import types as config_types
+from components.config import values
+from components.config.loader import PROJECT
+from components.config.stack import StackConfig
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from annotated_types import Ge, Gt, Le, Lt  # noqa: E402  (pydantic dependency)
-from pydantic import AfterValidator, BaseModel, BeforeValidator  # noqa: E402
-from pydantic.fields import FieldInfo  # noqa: E402
-from pydantic_core import PydanticUndefined  # noqa: E402
-
-from components.config import types as config_types  # noqa: E402
-from components.config import values  # noqa: E402
-from components.config.loader import PROJECT  # noqa: E402
-from components.config.stack import StackConfig  # noqa: E402
-
 OUTPUT = ROOT / "docs" / "config-reference.md"
 
 # What each value check means for someone writing a stack file.

@@ -36,6 +36,7 @@ from ..config.stack import StackConfig
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
 from .rbac import compile_teardown_identity
+from .router import compile_router
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
@@ -217,7 +218,5 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:
-        from .router import compile_router
-
         manifests += compile_router(stack).in_order()
     return manifests

@@ -19,6 +19,9 @@ from typing import Optional
 
 import pulumi
 
+from contract.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
+from providers import crd_check, gate, resources, status
+
 from .. import children as roles
 from ..children import child as child_name
 from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
@@ -44,9 +47,6 @@ class Deploy:
 
 def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
-    from contract.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
-    from providers import crd_check, gate, resources, status
-
     resource, provider = {
         GateProps: (resources.WeightsGate, gate.WeightsGateProvider),
         StatusProps: (resources.ModelStatus, status.ModelStatusProvider),

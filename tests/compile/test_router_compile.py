@@ -8,9 +8,13 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from components.compile import compile_stack
-from components.compile.router import RouterManifests, compile_router, endpoint_url, pylon_address
-from components.config import load_stack_config, read_stack_file
+from components.compile import compile_stack, pylon
+from components.compile.router import RouterManifests, compile_router, endpoint_url, names, pylon_address
+from components.compile.router.network import PYLON_PODS
+from components.config import load_stack_config, read_stack_file, router_names
+from components.config.pylon import image_version
+from components.config.router import MANAGED_FLAGS
+from contract.names import headless_service_name
 from tests.support.builders import ROOT, containers, model, pod_spec
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
@@ -271,15 +275,10 @@ def test_addresses_for_clients_and_pylons():
 def test_one_definition_of_the_pylon_address_and_the_headless_name():
     """The router's outputs, the pylon's --stargate-address and the targets reader cannot drift:
     each is the same function, not a copy."""
-    from components.compile import pylon
-    from components.config import router_names
-    from contract.names import headless_service_name
-
     assert pylon_address is pylon.stargate_address
     assert headless_service_name is router_names.headless_service_name
     assert compiled().names.headless == headless_service_name("llm-router")
     # The port in that address is the one the router and backend router listen on.
-    from components.compile.router import names
     assert pylon.ROUTER_GRPC_PORT == names.GRPC_PORT == names.BACKEND_GRPC_PORT
 
 
@@ -304,9 +303,6 @@ def test_the_stacks_make_their_models_routable_and_an_open_router_is_fenced():
     """Both stacks with a router carry pylons; the gpu-cluster one pins its pylon by digest and,
     running a 0.16.2 router (no token mode), runs open behind the router's NetworkPolicy, whose
     gRPC/QUIC ingress admits only model server pods and router-side pods."""
-    from components.compile.router.network import PYLON_PODS
-    from components.config.pylon import image_version
-
     local = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.local.yaml"))
     assert local.router.pylon is not None and local.router.worker_auth.mode == "open"
     gpu = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
@@ -353,8 +349,6 @@ TOKEN_AUTH = {"image": "nvcr.io/nvidia/llm-request-router:0.18.0",
 def test_every_flag_the_render_sets_is_refused_in_args(section):
     """A flag the component sets, repeated in `args`, is refused at startup or wins over ours;
     validate must refuse each of them (config MANAGED_FLAGS), or the protection has a hole."""
-    from components.config.router import MANAGED_FLAGS
-
     (router,) = containers(compiled(**section).workload)
     emitted = {arg.split("=", 1)[0] for arg in router["args"]}
     assert emitted <= set(MANAGED_FLAGS), emitted - set(MANAGED_FLAGS)

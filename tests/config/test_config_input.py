@@ -11,10 +11,16 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from components.config import ConfigError, StackConfig, load_stack_config, values
-from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, STACK_SECRETS
-from components.config.types import StackSecret
+from components.compile.secrets import stack_secrets, unused_stack_secrets
+from components.config import ConfigError, StackConfig, load_stack_config, read_stack_file, values
+from components.config import model as model_section
+from components.config import router as router_section
+from components.config import types as config_types
+from components.config.loader import load_program_config
+from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, STACK_SECRETS, configured, used
+from components.config.types import StackSecret, _is_int_field
 from components.preflight.decide import Check, HubFile, RepoState, decide
+from components.preflight.stack import check_for
 from tests.support.builders import ROOT, model, nim_model
 
 
@@ -28,17 +34,15 @@ def problems_of(raw: dict) -> list[str]:
 
 @pytest.mark.parametrize("first", ["components.config.router", "components.config.types",
                                    "components.config.platform", "components.config.model",
-                                   "components.config.loader"])
+                                   "components.config.stack", "components.config.loader"])
 def test_each_config_module_imports_first_in_a_fresh_process(first):
     result = subprocess.run([sys.executable, "-c", f"import {first}"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
 def test_router_and_model_share_the_base_types():
-    from components.config import model, router, types
-
-    assert router.Strict is model.Strict is types.Strict
-    assert router.Image is types.Image and router.PositiveQuantity is types.PositiveQuantity
+    assert router_section.Strict is model_section.Strict is config_types.Strict
+    assert router_section.Image is config_types.Image and router_section.PositiveQuantity is config_types.PositiveQuantity
 
 
 def test_every_stack_secret_is_a_stack_config_field():
@@ -73,8 +77,6 @@ def test_without_stack_secrets_models_read_none():
 # --- item 11: no traceback, strict integers ---------------------------------------------------
 
 def _int_fields(model_cls: type[BaseModel], prefix: str = "") -> list[tuple[type[BaseModel], str]]:
-    from components.config.types import _is_int_field
-
     found = []
     for name, field in model_cls.model_fields.items():
         if _is_int_field(field.annotation):
@@ -218,8 +220,6 @@ def test_unknown_keys_suggest_the_closest(raw, line):
 
 
 def test_unknown_section_suggests_the_closest(tmp_path):
-    from components.config import read_stack_file
-
     path = tmp_path / "Pulumi.x.yaml"
     path.write_text("config:\n  llm-serving:modles: []\n  llm-serving:zzzzzz: 1\n")
     with pytest.raises(ConfigError) as raised:
@@ -250,8 +250,6 @@ def test_size_check_says_when_the_size_is_the_default_not_the_users():
 
 
 def test_preflight_check_knows_whether_the_model_set_its_size():
-    from components.preflight.stack import check_for
-
     stack = load_stack_config({"models": [model("a"), model("b", weights={"size": "80Gi"}),
                                           model("c", weights={"accessMode": "ReadWriteMany"})]})
     defaults = [check_for(m, stack, env={}).volume_size_default for m in stack.models]
@@ -265,7 +263,6 @@ def test_the_program_loader_reports_unknown_keys_and_invalid_values_together():
 
     import pulumi
 
-    from components.config.loader import load_program_config
 
     token = "hf_PlainProgramToken0123456789"
     pulumi.runtime.set_all_config({
@@ -291,7 +288,6 @@ def test_the_program_loader_reads_sections_and_secret_presence():
 
     import pulumi
 
-    from components.config.loader import load_program_config
 
     pulumi.runtime.set_all_config({"llm-serving:models": json.dumps([model("chat")]),
                                    "llm-serving:hfToken": "hf_x"}, ["llm-serving:hfToken"])
@@ -304,9 +300,6 @@ def test_the_program_loader_reads_sections_and_secret_presence():
 
 
 def test_the_registry_knows_which_secrets_a_stack_uses_as_the_compiler_does():
-    from components.compile.secrets import stack_secrets, unused_stack_secrets
-    from components.config.stack_secrets import configured, used
-
     for models in ([model("open")], [model("own", hfTokenSecret={"name": "team"})], [nim_model("n")],
                    [model("open"), nim_model("n")], [nim_model("op", path="operator", nim={"authSecret": "own"})]):
         stack = load_stack_config({"models": models, "hfToken": SECRET, "ngcApiKey": SECRET})

@@ -10,6 +10,7 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config.router_names import within
+from components.config.stack import fronted_models
 from contract.workload_kind import kind_change_problem
 from tests.support.builders import model
 
@@ -193,8 +194,6 @@ def test_defaults():
 
 
 def test_router_fronts_every_model_unless_narrowed():
-    from components.config.stack import fronted_models
-
     names = ["chat", "code"]
     assert fronted_models(load(router()).router, names) == ("chat", "code")
     assert fronted_models(load(router(models=["code"])).router, names) == ("code",)

@@ -8,7 +8,7 @@ import pytest
 
 from components.compile import weights
 from components.compile.common import MODEL_SOURCE_ANNOTATION
-from components.config import ConfigError
+from components.config import ConfigError, load_stack_config
 from components.config.model import DEFAULT_IGNORE_PATTERNS
 from components.preflight import (
     ENDPOINT_ENV,
@@ -301,8 +301,6 @@ def test_nim_operator_models_are_not_asked():
 def test_models_reading_the_stack_token_are_checked_with_it():
     """The puller of a model without its own hfTokenSecret reads the Secret made from the stack's
     `llm-serving:hfToken`: preflight asks the hub with that token, not the preview machine's."""
-    from components.config import load_stack_config
-
     config = load_stack_config({
         "hfToken": {"secure": "(held by the Pulumi engine)"},
         "models": [model("uses-stack", source={"repo": "org/a"}, weights={"size": "5Gi"}),

@@ -20,6 +20,7 @@ from components.preview_report import (
     parse,
     path_segments,
     preview_report,
+    runner,
     short_revision,
     source_change,
     summarize,
@@ -290,7 +291,6 @@ def test_previews_run_without_per_step_checkpoints_and_streaming(monkeypatch):
     in resources), unless the caller's environment says otherwise."""
     import subprocess
 
-    from components.preview_report import runner
 
     seen = []
 

@@ -14,7 +14,7 @@ import pytest
 from test_secrets_program import run_program
 
 from components.compile import compile_stack
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError, load_stack_config, read_stack_file
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
@@ -269,7 +269,6 @@ def test_puller_policies_are_valid_kubernetes():
 def test_the_gpu_cluster_example_pins_every_image_by_digest_and_isolates_every_model():
     from pathlib import Path
 
-    from components.config import read_stack_file
 
     path = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.gpu-cluster.yaml"
     objects = compile_stack(load_stack_config(read_stack_file(path)))

@@ -13,6 +13,7 @@ import pulumi
 
 import providers.resources as dynamic_resources
 from components.config import load_stack_config
+from components.resources import Deploy, Platform
 from components.resources import kubernetes as kube_resources
 
 
@@ -80,8 +81,6 @@ def record_graph(monkeypatch, *dynamic: tuple[ModuleType, str]) -> Graph:
 def deploy_platform(raw: dict, mocks: Mocks | None = None):
     """Install the mocks, load the stack config and declare the Platform: (stack, deploy) for the
     components under test."""
-    from components.resources import Deploy, Platform
-
     pulumi.runtime.set_mocks(mocks or Mocks(), preview=False)
     stack = load_stack_config(raw)
     platform = Platform("platform", stack, None)
