@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The pylon sidecar's container name: the compiler names it, and a model pod counts as a router
+# target only while the container of this name is ready (``contract.targets``).
+PYLON_CONTAINER = "pylon"
+
 
 def headless_service_name(router_name: str) -> str:
     """The headless Service of the router named ``router_name`` (``<name>-headless``, chart 0.16.2

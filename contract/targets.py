@@ -42,6 +42,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .names import PYLON_CONTAINER
+
 
 @dataclass(frozen=True, order=True)
 class Target:
@@ -69,7 +71,6 @@ class TargetSnapshot:
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
-PYLON_CONTAINER = "pylon"  # components.compile.pylon.PYLON_CONTAINER
 ROUTER_PORTS = (("grpc", "TCP"), ("quic", "UDP"))  # stargate-k8s-router --grpc/--quic-port-name
 
 

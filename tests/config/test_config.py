@@ -149,6 +149,16 @@ def test_error_message_lists_problems():
     assert "models.0.engine: engine 'generic'" in str(caught.value)
 
 
+def test_problems_are_named_and_a_bare_tuple_is_refused():
+    """A check returns Problem(path, message); a (path, message) tuple from an old spelling fails
+    where it is raised, not as a garbled line in the formatter."""
+    problem = values.Problem("replicas", "set 1")
+    assert problem.under("models.0") == values.Problem("models.0.replicas", "set 1")
+    assert str(values.Problems([problem])) == "replicas: set 1"
+    with pytest.raises(TypeError, match=r"Problem\(path, message\)"):
+        values.Problems([("replicas", "set 1")])
+
+
 # --- what is accepted ------------------------------------------------------------------------
 
 def load(*models: dict, **platform) -> StackConfig:
