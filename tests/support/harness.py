@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "providers", "policies")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "providers", "contract", "policies")
 
 
 def require_engine() -> None:
@@ -65,7 +65,11 @@ class Project:
             elif target.exists():
                 target.unlink()
         if commit is not None:
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *PROJECT_FILES],
+            # An older commit may lack a folder added since (contract/ came with issue 24).
+            present = set(subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", commit],
+                                         capture_output=True, text=True, check=True).stdout.split())
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", commit,
+                                      *(name for name in PROJECT_FILES if name in present)],
                                      capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(self.root)], input=archive, check=True)
             return
