@@ -16,7 +16,7 @@ they live). A silently ignored setting is worse than a refused one: the user bel
 Not refused: the keys of a switch the file turns off (`lora`, `autoscaling`, `metrics`,
 `networkPolicy`, `tls`, `preflight`, `teardownIdentity` with `enabled: false`). The switch is in
 plain sight, and keeping its settings is how a feature is paused
-(tests/unit/test_autoscaling.py); the backend router's keys under `enabled: auto` that resolves to
+(tests/compile/test_autoscaling.py); the backend router's keys under `enabled: auto` that resolves to
 "off" are refused (router.py ``topology_problems``), since nothing in the file says it is off.
 
 (1) NIM serves adapters from the directory named by NIM_PEFT_SOURCE, and only with a LoRA-capable
@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from .values import Problem
+
 if TYPE_CHECKING:
     from .model import ModelConfig
 
@@ -47,24 +49,24 @@ def alias(model: type[BaseModel], name: str) -> str:
     return model.model_fields[name].alias or name
 
 
-def unused_keys(section: BaseModel, names: Iterable[str], where: str, why: str) -> list[tuple[str, str]]:
+def unused_keys(section: BaseModel, names: Iterable[str], where: str, why: str) -> list[Problem]:
     """One problem per key of ``section`` the user wrote that has no effect, at ``<where>.<key>``."""
-    return [(f"{where}{alias(type(section), name)}", why)
+    return [Problem(f"{where}{alias(type(section), name)}", why)
             for name in names if name in section.model_fields_set]
 
 
-def model_problems(model: ModelConfig) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+def model_problems(model: ModelConfig) -> list[Problem]:
+    problems: list[Problem] = []
     if model.engine != "nim":
         return problems
     if model.lora.enabled:
-        problems.append(("lora.enabled", (
+        problems.append(Problem("lora.enabled", (
             "NIM serves LoRA adapters from the directory named by NIM_PEFT_SOURCE and only with a "
             "LoRA-capable profile of its image, which this program does not configure: the adapters "
             "would be downloaded where NIM never looks. Use engine: vllm for adapters, or remove lora")))
     tensor_parallel_set = "tensor_parallel_size" in model.model_fields_set
     if tensor_parallel_set and not model.on_operator:
-        problems.append(("tensorParallelSize", (
+        problems.append(Problem("tensorParallelSize", (
             "the NIM raw path passes no parallelism to NIM, which picks a profile for the GPUs it "
             "sees; remove it and set gpus (to pin a profile, set env NIM_MODEL_PROFILE)")))
     if not model.on_operator:
@@ -74,38 +76,38 @@ def model_problems(model: ModelConfig) -> list[tuple[str, str]]:
     if tensor_parallel_set and (source == "hf" or nim.profiles):
         reason = ("an hf cache downloads the repo as it is" if source == "hf"
                   else "nim.profiles names the profiles to cache, which excludes every other selector")
-        problems.append(("tensorParallelSize", f"has no effect on this NIMCache: {reason}; remove it"))
+        problems.append(Problem("tensorParallelSize", f"has no effect on this NIMCache: {reason}; remove it"))
     if model.disruption is not None and model.disruption.drain_seconds is not None:
-        problems.append(("disruption.drainSeconds", (
+        problems.append(Problem("disruption.drainSeconds", (
             "the NIM operator path renders no drain wait: a NIMService has no lifecycle hook or "
             "terminationGracePeriodSeconds to carry it; remove it, or use path: raw")))
     problems += unused_keys(model.source, ("allow_patterns", "ignore_patterns"), "source.",
                             "the NIMCache downloads without file patterns; remove it, or use path: raw")
     if source == "ngc" and model.hf_endpoint is not None:
-        problems.append(("hfEndpoint", "an ngc cache downloads from NGC, never from a Hugging Face "
+        problems.append(Problem("hfEndpoint", "an ngc cache downloads from NGC, never from a Hugging Face "
                          "endpoint; remove it, or set nim.cacheSource: hf"))
     return problems
 
 
-def served_name_problems(models: Iterable[ModelConfig]) -> list[tuple[str, str]]:
+def served_name_problems(models: Iterable[ModelConfig]) -> list[Problem]:
     """A request's `model` names one thing: a model, or one adapter of one model. An adapter named
     like its own base model is shadowed by it (the server answers with the base model), and one
     named like another model, or like another model's adapter, sends clients (and the router,
     which routes by model name) to whichever answers first."""
     models = tuple(models)
     owner = {model.name: f"model '{model.name}'" for model in models}
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     for index, model in enumerate(models):
         for number, adapter in enumerate(model.lora.adapters):
             path = f"models.{index}.lora.adapters.{number}.name"
             if adapter.name == model.name:
-                problems.append((path, f"'{adapter.name}' is the served name of its base model, which "
+                problems.append(Problem(path, f"'{adapter.name}' is the served name of its base model, which "
                                  "answers every request for it: the adapter would never be used; "
                                  "give the adapter its own name, e.g. "
                                  f"'{model.name}-{adapter.repo.rsplit('/', 1)[-1].lower()[:20]}'"))
                 continue
             if adapter.name in owner:
-                problems.append((path, f"'{adapter.name}' is already served by {owner[adapter.name]}; "
+                problems.append(Problem(path, f"'{adapter.name}' is already served by {owner[adapter.name]}; "
                                  "requests for it would reach either; give the adapter a name of its own"))
                 continue
             owner[adapter.name] = f"adapter {number} of model '{model.name}'"

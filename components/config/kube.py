@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator
 
-from .values import Problems
+from .values import Problem, Problems
 
 # Every integer the config holds lands in (or bounds) a Kubernetes int32 field: replica counts
 # (Deployment, StatefulSet, NIMService, ScaledObject/HPA min and max), uids and gids
@@ -71,14 +71,14 @@ def label_value_problem(value: str) -> Optional[str]:
             "'-', '_' and '.', starting and ending with a letter or digit (or quote an empty value '')")
 
 
-def label_problems(labels: dict[str, str], where: str = "") -> list[tuple[str, str]]:
+def label_problems(labels: dict[str, str], where: str = "") -> list[Problem]:
     """Problems of a label map (a selector or labels to set), at ``<where>.<key>``."""
     problems = []
     for key, value in sorted(labels.items()):
         path = f"{where}.{key}" if where else key
         for problem in (qualified_name_problem(key), label_value_problem(value)):
             if problem:
-                problems.append((path, problem))
+                problems.append(Problem(path, problem))
     return problems
 
 
@@ -113,7 +113,7 @@ def env_name_problem(name: str) -> Optional[str]:
 
 
 def check_env(env: dict[str, str]) -> dict[str, str]:
-    problems = [(name, problem) for name in sorted(env) if (problem := env_name_problem(name))]
+    problems = [Problem(name, problem) for name in sorted(env) if (problem := env_name_problem(name))]
     if problems:
         raise Problems(problems)
     return env

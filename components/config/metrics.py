@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from . import kube, values
 from .types import Dns1123Label, Shape, Strict
+from .values import Problem
 
 # A Prometheus Operator `Duration` (monitoring.coreos.com/v1, the pattern its CRDs declare):
 # units from years down to milliseconds, largest first, e.g. 30s, 1m30s. Zero is refused here
@@ -30,12 +31,12 @@ RESERVED_PREFIXES = ("app.kubernetes.io/", "llm-serving.dev/")
 SIDECAR_LABELS = {"grafana_dashboard": "1"}
 
 
-def label_problems(labels: dict[str, str], where: str) -> list[tuple[str, str]]:
+def label_problems(labels: dict[str, str], where: str) -> list[Problem]:
     """Kubernetes' label syntax (``kube.label_problems``), and no key the stack sets itself."""
     problems = kube.label_problems(labels, where)
-    bad = {path for path, _ in problems}
-    problems += [(f"{where}.{key}", "is a label the stack sets itself; choose another key "
-                  "(e.g. release: kube-prometheus-stack)")
+    bad = {problem.path for problem in problems}
+    problems += [Problem(f"{where}.{key}", "is a label the stack sets itself; choose another key "
+                         "(e.g. release: kube-prometheus-stack)")
                  for key in sorted(labels) if key.startswith(RESERVED_PREFIXES) and f"{where}.{key}" not in bad]
     return problems
 
@@ -67,8 +68,8 @@ class DashboardConfig(Strict):
     def _findable(self) -> DashboardConfig:
         problems = label_problems(self.labels, "labels")
         if self.enabled and not self.labels:
-            problems.append(("labels", "the Grafana sidecar finds dashboards by label, and none is "
-                             "set; write e.g. {grafana_dashboard: \"1\"}"))
+            problems.append(Problem("labels", "the Grafana sidecar finds dashboards by label, and none is "
+                                    "set; write e.g. {grafana_dashboard: \"1\"}"))
         if problems:
             raise values.Problems(problems)
         return self

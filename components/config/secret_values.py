@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .values import Problem
+
 _HF_FIX = ("for the hub token: hfTokenSecret (a Kubernetes Secret) or the stack secret "
            "(`pulumi config set --secret hfToken <token>`)")
 _NGC_FIX = ("for the NGC key: nim.authSecret (a Kubernetes Secret with key NGC_API_KEY) or the "
@@ -93,7 +95,7 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
             yield from _walk(item, f"{path}.{index}" if path else str(index))
 
 
-def problems(raw: dict, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+def problems(raw: dict, skip: tuple[str, ...] = ()) -> list[Problem]:
     """(path, message) for every credential-shaped string in ``raw`` (the `llm-serving:*` sections,
     stack-file spelling), skipping the sections named in ``skip`` (the stack secrets)."""
     found: dict[str, str] = {}
@@ -114,4 +116,4 @@ def problems(raw: dict, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
                 f"holds what looks like {shape.kind}; every plain field is written in clear to the "
                 "stack file, the Pulumi state and the rendered manifests. Remove it (and revoke it if "
                 f"the file was ever shared or committed); {shape.fix}"))
-    return sorted(found.items())
+    return [Problem(path, message) for path, message in sorted(found.items())]

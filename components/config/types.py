@@ -165,12 +165,12 @@ class Toleration(Strict):
         # an Equal value a label value, and an empty key matches every taint only with Exists.
         problems = []
         if self.key is not None and (problem := kube.qualified_name_problem(self.key)):
-            problems.append(("key", problem))
+            problems.append(values.Problem("key", problem))
         if self.operator == "Equal" and not self.key:
-            problems.append(("key", "required with operator 'Equal' (only 'Exists' may leave the key "
+            problems.append(values.Problem("key", "required with operator 'Equal' (only 'Exists' may leave the key "
                              "empty, to tolerate every taint); name the taint key, e.g. nvidia.com/gpu"))
         if self.value is not None and (problem := kube.label_value_problem(self.value)):
-            problems.append(("value", problem))
+            problems.append(values.Problem("value", problem))
         if problems:
             raise values.Problems(problems)
         return self

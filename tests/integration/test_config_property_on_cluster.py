@@ -3,7 +3,7 @@ objects the simulated cluster's kube-apiserver accepts in a server-side dry run 
 `fieldValidation=Strict`: unknown fields are errors, as are the API server's own rules the
 schemas do not carry); every stack it refuses names a field, without a traceback.
 
-The stacks are the render-level property test's (tests/unit/config_strategies.py), weighted
+The stacks are the render-level property test's (tests/support/config_strategies.py), weighted
 towards valid ones since only accepted stacks reach the cluster. Each is rendered into one
 namespace of this module (created first, labelled as the stack would label it), so objects of
 several models and the router are checked together, as `up` would send them.
@@ -22,7 +22,6 @@ resources whose CRDs the cluster lacks are then skipped, and counted).
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -31,16 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from fixture_crds import FixtureCrds
-from harness import require_engine
+from tests.config.test_config_property import SEED, check_one
+from tests.support.config_strategies import MUTATED_STACKS, ODD_STACKS, VALID_STACKS
+from tests.support.fixture_crds import FixtureCrds
+from tests.support.harness import require_engine
 
 REPO = Path(__file__).resolve().parents[2]
-# The strategies and the refusal check are the unit property test's, imported under the names the
-# unit tests use (their directory on the path, as pytest puts it there for them).
-sys.path.insert(0, str(REPO / "tests" / "unit"))
-from config_strategies import MUTATED_STACKS, ODD_STACKS, VALID_STACKS  # noqa: E402
-from test_config_property import SEED, check_one  # noqa: E402
-
 pytestmark = pytest.mark.integration
 
 CRDS = REPO / "tests" / "fixtures" / "crds"
