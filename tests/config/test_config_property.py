@@ -20,6 +20,7 @@ tests/config/test_config_property.py`` (docs/validation.md).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -37,6 +38,7 @@ from hypothesis.control import currently_in_test_context, event
 from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.kube import INT32_MAX, label_problems, qualified_name_problem
+from components.config.stack_secrets import SECRET_SECTIONS
 from tests.support.builders import FIXTURES
 from tests.support.config_strategies import CREDENTIALS, STACKS
 
@@ -150,6 +152,8 @@ def check_one(raw: dict) -> list[dict] | None:
         return None
     if currently_in_test_context():
         event("accepted")
+    plain = json.dumps({key: value for key, value in raw.items() if key not in SECRET_SECTIONS})
+    assert not any(credential in plain for credential in CREDENTIALS), "a credential accepted in a plain field"
     return compile_stack(config)
 
 

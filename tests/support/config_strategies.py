@@ -365,6 +365,13 @@ def _mutated(draw: st.DrawFn) -> dict:
         for labels in label_maps:
             labels[key] = value
         return raw
+    texts = {id(c[k]) for c, k in _leaves(raw) if k in ("env", "args", *LABEL_MAPS)}
+    free_text = [(c, k) for c, k in _leaves(raw) if isinstance(c[k], str) and id(c) in texts]
+    if free_text and draw(st.integers(0, 3)) == 0:
+        # A credential pasted into a field that takes any text (env, args, label values).
+        container, key = draw(st.sampled_from(free_text))
+        container[key] = draw(st.sampled_from(CREDENTIALS))
+        return raw
     for _ in range(draw(st.integers(1, 2))):
         # First the shape, then a value of it: integers and label maps are few among the strings.
         shape = draw(st.sampled_from((int, str, dict, list, bool, object)))
