@@ -1,8 +1,9 @@
 """The counter-examples the property test found (tests/config/test_config_property.py), each a
 fixed example now: stacks the config model accepted before issue 25 and Kubernetes would have
-refused (or that carried a credential in plain text). Found by running the property test's
+refused, that carried a credential in plain text, or whose refusal repeated a credential. Found by running the property test's
 strategies against the config model as it was (main at 5fab70f, 2026-12-01, 400 stacks at seed
-2025 and 1200 at seed 99); each is refused at its field now. docs/validation.md lists them."""
+2025 and 1200 at seed 99); each is refused at its field now, without repeating a credential.
+docs/validation.md lists them."""
 
 from __future__ import annotations
 
@@ -49,6 +50,16 @@ FOUND = [
      "models.0.nodeSelector.bad key", "a NIMCache/NIMService nodeSelector the API server refuses"),
     ("credential-in-env", {"models": [model(env={"MODEL_OPTS": CREDENTIALS[0]})]}, "models.0.env.MODEL_OPTS",
      "a Hugging Face token in plain text in the manifest and the state"),
+    ("network-peer-pod-selector", {"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
+        {"podSelector": {"bad key": "x"}}]}}, "models": [model()], "router": ROUTER},
+     "platform.networkPolicy.allowFrom.0.podSelector.bad key", "a NetworkPolicy matchLabels key the API server refuses"),
+    ("network-peer-namespace-selector", {"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
+        {"namespaceSelector": {"bad key": "x"}}]}}, "models": [model()], "router": ROUTER},
+     "platform.networkPolicy.allowFrom.0.namespaceSelector.bad key", "the same in namespaceSelector"),
+    ("credential-echoed-in-name", {"models": [model(CREDENTIALS[0])]}, "models.0.name",
+     "refused, but the message repeated the token ('<value>' is not a valid name)"),
+    ("credential-echoed-in-image", {"models": [model()], "router": {"image": CREDENTIALS[1]}}, "router.image",
+     "refused, but the message repeated the NGC key ('image <value>' is not fully qualified)"),
 ]
 
 
@@ -57,4 +68,4 @@ def test_each_counter_example_is_refused_at_its_field(stack, path):
     with pytest.raises(ConfigError) as caught:
         load_stack_config({"ngcApiKey": {"secure": "v1:x"}, **stack})
     assert any(line.startswith(f"{path}:") for line in caught.value.problems), caught.value.problems
-    assert check_one({"ngcApiKey": {"secure": "v1:x"}, **stack}) is None  # the refusal is well-formed
+    assert check_one({"ngcApiKey": {"secure": "v1:x"}, **stack}) is None  # well-formed, no credential echoed
