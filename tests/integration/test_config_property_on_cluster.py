@@ -14,7 +14,7 @@ ours: a copy the cluster already had, e.g. a real operator's, is used and left a
 cluster does not serve (cert-manager's, without its CRDs) are skipped and counted. Run it under
 the cluster lock: `flock /tmp/llm-cluster.lock bash scripts/test.sh tests/integration/test_config_property_on_cluster.py`.
 
-Bounded: ``LLM_SERVING_DRY_RUN_EXAMPLES`` stacks (default 40), fixed seed ``LLM_SERVING_PROPERTY_SEED``.
+Bounded: ``LLM_SERVING_DRY_RUN_EXAMPLES`` stacks (default 60), fixed seed ``LLM_SERVING_PROPERTY_SEED``.
 ``LLM_SERVING_DRY_RUN_INSTALL_CRDS=0`` installs nothing (for a run without the lock: the custom
 resources whose CRDs the cluster lacks are then skipped, and counted).
 """
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 CRDS = REPO / "tests" / "fixtures" / "crds"
-EXAMPLES = int(os.environ.get("LLM_SERVING_DRY_RUN_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("LLM_SERVING_DRY_RUN_EXAMPLES", "60"))
 FIELD_MANAGER = "llm-serving-property-test"
 FIXTURES = (
     FixtureCrds([CRDS / "apps.nvidia.com_nimcaches.yaml", CRDS / "apps.nvidia.com_nimservices.yaml"],
