@@ -7,6 +7,7 @@ and imported by the provider host, so they must have no import-time side effects
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,18 @@ MAX_RETRY_AFTER_SECONDS = 30.0
 
 class ClusterUnreachable(Reported):
     """The API could not be read this time (after bounded retries)."""
+
+
+class NoClusterConfig(Reported):
+    """No usable kubeconfig (missing file or context) and not in a pod: nothing to connect to."""
+
+
+# What to do about it, for the people who run the CLI and `pulumi up` from a shell.
+NO_CLUSTER_FIX = (
+    "fix: `source scripts/env.sh` (it exports KUBECONFIG for the simulated cluster; start that with "
+    "`bash scripts/cluster/cluster.sh start`), or point KUBECONFIG or llm-serving:cluster.kubeconfig "
+    "at your cluster's kubeconfig and set llm-serving:cluster.context if it is not the current one"
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,11 @@ def connect(target: Target) -> Clients:
         config.load_kube_config(
             config_file=target.kubeconfig, context=target.context, client_configuration=configuration
         )
-    except config.ConfigException:
+    except config.ConfigException as error:
+        # In a pod the service account is the config; anywhere else the client's in-cluster
+        # fallback would only say "Service host/port is not set", hiding the kubeconfig's problem.
+        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            raise NoClusterConfig(no_cluster_config(target, error)) from None
         config.load_incluster_config(client_configuration=configuration)
     # The client's own urllib3 retries would hide faults from our bounded, logged retries.
     configuration.retries = False
@@ -62,6 +79,24 @@ def connect(target: Target) -> Clients:
         core=client.CoreV1Api(api), apps=client.AppsV1Api(api), batch=client.BatchV1Api(api),
         discovery=client.DiscoveryV1Api(api), custom=client.CustomObjectsApi(api),
     )
+
+
+def no_cluster_config(target: Target, error: BaseException) -> str:
+    """Which kubeconfig was looked for, what is wrong with it, and the fix."""
+    if target.kubeconfig:
+        paths, origin = [target.kubeconfig], "llm-serving:cluster.kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        paths, origin = [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p], "KUBECONFIG"
+    else:
+        paths, origin = ["~/.kube/config"], "the default; KUBECONFIG is not set"
+    where = f"{os.pathsep.join(paths)} ({origin})"
+    if not any(os.path.isfile(os.path.expanduser(path)) for path in paths):
+        problem = f"no kubeconfig: {where} does not exist"
+    elif target.context and "contexts list" in str(error):
+        problem = f"kubeconfig {where} has no context {target.context!r} (llm-serving:cluster.context)"
+    else:
+        problem = f"kubeconfig {where} is unusable: {error}"
+    return f"{problem}; {NO_CLUSTER_FIX}"
 
 
 def status_of(error: BaseException) -> Optional[int]:
