@@ -15,8 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from unit_helpers import ROOT
-
+ROOT = Path(__file__).resolve().parents[2]
 FIX = "`source scripts/env.sh`"
 
 
