@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ class ClusterUnreachable(Reported):
 
 
 class NoClusterConfig(Reported):
-    """No usable kubeconfig (missing file or context) and not in a pod: nothing to connect to."""
+    """Nothing to connect with: no usable kubeconfig (missing file or context) outside a pod, or
+    no Kubernetes client in this Python."""
 
 
 # What to do about it, for the people who run the CLI and `pulumi up` from a shell.
@@ -59,7 +61,15 @@ class Clients:
 
 
 def connect(target: Target) -> Clients:
-    from kubernetes import client, config
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        # Not the project's Python (e.g. the system's, before `source scripts/env.sh`): say so,
+        # rather than let a caller report the import as an unreachable cluster.
+        raise NoClusterConfig(
+            f"the Kubernetes client is not installed in this Python ({sys.executable}); fix: "
+            "`source scripts/env.sh` (it puts the project's .venv first on PATH), or run .venv/bin/python"
+        ) from None
 
     configuration = client.Configuration()
     try:

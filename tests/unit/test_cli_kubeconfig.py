@@ -73,3 +73,17 @@ def test_in_a_pod_the_service_account_is_still_the_fallback(tmp_path):
     assert result.returncode == 3
     assert "Service host/port is not set" in result.stdout
     assert "no kubeconfig" not in result.stdout
+
+
+def test_a_python_without_the_kubernetes_client_is_told_to_use_the_venv(tmp_path):
+    """Before `source scripts/env.sh` a system Python may lack the client: say that, not
+    "cluster not reachable"."""
+    code = ("import sys; sys.modules['kubernetes'] = None; from components.cli import main; "
+            "sys.exit(main(['status', '--stack', 'local']))")
+    home = tmp_path / "home"
+    home.mkdir()
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "HOME": str(home)})
+    assert result.returncode == 3
+    assert f"the Kubernetes client is not installed in this Python ({sys.executable}); fix: " in result.stdout
+    assert FIX in result.stdout
