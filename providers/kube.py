@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
+from contract.props import Target
+
 from .failures import Reported
 
 T = TypeVar("T")
@@ -40,14 +42,6 @@ NO_CLUSTER_FIX = (
     "`bash scripts/cluster/cluster.sh start`), or point KUBECONFIG or llm-serving:cluster.kubeconfig "
     "at your cluster's kubeconfig and set llm-serving:cluster.context if it is not the current one"
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which cluster to talk to: a kubeconfig path and context, or the ambient config."""
-
-    kubeconfig: Optional[str] = None
-    context: Optional[str] = None
 
 
 @dataclass
