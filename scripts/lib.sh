@@ -27,10 +27,14 @@ setup_python() {
 
 setup_toolchain() {
   bash "$REPO/scripts/toolchain/bootstrap.sh"
+  # The LWS controller and the operators' CRDs: a cache of their own, after the toolchain.
+  bash "$REPO/scripts/toolchain/operators.sh"
   # shellcheck source=toolchain/versions.sh
   source "$REPO/scripts/toolchain/versions.sh"
   # shellcheck disable=SC1090
   source "$TOOLCHAIN_ENV"
+  # shellcheck disable=SC1090
+  source "$OPERATORS_ENV"
 }
 
 pulumi_env() {
