@@ -11,6 +11,7 @@
 #
 #   scripts/toolchain/operators.sh             build/extract what is missing (idempotent)
 #   scripts/toolchain/operators.sh --env-path  print the env file to source (fails if not built)
+#   scripts/toolchain/operators.sh --crds-only extract the CRDs only (no build)
 #
 # Runs after scripts/toolchain/bootstrap.sh and shares its Go module and build caches.
 set -euo pipefail
@@ -26,8 +27,8 @@ case "${1:-}" in
   --env-path)
     [[ -f "$OPERATORS_ENV" ]] || die "operators not built yet: run scripts/toolchain/operators.sh"
     echo "$OPERATORS_ENV"; exit 0 ;;
-  "") ;;
-  *) die "unknown argument: $1 (use --env-path)" ;;
+  ""|--crds-only) ;;
+  *) die "unknown argument: $1 (use --env-path or --crds-only)" ;;
 esac
 
 BIN="$OPERATORS_DIR/bin"
@@ -136,6 +137,7 @@ EOF
 }
 
 have_crds || timed crds extract_crds
+[[ ${1:-} == --crds-only ]] && exit 0
 have_manager || timed lws-manager build_manager
 write_env
 echo "$(date -u +%FT%TZ) run total $(($(date +%s) - T_START))s" >> "$TIMINGS"
