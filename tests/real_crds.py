@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -72,3 +73,30 @@ def nim_operator_crds(release: str = NIM_OPERATOR_RELEASE) -> Optional[list[Path
 
 NIM_CRDS_ABSENT = ("the NIM operator's CRDs are vendored in ../shared/vendor/nim-operator-crds, absent on this "
                    "machine (its Go module is not served): the NIM-operator tests need them")
+
+
+@functools.lru_cache(maxsize=16)
+def structural_schema(crd_file: Path, version: str) -> dict:
+    """A CRD version's openAPIV3Schema as JSON Schema that, like the API server's pruning under
+    server-side apply, refuses fields it does not declare (CEL rules are not evaluated)."""
+    import copy
+
+    import yaml
+
+    crd = yaml.safe_load(Path(crd_file).read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    schema = copy.deepcopy(served["schema"]["openAPIV3Schema"])
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if ("properties" in node and "additionalProperties" not in node
+                    and not node.get("x-kubernetes-preserve-unknown-fields")):
+                node["additionalProperties"] = False
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema

@@ -12,14 +12,13 @@ import re
 
 import jsonschema
 import pytest
-import yaml
 
 from components.compile import network
 from components.compile.plan import compile_stack, model_plan
 from components.config import ConfigError
 from providers.props import GroupObjects
 from tests.fixtures import vllm_0_11_0 as vllm
-from tests.real_crds import operator_crd
+from tests.real_crds import operator_crd, structural_schema
 from unit_helpers import model, stack
 
 RWX = {"accessMode": "ReadWriteMany", "size": "1Ti"}
@@ -120,30 +119,9 @@ def test_every_vllm_option_of_both_roles_is_one_vllm_0_11_accepts(mode):
     assert mode_options <= options  # the check above saw them
 
 
-def _structural(schema: dict) -> dict:
-    """The CRD schema as JSON Schema that, like the API server's pruning under server-side apply,
-    refuses fields it does not declare."""
-    schema = copy.deepcopy(schema)
-
-    def walk(node):
-        if isinstance(node, dict):
-            if ("properties" in node and "additionalProperties" not in node
-                    and not node.get("x-kubernetes-preserve-unknown-fields")):
-                node["additionalProperties"] = False
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(schema)
-    return schema
-
-
 @pytest.mark.parametrize("mode", ["ray", "dataParallel"])
 def test_the_render_validates_against_the_real_lws_crd_schema(mode):
-    crd = yaml.safe_load(LWS_CRD.read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = _structural(version["schema"]["openAPIV3Schema"])
+    schema = structural_schema(LWS_CRD, "v1")
     lws = lws_of(big(mode))
     jsonschema.validate(lws, schema)
     broken = copy.deepcopy(lws)
