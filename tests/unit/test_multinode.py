@@ -189,3 +189,13 @@ def test_nim_and_data_parallel_pipeline_are_refused():
     lines = problems_of(big("dataParallel", multiNode={"pipelineParallelSize": 2}))
     assert any(line.startswith("models.0.multiNode.pipelineParallelSize: pipeline parallel is offered in mode ray")
                for line in lines)
+
+
+def test_metrics_scrape_the_leaders_through_the_service():
+    config = stack(big(), metrics={"enabled": True})
+    manifests = compile_stack(config)
+    (monitor,) = [m for m in manifests if m["kind"] == "ServiceMonitor"]
+    (service,) = [m for m in manifests if m["kind"] == "Service"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "http" == service["spec"]["ports"][0]["name"]
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
