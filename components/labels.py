@@ -30,5 +30,6 @@ LWS_CRD_NAME = f"{LWS_PLURAL}.{LWS_GROUP}"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" on the leader
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"  # unique per group (the pod webhook sets it)
 # The event the LWS controller records on the LeaderWorkerSet when it recreates a group.
 LWS_RECREATE_EVENT = "RecreateGroupOnPodRestart"

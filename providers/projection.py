@@ -245,6 +245,9 @@ def _pending_reason(pod: dict, events: list[dict]) -> tuple[str, str]:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             text = condition.get("message") or ""
+            if "anti-affinity" in text:  # a multi-node group's pods take one node each
+                return ("not-enough-nodes", "no free node for another pod of its group (one pod per node: "
+                        f"the group needs multiNode.nodes GPU nodes) ({cap(text, 200)})")
             if "nvidia.com/gpu" in text:
                 return "insufficient-gpus", f"no node has enough free GPUs ({cap(text, 200)})"
             return "unschedulable", f"it cannot be scheduled ({cap(text, 200)})"

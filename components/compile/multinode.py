@@ -28,8 +28,8 @@ import copy
 
 from ..config.model import ModelConfig, StackConfig
 from ..config.multinode import DATA_PARALLEL_RPC_PORT, RAY_PORT
-from ..labels import LWS_GROUP, LWS_VERSION, LWS_WORKER_INDEX_LABEL
-from . import engines, server
+from ..labels import LWS_GROUP, LWS_GROUP_KEY_LABEL, LWS_VERSION, LWS_WORKER_INDEX_LABEL
+from . import common, engines, server
 
 API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
 KIND = "LeaderWorkerSet"
@@ -91,10 +91,24 @@ def _role_template(template: dict, command: list[str], args: list[str], leader: 
     return result
 
 
+def one_pod_per_node(model: ModelConfig) -> dict:
+    """Required pod anti-affinity: no two pods of the same group on one node (``matchLabelKeys``
+    takes the group's own key, set on each pod by the LWS webhook), so a group spans ``nodes``
+    nodes as promised; pods of different groups may share a node."""
+    return {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": common.selector_labels(model, server.SERVER_COMPONENT)},
+        "matchLabelKeys": [LWS_GROUP_KEY_LABEL],
+        "topologyKey": "kubernetes.io/hostname",
+    }]}
+
+
 def templates(model: ModelConfig, template: dict) -> tuple[dict, dict]:
     """(leader template, worker template) from the one-pod server's pod template."""
     spec = model.multi_node
     assert spec is not None
+    template = copy.deepcopy(template)
+    affinity = template["spec"].setdefault("affinity", {})
+    affinity["podAntiAffinity"] = {**affinity.get("podAntiAffinity", {}), **one_pod_per_node(model)}
     args = vllm_args(model)
     if spec.ray:
         leader = _role_template(template, ["sh", "-c", RAY_LEADER_SH, "ray-leader"], args, leader=True)

@@ -2,12 +2,13 @@
 (issue 22): sigs.k8s.io/lws v0.8.0's manager, its CRD and its webhooks, started by
 scripts/cluster/cluster.sh.
 
-The cluster has two fake 8-GPU nodes, so a group of two 8-GPU pods takes both. In the file's
-order: `up` of a Ray-mode model creates the LeaderWorkerSet, the controller creates its
-StatefulSets and pods (one per node), status goes READY with the leader as the only target; a
-worker pod deleted makes the controller recreate the group and the status says so; a switch to
-data-parallel mode rolls the group over without surging past the 16 GPUs; a third node the
-cluster does not have fails `up` with the pending pod and its reason; destroy leaves nothing.
+The cluster has two fake 8-GPU nodes, shared with other stacks: a group of two 4-GPU pods, one
+per node by the group's required anti-affinity, leaves room for them. In the file's order: `up`
+of a Ray-mode model creates the LeaderWorkerSet, the controller creates its StatefulSets and pods
+(one per node), status goes READY with the leader as the only target; a worker pod deleted makes
+the controller recreate the group and the status says so; a switch to data-parallel mode rolls
+the group over without surging (maxSurge 0); a third node the cluster does not have fails `up`
+with the pending pod and its reason; destroy leaves nothing.
 KWOK plays the kubelet: containers do not run, so what vLLM and Ray do inside the pods is not
 proven here (docs/multi-node.md).
 """
@@ -29,7 +30,7 @@ WAIT = 120
 
 
 def two_node(mode: str = "ray", nodes: int = 2, **spec) -> dict:
-    return small_model(MODEL, gpus=8, tensorParallelSize=8, multiNode={"nodes": nodes, "mode": mode, **spec},
+    return small_model(MODEL, gpus=4, tensorParallelSize=4, multiNode={"nodes": nodes, "mode": mode, **spec},
                        weights={"size": "1Gi", "accessMode": "ReadWriteMany"})
 
 
@@ -79,7 +80,7 @@ def test_up_creates_the_lws_and_the_controller_its_statefulsets_and_pods_on_two_
         # Injected by the LWS pod webhook, which the cluster registers on loopback.
         assert env["LWS_LEADER_ADDRESS"] == f"{MODEL}-0.{MODEL}.{namespace}"
         assert env["LWS_GROUP_SIZE"] == "2"
-        assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
+        assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
 
 
 def test_status_is_ready_with_the_leader_as_the_only_target(deployed, kube):
@@ -113,13 +114,14 @@ def test_a_deleted_worker_recreates_the_group_and_the_status_says_so(deployed, k
 
 
 def test_a_mode_change_rolls_the_group_over_without_surging(deployed, kube):
+    # A surge group would need two more 4-GPU pods on nodes that hold this group: maxSurge 0.
     deployed.write_config(config(deployed.namespace, two_node("dataParallel")))
     deployed.up()
     model = status(deployed)
     assert model["state"] == "READY", model
     leader = next(p for p in pods(kube, deployed.namespace) if p.metadata.name == f"{MODEL}-0")
     args = leader.spec.containers[0].args
-    assert args[args.index("--data-parallel-size") + 1] == "2"
+    assert args[args.index("--data-parallel-size") + 1] == "2"  # 2 nodes × 4 GPUs / TP 4
     # Expanded by the kubelet at start, from the variable the LWS webhook injected.
     assert "$(LWS_LEADER_ADDRESS)" in args
 
@@ -130,8 +132,8 @@ def test_not_enough_gpu_nodes_fails_up_with_the_pending_pod_and_its_reason(deplo
     result = deployed.up(check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert f"model {MODEL} is ERROR: pod {MODEL}-0-" in output and "no node has enough free GPUs" in output, output[-3000:]
-    assert "reason: insufficient-gpus" in output
+    assert f"model {MODEL} is ERROR: pod {MODEL}-0-" in output, output[-3000:]
+    assert "no free node for another pod of its group" in output and "reason: not-enough-nodes" in output, output[-3000:]
     assert time.monotonic() - started < 600
 
 

@@ -72,6 +72,15 @@ def test_a_worker_that_cannot_schedule_fails_with_its_pod_and_reason():
     assert status.details["groups"] == ["group 0: 1/2 pods ready; not ready: llama-0-1"]
 
 
+def test_a_group_larger_than_the_nodes_fails_with_not_enough_nodes():
+    stuck = grouped(pod(f"{LWS}-0-2", phase="Pending", age=600, conditions=unschedulable(
+        "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
+        "2 node(s) didn't match pod anti-affinity rules.")), 0, 2)
+    status = project_group_status(observed([leader(), worker(), stuck]))
+    assert status.state == ERROR and status.reason == "not-enough-nodes"
+    assert f"pod {LWS}-0-2 has been Pending for 600s: no free node for another pod of its group" in status.message
+
+
 def test_a_recreated_group_is_reported_while_it_comes_back_and_after():
     said = f"Worker pod {LWS}-0-1 failed, deleted leader pod {LWS}-0 to recreate group 0"
     events = [event(LWS, "RecreateGroupOnPodRestart", said, kind="LeaderWorkerSet", type_="Normal")]

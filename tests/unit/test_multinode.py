@@ -61,6 +61,16 @@ def test_a_group_per_replica_sized_by_nodes_recreated_whole_and_never_surging():
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"  # the node's share
 
 
+def test_a_group_takes_one_node_per_pod():
+    lwt = lws_of(big())["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        affinity = lwt[role]["spec"]["affinity"]["podAntiAffinity"]
+        (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["matchLabelKeys"] == ["leaderworkerset.sigs.k8s.io/group-key"]
+        assert term["labelSelector"]["matchLabels"].items() <= lwt[role]["metadata"]["labels"].items()
+
+
 def test_the_service_selects_the_leaders_only():
     config = stack(big())
     (service,) = [m for m in compile_stack(config) if m["kind"] == "Service"]
