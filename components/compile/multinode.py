@@ -128,7 +128,7 @@ def compile_leader_worker_set(model: ModelConfig, stack: StackConfig) -> dict:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": deployment["metadata"],
+        "metadata": deployment["metadata"],  # named <model>-lws (common.ModelNames)
         "spec": {
             "replicas": model.replicas,
             # Pods of a group are created at once (the leader need not be ready first: its

@@ -25,6 +25,7 @@ from harness import small_model, stack_config
 pytestmark = pytest.mark.integration
 
 MODEL = "duet"
+LWS = f"{MODEL}-lws"  # the LeaderWorkerSet, its StatefulSets and pods are named after it
 GROUP, VERSION, PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
 WAIT = 120
 
@@ -55,7 +56,7 @@ def require_lws(kube) -> None:
 
 
 def pods(kube, namespace: str) -> list:
-    listing = kube.CoreV1Api().list_namespaced_pod(namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={MODEL}")
+    listing = kube.CoreV1Api().list_namespaced_pod(namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={LWS}")
     return [p for p in listing.items if p.metadata.deletion_timestamp is None]
 
 
@@ -65,20 +66,20 @@ def status(project) -> dict:
 
 def test_up_creates_the_lws_and_the_controller_its_statefulsets_and_pods_on_two_gpu_nodes(deployed, kube):
     namespace = deployed.namespace
-    lws = kube.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, MODEL)
+    lws = kube.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, LWS)
     # Defaults the CRD and the LWS webhook applied (the real API server and controller ran).
     assert lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"] == 0
     assert lws["status"]["readyReplicas"] == 1
     sets = {s.metadata.name for s in kube.AppsV1Api().list_namespaced_stateful_set(namespace).items}
-    assert sets == {MODEL, f"{MODEL}-0"}, sets  # the leaders' StatefulSet and group 0's workers'
+    assert sets == {LWS, f"{LWS}-0"}, sets  # the leaders' StatefulSet and group 0's workers'
     group = pods(kube, namespace)
-    assert sorted(p.metadata.name for p in group) == [f"{MODEL}-0", f"{MODEL}-0-1"]
+    assert sorted(p.metadata.name for p in group) == [f"{LWS}-0", f"{LWS}-0-1"]
     assert sorted(p.spec.node_name for p in group) == ["gpu-node-0", "gpu-node-1"]
     for pod in group:
         env = {e.name: e.value for e in pod.spec.containers[0].env}
         # Injected by the LWS pod webhook, which the cluster registers on loopback.
-        assert env["LWS_LEADER_ADDRESS"] == f"{MODEL}-0.{MODEL}.{namespace}"
+        assert env["LWS_LEADER_ADDRESS"] == f"{LWS}-0.{LWS}.{namespace}"
         assert env["LWS_GROUP_SIZE"] == "2"
         assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
 
@@ -87,29 +88,29 @@ def test_status_is_ready_with_the_leader_as_the_only_target(deployed, kube):
     model = status(deployed)
     assert model["state"] == "READY", model
     assert model["message"].startswith("serving: 1 routable leader(s), 1/1 groups of 2 pods ready"), model
-    assert model["targets"] == [f"{MODEL}-0"]
+    assert model["targets"] == [f"{LWS}-0"]
     slices = kube.DiscoveryV1Api().list_namespaced_endpoint_slice(
         deployed.namespace, label_selector=f"kubernetes.io/service-name={MODEL}").items
-    assert [e.target_ref.name for s in slices for e in s.endpoints or []] == [f"{MODEL}-0"]
+    assert [e.target_ref.name for s in slices for e in s.endpoints or []] == [f"{LWS}-0"]
 
 
 def test_a_deleted_worker_recreates_the_group_and_the_status_says_so(deployed, kube):
     namespace = deployed.namespace
-    leader_uid = next(p.metadata.uid for p in pods(kube, namespace) if p.metadata.name == f"{MODEL}-0")
-    kube.CoreV1Api().delete_namespaced_pod(f"{MODEL}-0-1", namespace)
+    leader_uid = next(p.metadata.uid for p in pods(kube, namespace) if p.metadata.name == f"{LWS}-0")
+    kube.CoreV1Api().delete_namespaced_pod(f"{LWS}-0-1", namespace)
 
     def recreated() -> bool:
         group = {p.metadata.name: p for p in pods(kube, namespace)}
         ready = all(any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
                     for p in group.values())
-        return (len(group) == 2 and ready and group.get(f"{MODEL}-0") is not None
-                and group[f"{MODEL}-0"].metadata.uid != leader_uid)
+        return (len(group) == 2 and ready and group.get(f"{LWS}-0") is not None
+                and group[f"{LWS}-0"].metadata.uid != leader_uid)
 
     wait_for(recreated, WAIT, "the LWS controller to recreate group 0 (a new leader and worker, both ready)")
     deployed.run("refresh", "--yes", "--skip-preview")
     model = status(deployed)
     assert model["state"] == "READY", model
-    assert f"recreated by the LWS controller: Worker pod {MODEL}-0-1 failed, deleted leader pod {MODEL}-0" \
+    assert f"recreated by the LWS controller: Worker pod {LWS}-0-1 failed, deleted leader pod {LWS}-0" \
         in model["message"], model
 
 
@@ -119,7 +120,7 @@ def test_a_mode_change_rolls_the_group_over_without_surging(deployed, kube):
     deployed.up()
     model = status(deployed)
     assert model["state"] == "READY", model
-    leader = next(p for p in pods(kube, deployed.namespace) if p.metadata.name == f"{MODEL}-0")
+    leader = next(p for p in pods(kube, deployed.namespace) if p.metadata.name == f"{LWS}-0")
     args = leader.spec.containers[0].args
     assert args[args.index("--data-parallel-size") + 1] == "2"  # 2 nodes × 4 GPUs / TP 4
     # Expanded by the kubelet at start, from the variable the LWS webhook injected.
@@ -132,7 +133,7 @@ def test_not_enough_gpu_nodes_fails_up_with_the_pending_pod_and_its_reason(deplo
     result = deployed.up(check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert f"model {MODEL} is ERROR: pod {MODEL}-0-" in output, output[-3000:]
+    assert f"model {MODEL} is ERROR: pod {LWS}-0-" in output, output[-3000:]
     assert "no free node for another pod of its group" in output and "reason: not-enough-nodes" in output, output[-3000:]
     assert time.monotonic() - started < 600
 

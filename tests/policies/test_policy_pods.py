@@ -77,12 +77,12 @@ FAIL_CASES = [
          lambda w: put(container(w.server("llama"), "lora-cache-init"), "securityContext.allowPrivilegeEscalation", True),
          "lora-cache-init) allowPrivilegeEscalation is True"),
     Case(pods.no_privilege_escalation, "a multi-node model's worker escalates",
-         lambda w: put(pod(w.get("LeaderWorkerSet", "llama-405b"))["containers"][0],
+         lambda w: put(pod(w.get("LeaderWorkerSet", "llama-405b-lws"))["containers"][0],
                        "securityContext.allowPrivilegeEscalation", True),
-         "LeaderWorkerSet 'llama-405b': spec.leaderWorkerTemplate.workerTemplate.spec.containers[0] (server) "
+         "LeaderWorkerSet 'llama-405b-lws': spec.leaderWorkerTemplate.workerTemplate.spec.containers[0] (server) "
          "allowPrivilegeEscalation is True"),
     Case(pods.run_as_non_root, "a multi-node model's leader runs as root",
-         lambda w: put(pod(w.get("LeaderWorkerSet", "llama-405b"), "leader")["containers"][0],
+         lambda w: put(pod(w.get("LeaderWorkerSet", "llama-405b-lws"), "leader")["containers"][0],
                        "securityContext.runAsUser", 0),
          "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0] (server) runs as uid 0"),
     Case(pods.no_privilege_escalation, "allowPrivilegeEscalation unset",

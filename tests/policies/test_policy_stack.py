@@ -26,7 +26,7 @@ FAIL_CASES = [
          "Deployment 'llama' does not depend on WeightsGate"),
     Case(stack.server_weights_gate, "a multi-node model's LeaderWorkerSet without its gate",
          lambda w: w.removed_edges.add(("llama-405b-server", "llama-405b-weights-gate")),
-         "LeaderWorkerSet 'llama-405b' does not depend on WeightsGate 'llama-405b-weights-gate'"),
+         "LeaderWorkerSet 'llama-405b-lws' does not depend on WeightsGate 'llama-405b-weights-gate'"),
     Case(stack.server_weights_gate, "gate missing from a cluster stack",
          lambda w: w.removed.add("nim-llama-weights-gate"),
          "the stack has no WeightsGate for model 'nim-llama' ('nim-llama-weights-gate')"),

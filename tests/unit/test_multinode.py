@@ -149,8 +149,9 @@ def test_the_status_reads_the_groups():
     plan = model_plan(config.models[0], config)
     objects = plan.status.objects
     assert isinstance(objects, GroupObjects) and objects.group_size == 2
-    assert objects.leader_worker_set == "big" and objects.service == "big"
-    assert plan.outputs["objects"]["leader_worker_set"] == "big"
+    # Not the model's name: the LWS controller's headless Service takes the LeaderWorkerSet's.
+    assert objects.leader_worker_set == "big-lws" and objects.service == "big"
+    assert plan.outputs["objects"]["leader_worker_set"] == "big-lws"
 
 
 def test_a_one_node_model_keeps_its_deployment():
