@@ -173,8 +173,9 @@ def observer_for(props: StatusProps) -> Observer:
     objects = props.objects
     threshold = props.restart_threshold or DEFAULT_RESTART_THRESHOLD
     if isinstance(objects, GroupObjects):
+        # int(): the engine hands numbers back as floats.
         return GroupRef(props.namespace, props.model, objects.leader_worker_set, objects.service,
-                        objects.group_size, objects.puller_job, props.pending_timeout_seconds, threshold)
+                        int(objects.group_size), objects.puller_job, props.pending_timeout_seconds, threshold)
     if props.on_operator:
         return OperatorRef(props.namespace, props.model, objects.nim_service, objects.nim_cache,
                            props.pending_timeout_seconds, threshold)

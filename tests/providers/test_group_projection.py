@@ -111,3 +111,13 @@ def test_without_the_lws_the_weights_states_apply():
     seen.leader_worker_set = None
     status = project_group_status(seen)
     assert status.state == PENDING and status.reason == "not-created"
+
+
+def test_the_group_size_the_engine_records_as_a_float_reads_as_pods():
+    from providers.observe import observer_for
+    from providers.props import StatusProps
+
+    props = {"namespace": "llm", "model": "llama", "leader_worker_set": "llama-lws", "service": "llama",
+             "group_size": 2.0, "puller_job": "p", "lws_revision": "r"}
+    observer = observer_for(StatusProps.from_dict(props))
+    assert observer.group_size == 2 and isinstance(observer.group_size, int)
