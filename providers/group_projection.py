@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from components.labels import LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_RECREATE_EVENT, LWS_WORKER_INDEX_LABEL
+from contract.labels import LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_RECREATE_EVENT, LWS_WORKER_INDEX_LABEL
 
 from .projection import PENDING, READY, Observation, Status, cap, project_status
 

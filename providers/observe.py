@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
-from components.labels import (
+from contract.labels import (
     COMPONENT_LABEL,
     LWS_GROUP,
     LWS_PLURAL,
@@ -30,7 +30,8 @@ from components.labels import (
     NIM_VERSION,
     SERVER_COMPONENT,
 )
-from components.targets import SERVICE_NAME_LABEL
+from contract.props import GroupObjects, StatusProps
+from contract.targets import SERVICE_NAME_LABEL
 
 from . import kube
 from .group_projection import GroupObservation, group_rollout_complete, groups_of, project_group_status
@@ -47,7 +48,6 @@ from .projection import (
     project_status,
     rollout_complete,
 )
-from .props import GroupObjects, StatusProps
 from .transience import DEFAULT_RESTART_THRESHOLD
 
 

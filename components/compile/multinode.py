@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import copy
 
-from ..config.model import ModelConfig, StackConfig
+from contract.labels import LWS_GROUP, LWS_GROUP_KEY_LABEL, LWS_VERSION, LWS_WORKER_INDEX_LABEL
+
+from ..config.model import ModelConfig
 from ..config.multinode import DATA_PARALLEL_RPC_PORT, RAY_PORT
-from ..labels import LWS_GROUP, LWS_GROUP_KEY_LABEL, LWS_VERSION, LWS_WORKER_INDEX_LABEL
+from ..config.stack import StackConfig
 from . import common, engines, server
 
 API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"

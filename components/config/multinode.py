@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field
 
 from .types import Strict
+from .values import Problem
 
 if TYPE_CHECKING:
     from .model import ModelConfig
@@ -59,36 +60,36 @@ class MultiNode(Strict):
         return self.pipeline_parallel_size or self.nodes
 
 
-def multinode_problems(model: ModelConfig) -> list[tuple[str, str]]:
+def multinode_problems(model: ModelConfig) -> list[Problem]:
     """What a multi-node model cannot be (each with the fix)."""
     spec = model.multi_node
     if spec is None:
         return []
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     if model.engine != "vllm":
-        problems.append(("multiNode", "multi-node serving is offered for vLLM models (LeaderWorkerSet); "
+        problems.append(Problem("multiNode", "multi-node serving is offered for vLLM models (LeaderWorkerSet); "
                          "remove multiNode, or use engine: vllm"))
     if model.weights.access_mode != "ReadWriteMany":
-        problems.append(("weights.accessMode", "every pod of a multi-node group mounts the weights, on "
+        problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the weights, on "
                          "different nodes: set weights.accessMode: ReadWriteMany (the weights are pulled "
                          "once and shared). Per-pod volumes are not offered"))
     if model.autoscaling.enabled:
-        problems.append(("autoscaling.enabled", "a multi-node model scales by whole groups, which the "
+        problems.append(Problem("autoscaling.enabled", "a multi-node model scales by whole groups, which the "
                          "Deployment autoscaler does not do; set replicas instead"))
     if model.lora.enabled:
-        problems.append(("lora.enabled", "LoRA adapters are prepared per pod for one-pod servers; "
+        problems.append(Problem("lora.enabled", "LoRA adapters are prepared per pod for one-pod servers; "
                          "multi-node models do not offer them: remove lora or multiNode"))
     if spec.ray:
         if spec.expert_parallel:
-            problems.append(("multiNode.expertParallel", "expert parallel is offered in mode "
+            problems.append(Problem("multiNode.expertParallel", "expert parallel is offered in mode "
                              "dataParallel; remove it, or set multiNode.mode: dataParallel"))
         world = model.tensor_parallel_size * spec.pipeline_size()
         if world != spec.nodes * model.gpus:
-            problems.append(("multiNode.pipelineParallelSize", f"tensorParallelSize {model.tensor_parallel_size} × "
+            problems.append(Problem("multiNode.pipelineParallelSize", f"tensorParallelSize {model.tensor_parallel_size} × "
                              f"pipelineParallelSize {spec.pipeline_size()} = {world} GPUs, but a group has "
                              f"{spec.nodes} × {model.gpus} = {spec.nodes * model.gpus}; make them equal (e.g. "
                              f"tensorParallelSize {model.gpus} and pipelineParallelSize {spec.nodes})"))
     elif spec.pipeline_parallel_size is not None:
-        problems.append(("multiNode.pipelineParallelSize", "pipeline parallel is offered in mode ray; "
+        problems.append(Problem("multiNode.pipelineParallelSize", "pipeline parallel is offered in mode ray; "
                          "remove it, or set multiNode.mode: ray"))
     return problems

@@ -16,9 +16,9 @@ import pytest
 
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
-from fixture_crds import WAIT, FixtureCrds, wait_for
-from harness import small_model, stack_config
-from tests.real_crds import operator_crd
+from tests.support.fixture_crds import WAIT, FixtureCrds, wait_for
+from tests.support.harness import small_model, stack_config
+from tests.support.real_crds import operator_crd
 
 pytestmark = pytest.mark.integration
 

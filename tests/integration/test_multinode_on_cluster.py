@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from fixture_crds import wait_for
-from harness import small_model, stack_config
+from tests.support.fixture_crds import wait_for
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
@@ -158,3 +158,4 @@ def test_destroy_leaves_nothing(deployed, kube):
                 and not apps.list_namespaced_stateful_set(namespace).items and not pods(kube, namespace))
 
     wait_for(gone, WAIT, "the LeaderWorkerSet, its StatefulSets and pods to be gone")
+    assert kube.CoreV1Api().list_namespaced_service(namespace, label_selector=f"llm-serving.dev/model={MODEL}").items == []

@@ -37,9 +37,9 @@ import yaml
 from components.compile import nim as nim_compile
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
-from fixture_crds import FixtureCrds, wait_for
-from harness import REPO, small_model, stack_config
-from tests.real_crds import NIM_CRDS_ABSENT, nim_operator_crds
+from tests.support.fixture_crds import FixtureCrds, wait_for
+from tests.support.harness import REPO, small_model, stack_config
+from tests.support.real_crds import NIM_CRDS_ABSENT, nim_operator_crds
 
 GROUP, VERSION = nim_compile.GROUP, nim_compile.VERSION
 # The operator's own CRDs (main at f63f74d7ad22, the API the compiler follows), vendored in

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fakes import NOW, event, pod, ready_server_pod, ready_slices, unschedulable
 from providers.group_projection import GroupObservation, group_rollout_complete, groups_of, project_group_status
 from providers.projection import ERROR, PENDING, READY, Observation
+from tests.support.fakes import NOW, event, pod, ready_server_pod, ready_slices, unschedulable
 
 LWS = "llama"
 
@@ -114,8 +114,8 @@ def test_without_the_lws_the_weights_states_apply():
 
 
 def test_the_group_size_the_engine_records_as_a_float_reads_as_pods():
+    from contract.props import StatusProps
     from providers.observe import observer_for
-    from providers.props import StatusProps
 
     props = {"namespace": "llm", "model": "llama", "leader_worker_set": "llama-lws", "service": "llama",
              "group_size": 2.0, "puller_job": "p", "lws_revision": "r"}
