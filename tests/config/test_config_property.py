@@ -6,8 +6,9 @@ Hypothesis draws whole stack configs across every section and setting
 (``config_strategies.STACKS``). An accepted stack is compiled, and every object is checked the way
 the API server would check it, as far as that can be done without one:
 - built-in kinds against the Kubernetes OpenAPI schema, strictly (kubernetes-validate);
-- custom resources against the CRD schemas in tests/fixtures/crds (the NIM operator's, KEDA's,
-  the Prometheus Operator's; cert-manager's are not there and are skipped);
+- custom resources against the operators' real CRDs (KEDA, prometheus-operator, cert-manager,
+  LeaderWorkerSet from the operators cache; the NIM operator's vendored copy, where present),
+  strictly (undeclared fields fail; their CEL rules are left to the dry run);
 - the API server's own rules the schemas do not carry: label keys and values of every label map and
   selector, annotation keys, object names, and int32 ranges of every integer.
 The same stacks go through the real API server's server-side dry run in
@@ -39,13 +40,12 @@ from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.kube import INT32_MAX, label_problems, qualified_name_problem
 from components.config.stack_secrets import SECRET_SECTIONS
-from tests.support.builders import FIXTURES
 from tests.support.config_strategies import CREDENTIALS, STACKS
+from tests.support.real_crds import nim_operator_crds, operator_crd, structural_schema
 
 EXAMPLES = int(os.environ.get("LLM_SERVING_PROPERTY_EXAMPLES", "150"))
 SEED = int(os.environ.get("LLM_SERVING_PROPERTY_SEED", "2025"))
 K8S_VERSION = kubernetes_validate.latest_version()
-CRD_DIR = FIXTURES / "crds"
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
@@ -58,18 +58,26 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_NAMED = {"Service": 63, "Namespace": 63}
 
 
+# The operators' real CRDs (tests/support/real_crds.py): what the rendered custom resources go to.
+CRD_FILES = (("keda", "keda.sh_scaledobjects.yaml"), ("prometheus-operator", "monitoring.coreos.com_servicemonitors.yaml"),
+             ("cert-manager", "cert-manager.io_certificates.yaml"), ("cert-manager", "cert-manager.io_issuers.yaml"),
+             ("lws", "leaderworkerset.x-k8s.io_leaderworkersets.yaml"))
+
+
+def crd_files() -> list[Path]:
+    return [operator_crd(operator, name) for operator, name in CRD_FILES] + (nim_operator_crds() or [])
+
+
 @cache
 def crd_schemas() -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> openAPIV3Schema of every CRD fixture."""
+    """(apiVersion, kind) -> the strict structural schema of every served version of those CRDs."""
     schemas = {}
-    for path in sorted(Path(CRD_DIR).rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for version in spec["versions"]:
+    for path in crd_files():
+        spec = yaml.safe_load(Path(path).read_text())["spec"]
+        for version in spec["versions"]:
+            if version.get("served"):
                 schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = \
-                    version["schema"]["openAPIV3Schema"]
+                    structural_schema(path, version["name"])
     return schemas
 
 

@@ -8,10 +8,11 @@ ones to one with a mistake, since only accepted stacks reach the cluster. Each i
 namespace of this module (created first, labelled as the stack would label it), so objects of
 several models and the router are checked together, as `up` would send them.
 
-Custom resources need their CRDs: the fixtures of tests/fixtures/crds (NIM operator, KEDA,
-Prometheus Operator) are installed when the cluster has no copy, and deleted afterwards (only
-ours: a copy the cluster already had, e.g. a real operator's, is used and left alone). Kinds the
-cluster does not serve (cert-manager's, without its CRDs) are skipped and counted. Run it under
+Custom resources need their CRDs: the operators' real ones (tests/support/real_crds.py: KEDA,
+prometheus-operator, cert-manager; the NIM operator's vendored copy where present; LWS is the
+cluster's own) are installed when the cluster has no copy, and deleted afterwards (only ours: a
+copy the cluster already had is used and left alone). Kinds the cluster does not serve are
+skipped and counted. Run it under
 the cluster lock: `flock /tmp/llm-cluster.lock bash scripts/test.sh tests/integration/test_config_property_on_cluster.py`.
 
 Bounded: ``LLM_SERVING_DRY_RUN_EXAMPLES`` stacks (default 60), fixed seed ``LLM_SERVING_PROPERTY_SEED``.
@@ -24,7 +25,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -34,20 +34,20 @@ from tests.config.test_config_property import SEED, check_one
 from tests.support.config_strategies import MUTATED_STACKS, VALID_STACKS
 from tests.support.fixture_crds import FixtureCrds
 from tests.support.harness import require_engine
+from tests.support.real_crds import nim_operator_crds, operator_crd
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
-CRDS = REPO / "tests" / "fixtures" / "crds"
 EXAMPLES = int(os.environ.get("LLM_SERVING_DRY_RUN_EXAMPLES", "60"))
 FIELD_MANAGER = "llm-serving-property-test"
-FIXTURES = (
-    FixtureCrds([CRDS / "apps.nvidia.com_nimcaches.yaml", CRDS / "apps.nvidia.com_nimservices.yaml"],
-                "nim-operator-crds"),
-    FixtureCrds([CRDS / "keda.sh_scaledobjects.yaml"], "keda-crds"),
-    FixtureCrds([CRDS / "prometheus-operator" / "monitoring.coreos.com_servicemonitors.yaml"],
-                "prometheus-operator-crds"),
-)
+# The operators' real CRDs, one FixtureCrds per operator (labelled as the other modules label theirs).
+FIXTURES = tuple(FixtureCrds(files, label) for files, label in (
+    (nim_operator_crds() or [], "nim-operator-crds"),
+    ([operator_crd("keda", "keda.sh_scaledobjects.yaml")], "keda-crds"),
+    ([operator_crd("prometheus-operator", "monitoring.coreos.com_servicemonitors.yaml")], "prometheus-operator-crds"),
+    ([operator_crd("cert-manager", f"cert-manager.io_{kind}.yaml") for kind in ("certificates", "issuers")],
+     "cert-manager-crds"),
+) if files)
 SEEN: Counter = Counter()
 
 
