@@ -24,8 +24,8 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
-from .pylon import PylonConfig, WorkerAuth, image_version, pylon_problems
-from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, tag_problem, unknown_flags
+from .pylon import PylonConfig, WorkerAuth, pylon_problems
+from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
@@ -255,8 +255,8 @@ class RouterConfig(Strict):
         "0.4.0 build, NVIDIA/nvcf@fadc0f8: no readiness-gate flags on the router, no "
         "--advertised-grpc-port/--grpc-pylon-dial-addr/--watch-heartbeat-ms/"
         "--shutdown-drain-timeout-ms on the backend router, no workerAuth.mode: token; `args` "
-        "and `pylon.args` are checked against its CLI). An image tagged with the other line's "
-        "version is refused.",
+        "and `pylon.args` are checked against its CLI). Not inferred from the image tag: the two "
+        "lines' version numbers overlap (the public workspace is 0.4.0, the chart's images 0.16.2).",
     )
     replicas: int = Field(1, ge=1, description="Router replicas; more than one needs peer discovery (see topology).")
     uid: NonRootUid = Field(1000, description="uid of router and backend-router pods (the chart's runAsUser).")
@@ -373,10 +373,6 @@ def release_problems(router: RouterConfig) -> list[tuple[str, str]]:
     """What the chosen release line lacks (paths relative to the router section)."""
     line = RELEASES[router.release]
     problems: list[tuple[str, str]] = []
-    for key, image in (("image", router.image), ("backendRouter.image", router.backend_router.image)):
-        problem = image and tag_problem(line.name, image, image_version(image))
-        if problem:
-            problems.append((key, problem))
     for index, flag in unknown_flags(router.args, line.router_flags):
         problems.append((f"args.{index}", f"'{flag}' is not a flag of the {line.name} router "
                          f"({line.describes}), which would refuse to start; remove it, or set "

@@ -17,8 +17,9 @@ Two lines are rendered:
   ``--worker-auth-file`` (only NVCF's ``--worker-auth-endpoint``; without it any worker is
   accepted).
 
-An image tag that names the other line's version (``0.16.x`` with ``public-0.4``, ``0.4.x`` with
-``chart-0.16``) is refused: the pods would crash on the first flag the binary does not know.
+The line is a setting, not read from the image tag: tags do not tell the lines apart (the public
+workspace is versioned 0.4.0 while NVCF's catalog and charts tag images 0.3.x, 0.11.x, 0.16.x and
+0.18.x; a mirror may retag anything).
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ DEFAULT_RELEASE: RouterRelease = "chart-0.16"
 class ReleaseLine:
     name: str
     describes: str
-    # Image tag major.minor of the line's builds (the other line's tag is refused).
-    version: tuple[int, int]
     # Flags the chart 0.16.2 render carries that this line's binaries refuse.
     router_lacks: tuple[str, ...] = ()
     backend_lacks: tuple[str, ...] = ()
@@ -116,12 +115,10 @@ RELEASES: dict[str, ReleaseLine] = {
     "chart-0.16": ReleaseLine(
         name="chart-0.16",
         describes="llm-request-router chart 0.16.2 (Stargate 0.16.2)",
-        version=(0, 16),
     ),
     "public-0.4": ReleaseLine(
         name="public-0.4",
         describes="the public Stargate 0.4.0 build (NVIDIA/nvcf@fadc0f8)",
-        version=(0, 4),
         router_lacks=READINESS_FLAGS,
         backend_lacks=BACKEND_CHART_ONLY,
         router_flags=PUBLIC_ROUTER_FLAGS,
@@ -138,20 +135,6 @@ def line(name: str) -> ReleaseLine:
 
 def flag_name(arg: str) -> str:
     return arg.split("=", 1)[0]
-
-
-def tag_problem(release: str, image: str, version: Optional[tuple[int, int, int]]) -> Optional[str]:
-    """Why ``image`` (whose tag names ``version``) cannot be the ``release`` line, or None."""
-    if version is None:
-        return None
-    for other in RELEASES.values():
-        if other.name != release and version[:2] == other.version:
-            this = RELEASES[release]
-            return (f"the image '{image}' is tagged {'.'.join(map(str, version))}, a build of the "
-                    f"{other.name} line ({other.describes}), and router.release is {this.name} "
-                    f"({this.describes}): its pods would refuse the flags rendered for the other "
-                    f"line; set router.release: {other.name}, or use an image of the {this.name} line")
-    return None
 
 
 def unknown_flags(args: tuple[str, ...], known: Optional[frozenset[str]]) -> list[tuple[int, str]]:
