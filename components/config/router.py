@@ -25,6 +25,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
+from .router_lb import LoadBalancer
 from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 
@@ -288,6 +289,13 @@ class RouterConfig(Strict):
         "period is this rounded up to seconds plus 5.",
     )
     metrics: RouterMetrics = Field(default_factory=RouterMetrics, description="Prometheus scraping.")
+    load_balancer: Optional[LoadBalancer] = Field(
+        None,
+        description="The load-balancing algorithm per model (rendered as the `--lb-config-path` "
+        "file, a ConfigMap; see components/config/router_lb.py). `pulsar` with "
+        "`requireCacheAffinityKey` is prefix-cache-aware routing on `x-cache-affinity-key`. "
+        "Unset: no file, every model `power-of-n`.",
+    )
     tls: RouterTls = Field(default_factory=RouterTls, description="The router's QUIC/gRPC TLS identity.")
     models: Optional[tuple[str, ...]] = Field(
         None, description="Names of the models the router fronts; unset: every model of the stack."
@@ -362,6 +370,9 @@ def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
                              "alias that would override a managed flag); remove it"))
     for index, arg in enumerate(router.args):
         flag = arg.split("=", 1)[0]
+        if flag == "--lb-config-path" and router.load_balancer is not None:
+            problems.append((f"args.{index}", "'--lb-config-path' is rendered from loadBalancer; remove "
+                             "it, or remove loadBalancer to mount your own file"))
         # A managed flag the release line lacks is reported as such (release_problems).
         if flag in MANAGED_FLAGS and flag not in RELEASES[router.release].router_lacks:
             problems.append((f"args.{index}", f"'{flag}' is set by the router component from config; "

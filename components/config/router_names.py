@@ -172,6 +172,10 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
             "router.models" if router.models is not None else "router",
             "the router fronts no models; declare models, or remove the router section",
         ))
+    from .router_lb import lb_model_problems
+
+    problems += [(f"router.{path}", fix) for path, fix in
+                 lb_model_problems(router.load_balancer, fronted_models(router, names))]
     derived = {router.name, headless_name(router), backend_name(router)}
     for index, name in enumerate(names):
         if name in derived:

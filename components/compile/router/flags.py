@@ -27,6 +27,7 @@ from ...config.router import Topology
 from ...config.router_names import advertised_hostname
 from ...config.router_release import RELEASES, flag_name
 from ..pylon import backend_grpc_uri, router_worker_auth
+from .lb import lb_args
 from .names import (
     BACKEND_GRPC_PORT,
     BACKEND_HEALTH_PORT,
@@ -116,6 +117,7 @@ def chart_router_args(stack: StackConfig, names: RouterNames, topology: Topology
         # Each pod hands pylons its own address for the tunnel.
         args.append(f"--reverse-tunnel-pylon-dial-addr=$(POD_IP):{QUIC_PORT}")
     args.append(f"--reverse-tunnel-connect-timeout-ms={REVERSE_CONNECT_TIMEOUT_MS}")
+    args += lb_args(router)
     # Token mode: --worker-auth-file (the pod gets the Secret's volume in workload.py from the same
     # router_worker_auth call); open mode: nothing.
     return args + tls_args(stack) + router_worker_auth(router).args + list(router.args)
