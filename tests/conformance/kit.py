@@ -670,3 +670,14 @@ class RouterStack:
 
     def get(self, path: str, headers: Optional[dict] = None) -> Reply:
         return http("GET", self.http_url + path, None, headers)
+
+
+if __name__ == "__main__":
+    # scripts/test.sh: build the binaries before the tests (a failure stops the run), or say why
+    # the suite will skip.
+    import sys
+
+    if shared_dir() is None:
+        print("conformance: no ../shared/vendor/stargate beside the repository; the suite will skip", file=sys.stderr)
+        sys.exit(0)
+    print(build_binaries())
