@@ -194,3 +194,19 @@ def test_the_local_stack_runs_on_the_public_line(stargate_bin, tmp_path):
         assert reply.status == 200 and reply.sse_data()[-1] == "[DONE]"
     finally:
         stack.stop()
+
+
+def test_tls_from_a_ca_issuer_on_a_single_router(router_stack, tmp_path):
+    """One router, no backend router: the router serves the CA-issued leaf for its rendered
+    Certificate's names, the pylon verifies it against ca.crt (no --quic-insecure anywhere)."""
+    from kit import make_ca_issued_tls
+
+    from components.compile.router import compile_router
+
+    tls_config = {"enabled": True, "issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
+    certificate = compile_router(stack_config({"tls": tls_config})).certificate
+    tls = make_ca_issued_tls(tmp_path / "pki", certificate["spec"]["dnsNames"])
+    stack = router_stack(router={"tls": tls_config}, tls=tls)
+    assert "--quic-insecure" not in stack.render.router + stack.render.pylon[stack.model]
+    reply = stack.post("/v1/chat/completions", chat_body(stream=True))
+    assert reply.status == 200 and reply.sse_data()[-1] == "[DONE]" and "engine-0" in reply.body.decode()
