@@ -17,13 +17,17 @@ Fixtures (``tests/conformance/conftest.py``; put your test module in ``tests/con
       def test_something(router_stack):
           stack = router_stack()                      # router + 1 pylon + 1 fake engine, registered
           stack = router_stack(engines=2)             # two engine "pods" (two pylons, two engines)
-          stack = router_stack(router={"lbConfig": {...}})   # extra `llm-serving:router` settings
-          stack = router_stack(backend=True, namespace=ns)   # through stargate-k8s-router (cluster)
+          stack = router_stack(router={"loadBalancer": {...}})  # extra `llm-serving:router` settings
+          stack = router_stack(backend=True)          # through stargate-k8s-router (the cluster)
 
-  ``router_stack(...)`` takes ``router`` (a dict merged into the router section: release,
-  replicas, tls, lbConfig, ...), ``engines`` (int), ``backend`` (bool: start the backend router
-  watching EndpointSlices in ``namespace`` on the simulated cluster; needs ``KUBECONFIG``), and
-  ``tls`` (a ``TlsFiles`` from ``make_ca_issued_tls``: the Secret the pods would mount).
+  ``router_stack(...)`` takes ``router`` (a dict merged into the router section of a stack like
+  ``stacks/Pulumi.local.yaml``: release, replicas, tls, loadBalancer, ...), ``engines`` (int),
+  ``backend`` (bool: a 2-replica router topology; one router "pod" runs, published as an
+  EndpointSlice in a fresh namespace of the simulated cluster, and the backend router watches it;
+  needs ``KUBECONFIG`` and, by the team's rule, the cluster lock around the run), ``cluster`` (a
+  ``Cluster``, default the ``cluster_namespace`` fixture's), ``tls`` (a ``TlsFiles`` from
+  ``make_ca_issued_tls``: the Secret a CA issuer writes; the router section gets ``tls.enabled``)
+  and ``release`` (default ``public-0.4``, the line of the binaries).
 
 ``RouterStack`` (what the factory returns, already registered):
 
