@@ -88,6 +88,18 @@ def test_what_a_gateway_must_add(router_stack):
     assert unknown.status == 404 and unknown.headers.get("x-stargate-error-code") == "no_eligible_candidates"
 
 
+def test_responses_and_models_pass_through(router_stack):
+    """The Responses event stream reaches the client as the engine sent it."""
+    stack = router_stack()
+    reply = stack.post("/v1/responses", {"model": stack.model, "input": "hi", "stream": True})
+    assert reply.status == 200, reply.body
+    events = [line.split(":", 1)[1].strip() for line in reply.body.decode().splitlines() if line.startswith("event:")]
+    assert events[0] == "response.created" and events[-1] == "response.completed"
+    assert stack.post("/v1/responses", {"model": stack.model, "input": "hi"}).status == 400  # not streaming
+    [seen] = stack.engines[0].user_requests("/v1/responses")
+    assert seen.json == {"model": stack.model, "input": "hi", "stream": True}
+
+
 def _json(text: str):
     import json
 
