@@ -218,5 +218,10 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     if stack.router is not None:
         from .router import compile_router
 
+        from .gateway import compile_gateway
+
         manifests += compile_router(stack).in_order()
+        gateway = compile_gateway(stack)
+        if gateway is not None:
+            manifests += gateway.in_order()
     return manifests

@@ -172,7 +172,16 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
             "router.models" if router.models is not None else "router",
             "the router fronts no models; declare models, or remove the router section",
         ))
-    derived = {router.name, headless_name(router), backend_name(router)}
+    if router.gateway.enabled:
+        from .gateway import gateway_problems
+
+        problems.extend((f"router.gateway.{path}", fix) for path, fix in
+                        gateway_problems(router.gateway, fronted_models(router, names)))
+        if router.gateway.resolved_name(router.name) in (router.name, headless_name(router), backend_name(router)):
+            problems.append(("router.gateway.name", f"'{router.gateway.resolved_name(router.name)}' is "
+                             "already a name of the router's objects; choose another, or remove it"))
+    derived = {router.name, headless_name(router), backend_name(router),
+               *((router.gateway.resolved_name(router.name),) if router.gateway.enabled else ())}
     for index, name in enumerate(names):
         if name in derived:
             problems.append((
