@@ -216,9 +216,8 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:
-        from .router import compile_router
-
         from .gateway import compile_gateway
+        from .router import compile_router
 
         manifests += compile_router(stack).in_order()
         gateway = compile_gateway(stack)

@@ -81,7 +81,8 @@ class FakeRouter:
                     fake.requests.append(record)
                 override = fake.status_override.get(self.path)
                 if override:
-                    self._send(override, b"" if override >= 500 else b'{"error":{"message":"engine says no","type":"BadRequestError","param":null,"code":%d}}' % override)
+                    engine_error = b'{"error":{"message":"engine says no","type":"BadRequestError","param":null,"code":%d}}'
+                    self._send(override, b"" if override >= 500 else engine_error % override)
                     return
                 h = record["headers"]
                 tokens = h.get("x-input-tokens", "")

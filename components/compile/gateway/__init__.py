@@ -27,8 +27,8 @@ from ...labels import DOMAIN
 from .. import common
 from ..network import allowed_peers
 from ..router.names import HTTP_PORT as ROUTER_HTTP_PORT
-from ..router.network import GATEWAY_COMPONENT
 from ..router.names import POLICY_COMPONENT, ROUTER_COMPONENT, in_cluster, labels, selector_labels
+from ..router.network import GATEWAY_COMPONENT
 from ..router.workload import spread
 from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
 

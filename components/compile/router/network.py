@@ -2,8 +2,9 @@
 
 What each pod must accept, and from whom (ports: chart 0.16.2 values.yaml):
 - router: HTTP 8000 from the gateway pods and ``allowFrom`` when the gateway runs (the router
-  trusts the contract headers, which only the gateway sets safely), else from anywhere; gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the
-  backend router and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
+  trusts the contract headers, which only the gateway sets safely), else from anywhere;
+  gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the backend router
+  and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
   Egress stays open: Stargate may be pointed at endpoints (``args``) this program cannot know.
 - backend router: gRPC 50071/TCP and QUIC 50072/UDP from the pylons; health/metrics 8080 from
   ``allowFrom``. Egress only to the router pods' gRPC and QUIC ports, to the Kubernetes API
@@ -19,9 +20,6 @@ from typing import Optional
 from ...config.model import StackConfig
 from .. import common
 from ..network import allowed_peers
-
-# compile.gateway.GATEWAY_COMPONENT (importing it here would cycle).
-GATEWAY_COMPONENT = "gateway"
 from .names import (
     BACKEND_COMPONENT,
     BACKEND_GRPC_PORT,
@@ -43,6 +41,8 @@ from .names import (
 PYLON_PODS = {"matchLabels": {"app.kubernetes.io/component": "server"},
               "matchExpressions": [{"key": common.MODEL_LABEL, "operator": "Exists"}]}
 API_SERVER_PORTS = (443, 6443)
+# The gateway's pods (compile.gateway imports it from here: the other way would cycle).
+GATEWAY_COMPONENT = "gateway"
 
 
 def _ports(*pairs: tuple[int, str]) -> list[dict]:
