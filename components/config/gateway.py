@@ -160,7 +160,7 @@ class GatewayConfig(Strict):
         description="Largest upstream stream a non-streaming answer is assembled from (502 beyond).")
     request_timeout_seconds: int = Field(
         600, ge=1, le=86400, description="Deadline of a request; a client's shorter deadline "
-        "(`x-stainless-timeout`, sent by the OpenAI SDKs) wins. It becomes `x-stargate-max-wait-ms`.")
+        "(`x-stainless-read-timeout`, which the OpenAI SDKs send) wins. It becomes `x-stargate-max-wait-ms`.")
     retry_after_seconds: int = Field(
         2, ge=1, le=3600, description="`Retry-After` of a 503 (router down or no serving target).")
     models: Optional[tuple[str, ...]] = Field(

@@ -32,6 +32,8 @@ class FakeRouter:
         self.requests: list[dict] = []
         self.disconnects: list[str] = []
         self.status_override: dict[str, int] = {}
+        # Chat chunks to send instead of the words (then [DONE]).
+        self.custom_chat: list[dict] | None = None
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -129,6 +131,11 @@ class FakeRouter:
                     self.close_connection = True
 
             def _chat_events(self, body):
+                if fake.custom_chat:
+                    for chunk in fake.custom_chat:
+                        yield f"data: {json.dumps(chunk)}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
                         "model": body["model"]}
                 usage_on = bool((body.get("stream_options") or {}).get("include_usage"))

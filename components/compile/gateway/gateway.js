@@ -9,8 +9,9 @@
 //     streaming and embeddings: headers into js_var variables, then an internal redirect to
 //       @gw_stream, which proxies the (unchanged) body unbuffered;
 //     non-streaming chat / Responses: the body is re-sent with stream=true (chat: with
-//       stream_options.include_usage) as a subrequest to /_gw/upstream/..., and the event stream
-//       that comes back is folded into one JSON answer shaped like vLLM's non-streaming answer.
+//       stream_options.include_usage) through @gw_fold, whose header and body filters fold the
+//       event stream into one JSON answer shaped like vLLM's non-streaming answer. (A proxied
+//       main request, not a subrequest: nginx notices a client that goes away only there.)
 
 import crypto from 'crypto';
 import fs from 'fs';
@@ -235,10 +236,10 @@ function affinityKey(r, kind, body, who) {
 }
 
 // x-stargate-max-wait-ms: the request's remaining deadline, the gateway's own or the client's
-// shorter one (the OpenAI SDKs send their timeout in seconds as x-stainless-timeout).
+// shorter one (the OpenAI SDKs send their read timeout in seconds as x-stainless-read-timeout).
 function maxWaitMs(r) {
     let ms = cfg.timeoutMs;
-    const client = parseFloat(r.headersIn['X-Stainless-Timeout'] || '');
+    const client = parseFloat(r.headersIn['X-Stainless-Read-Timeout'] || r.headersIn['X-Stainless-Timeout'] || '');
     if (client > 0 && client * 1000 < ms) {
         ms = Math.floor(client * 1000);
     }
@@ -276,59 +277,57 @@ function handle(r, kind) {
         body.stream_options = options;
     }
     setHeaders(r, kind, admitted, JSON.stringify(body));
-    collect(r, kind).catch(function (e) {
-        r.error('gateway: ' + e.message);
-        fail(r, 502, 'The gateway could not assemble the answer: ' + e.message, 'server_error', 'bad_gateway');
-    });
+    r.variables.gw_kind = kind;
+    r.internalRedirect('@gw_fold');
 }
 
-async function collect(r, kind) {
-    const reply = await r.subrequest('/_gw/upstream' + r.uri, {method: 'POST'});
-    const status = reply.status;
-    if (status !== 200) {
-        upstreamError(r, status, reply);
+// The non-streaming answer, folded from the event stream by two filters on @gw_fold. The
+// upstream status is known when its headers arrive: anything but 200 passes through unchanged
+// (router errors are intercepted by nginx before these filters run); a 200 stream is held
+// (bounded by maxResponseBytes) and replaced by one JSON object at its end. An error event in
+// the middle of a stream arrives after the 200 went out: the body is then the OpenAI error object.
+let held = [];
+let heldBytes = 0;
+
+function foldHeaders(r) {
+    if (r.status !== 200) {
+        r.variables.gw_fold = '';
         return;
     }
-    const events = parseEvents(reply.responseText || '');
-    const folded = kind === 'chat' ? foldChat(events) : foldResponses(events);
-    if (folded.error) {
-        const code = typeof folded.error.code === 'number' && folded.error.code >= 400 && folded.error.code < 600
-            ? folded.error.code : 500;
-        send(r, code, {error: folded.error});
-        return;
-    }
-    send(r, 200, folded.answer);
+    r.variables.gw_fold = r.variables.gw_kind;
+    r.headersOut['Content-Type'] = 'application/json';
+    delete r.headersOut['Content-Length'];
 }
 
-// Statuses from the router that clients must not see raw (api-gateway-contract.md, "Common
-// errors"): no target and transport failures become 503 with Retry-After, 504 stays a timeout;
-// other answers (the engine's 4xx JSON errors) pass through.
-function upstreamError(r, status, reply) {
-    const model = r.variables.gw_model;
-    if (status === 404 || status === 502 || status === 503 || status === 500 && !reply.responseText) {
-        unavailable(r, 'No server can take requests for model `' + model + '` right now; retry later.');
+function foldBody(r, data, flags) {
+    const kind = r.variables.gw_fold;
+    if (!kind) {
+        r.sendBuffer(data, flags);
         return;
     }
-    if (status === 504) {
-        fail(r, 504, 'The request for model `' + model + '` timed out upstream.', 'timeout', 'timeout');
+    if (heldBytes <= cfg.maxResponseBytes) {
+        held.push(data);
+        heldBytes += data.length;
+    }
+    if (!flags.last) {
         return;
     }
-    if (status === 413) {
-        fail(r, 413, 'The request is too large for the router to replay.', 'invalid_request_error', 'request_too_large');
-        return;
+    let out;
+    if (heldBytes > cfg.maxResponseBytes) {
+        out = {error: {message: 'The answer is larger than the gateway assembles (' + cfg.maxResponseBytes
+            + ' bytes); use stream: true.', type: 'server_error', param: null, code: 'response_too_large'}};
+    } else {
+        try {
+            const events = parseEvents(Buffer.concat(held).toString());
+            const folded = kind === 'chat' ? foldChat(events) : foldResponses(events);
+            out = folded.error ? {error: folded.error} : folded.answer;
+        } catch (e) {
+            out = {error: {message: 'The upstream stream could not be read: ' + e.message, type: 'server_error',
+                           param: null, code: 'bad_gateway'}};
+        }
     }
-    const text = reply.responseText || '';
-    let parsed = null;
-    try {
-        parsed = JSON.parse(text);
-    } catch (e) {
-        parsed = null;
-    }
-    if (parsed && parsed.error) {
-        send(r, status, parsed.error.message !== undefined ? parsed : {error: {message: String(parsed.error), type: 'upstream_error', param: null, code: status}});
-        return;
-    }
-    fail(r, status, text.trim() || ('The upstream answered ' + status + '.'), 'upstream_error', status);
+    held = [];
+    r.sendBuffer(JSON.stringify(out) + '\n', flags);
 }
 
 function parseEvents(text) {
@@ -547,4 +546,4 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, chat, responses, embeddings, models, unsupported};
+export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody};
