@@ -213,7 +213,12 @@ def pylon_problems(router: RouterConfig) -> list[tuple[str, str]]:
         )]
     if router.worker_auth is None or router.worker_auth.mode != "token":
         return []
-    problem = worker_auth_file_problem(router.image)
+    # A line known to lack the flag is refused by release_problems (components.config.router),
+    # naming the line; otherwise the image's tag decides.
+    from .router_release import RELEASES
+
+    known = RELEASES[router.release].worker_auth_file
+    problem = worker_auth_file_problem(router.image) if known is None else None
     problems = [("workerAuth.mode", problem)] if problem else []
     problems += [
         (f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "

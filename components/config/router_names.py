@@ -172,6 +172,10 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
             "router.models" if router.models is not None else "router",
             "the router fronts no models; declare models, or remove the router section",
         ))
+    from .router_lb import lb_model_problems
+
+    problems += [(f"router.{path}", fix) for path, fix in
+                 lb_model_problems(router.load_balancer, fronted_models(router, names))]
     if router.gateway.enabled:
         from .gateway import gateway_problems
 
