@@ -80,6 +80,31 @@ def test_openai_sdk_gets_every_answer_through_the_gateway(router_stack, gateway_
     assert [m.id for m in sdk.models.list()] == [MODEL]
 
 
+def shape(value):
+    """Keys and value types, recursively (lists by their first item)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(item) for item in value[:1]]
+    return type(value).__name__
+
+
+def test_the_folded_answer_is_shaped_like_the_engines_own_non_streaming_answer(router_stack, gateway_over):
+    stack = router_stack()
+    gw = gateway_over(stack)
+    request = json.dumps({"model": MODEL, "messages": HELLO}).encode()
+    status, _, body = raw_post(gw, "/v1/chat/completions", request)
+    ours = json.loads(body)
+    engine = urllib.request.Request(stack.engines[0].url + "/v1/chat/completions", data=request,
+                                    headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(engine, timeout=30) as reply:
+        theirs = json.loads(reply.read())
+    assert status == 200 and shape(ours) == shape(theirs)
+    assert list(ours) == list(theirs)  # same field order, too
+    assert ours["choices"][0]["message"] == theirs["choices"][0]["message"]
+    assert ours["usage"] == theirs["usage"]
+
+
 def test_contract_headers_reach_the_engine_and_internal_ones_stay_inside(router_stack, gateway_over):
     stack = router_stack()
     gw = gateway_over(stack)
