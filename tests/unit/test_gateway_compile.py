@@ -162,3 +162,17 @@ def test_gateway_off_or_no_router_renders_nothing():
     names = [m["metadata"]["name"] for m in compile_stack(load({"enabled": False}))]
     assert not [n for n in names if "gateway" in n]
     assert compile_gateway(load_stack_config({"models": [model("chat")]})) is None
+
+
+def test_adding_the_gateway_leaves_the_router_serving_as_it_was():
+    """An update that turns the gateway on (a stack deployed before it existed) changes no router
+    object but its NetworkPolicy: the workload does not roll and its Service keeps serving the
+    clients that still call it, while the gateway comes up beside it."""
+    from components.compile.router import compile_router
+
+    before = compile_router(load({"enabled": False}, network_policy=True))
+    after = compile_router(load({}, network_policy=True))
+    for key in before.ORDER:
+        if key != "network_policy":
+            assert getattr(before, key) == getattr(after, key), key
+    assert before.network_policy != after.network_policy
