@@ -243,3 +243,32 @@ def test_a_conversation_stays_on_one_engine_and_conversations_spread(router_stac
     # The router refuses a request without the key for this model (requireCacheAffinityKey):
     # every answer above carried the gateway's.
     assert len(spread) == 2 and min(spread.values()) >= 3, spread
+
+
+# --- a client that leaves -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+def test_a_client_that_leaves_cancels_the_request_at_the_engine(router_stack, gateway_over, stream):
+    """The gateway closes its upstream connection when the client goes; the router cancels the
+    tunnelled request and pylon stops reading the engine, whose writes then fail."""
+    import socket
+    import time
+
+    stack = router_stack()
+    gw = gateway_over(stack)
+    engine = stack.engines[0]
+    engine.text = lambda: "Hello" + " tok" * 199  # 200 chunks, 0.05 s apart: 10 s if read to the end
+    engine.chunk_delay_s = 0.05
+    body = json.dumps({"model": MODEL, "messages": HELLO, "stream": stream}).encode()
+    with socket.create_connection(("127.0.0.1", gw.port)) as client_socket:
+        client_socket.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 10
+        while not engine.user_requests("/v1/chat/completions") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine.user_requests("/v1/chat/completions"), "the request never reached the engine"
+        time.sleep(0.3)
+    deadline = time.monotonic() + 8
+    while engine.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engine.disconnects == 1
