@@ -17,6 +17,7 @@ from components.compile.gateway.nginx import GatewaySettings, render_files
 
 REPO = Path(__file__).resolve().parents[2]
 ENSURE = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
+NOBODY = 65534
 
 
 def nginx_binary() -> str:
@@ -48,7 +49,8 @@ class Gateway:
             (self.dir / name).write_text(text)
         if keys_file:
             Path(keys_file).write_text(keys or "")
-        # Run as root here, nginx's workers switch to nobody: they must read these files.
+        # nginx runs as nobody (below): it reads these files and writes only under tmp/, like the
+        # pod's read-only config mount and /tmp emptyDir.
         os.chmod(self.dir, 0o755)
         for path in self.dir.iterdir():
             os.chmod(path, 0o777 if path.is_dir() else 0o644)
@@ -61,8 +63,11 @@ class Gateway:
     def start(self) -> Gateway:
         binary = nginx_binary()
         self.log = open(self.dir / "nginx.log", "w")
-        self.proc = subprocess.Popen([binary, "-e", "stderr", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
-                                     stdout=subprocess.DEVNULL, stderr=self.log)
+        argv = [binary, "-e", "stderr", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")]
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            # As in the pod: the master process is not root (then nginx never switches users).
+            argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
