@@ -30,8 +30,6 @@ DEFAULT_UID = 101
 
 GatewayName = Annotated[str, AfterValidator(values.check_router_name)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
-# A request header name the platform lets clients use as a session id (RFC 7230 token, lowercase).
-HeaderName = Annotated[str, AfterValidator(lambda v: _check_header(v))]
 
 # Headers the gateway writes for the router, or the router and pylon use internally: a caller's
 # copy is always dropped, so none may be chosen as the session header either.
@@ -43,7 +41,7 @@ TRUSTED_HEADERS = (
 )
 
 
-def _check_header(name: str) -> str:
+def check_header_name(name: str) -> str:
     lowered = name.lower()
     if not lowered or any(not (c.isalnum() or c in "-_") for c in lowered):
         raise ValueError(f"'{name}' is not a header name; use letters, digits and '-', e.g. 'x-session-id'")
@@ -51,6 +49,10 @@ def _check_header(name: str) -> str:
         raise ValueError(f"'{name}' is a header the gateway sets or consumes itself; choose another "
                          "name, e.g. 'x-session-id'")
     return lowered
+
+
+# A request header name the platform lets clients use as a session id (lowercased).
+HeaderName = Annotated[str, AfterValidator(check_header_name)]
 
 
 class GatewayResourceAmounts(Strict):
@@ -92,7 +94,7 @@ class Tenant(Strict):
     routing_key: Optional[str] = Field(
         None, pattern=r"^[A-Za-z0-9._:-]{1,128}$",
         description="`x-routing-key` sent to the router for this tenant's requests (its routing "
-        "scope); unset: unscoped (no header).")
+        "scope: only workers registered under this key serve them); unset: unscoped (no header).")
     models: Optional[tuple[str, ...]] = Field(
         None, description="Models this tenant may call (others answer 404 model_not_found); unset: "
         "every model the gateway fronts.")
@@ -157,7 +159,8 @@ class GatewayConfig(Strict):
         description="Largest request body accepted (413 beyond); held in memory.")
     max_response_bytes: int = Field(
         16 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024,
-        description="Largest upstream stream a non-streaming answer is assembled from (502 beyond).")
+        description="Largest upstream stream a non-streaming answer is assembled from; beyond it the "
+        "answer is an error object (`response_too_large`: use `stream: true`).")
     request_timeout_seconds: int = Field(
         600, ge=1, le=86400, description="Deadline of a request; a client's shorter deadline "
         "(`x-stainless-read-timeout`, which the OpenAI SDKs send) wins. It becomes `x-stargate-max-wait-ms`.")
