@@ -181,6 +181,13 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
 
         problems.extend((f"router.gateway.{path}", fix) for path, fix in
                         gateway_problems(router.gateway, fronted_models(router, names)))
+        requiring = sorted(name for name, choice in (router.load_balancer.models if router.load_balancer else {}).items()
+                           if not isinstance(choice, str) and choice.require_cache_affinity_key)
+        if requiring and not router.gateway.affinity.enabled:
+            problems.append(("router.gateway.affinity.enabled", "the load balancer requires "
+                             f"x-cache-affinity-key for {', '.join(requiring)} (requireCacheAffinityKey), "
+                             "which the gateway then never sends: every request would get 400; enable "
+                             "affinity, or drop requireCacheAffinityKey"))
         if router.gateway.resolved_name(router.name) in (router.name, headless_name(router), backend_name(router)):
             problems.append(("router.gateway.name", f"'{router.gateway.resolved_name(router.name)}' is "
                              "already a name of the router's objects; choose another, or remove it"))

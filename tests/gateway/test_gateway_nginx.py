@@ -140,6 +140,10 @@ def test_embeddings_go_through_as_they_are(gateway, fake):
     status, _, text = call(gateway.base, "/v1/embeddings", raw=raw)
     assert status == 200 and json.loads(text)["data"][0]["object"] == "embedding"
     assert last(fake)["body"] == raw.decode()
+    seen = last(fake)["headers"]
+    assert seen["x-input-tokens"] == "1" and len(seen["x-cache-affinity-key"]) == 32
+    call(gateway.base, "/v1/embeddings", {"model": MODEL, "input": [[1, 2, 3], [4, 5]]})
+    assert last(fake)["headers"]["x-input-tokens"] == "5"  # token ids count one each
 
 
 def test_model_list_is_openais_list(gateway, fake):

@@ -76,3 +76,10 @@ def test_session_header_is_lowercased():
 
 def test_gateway_off_skips_its_checks():
     assert not load({"enabled": False, "models": ["nope"]}).router.gateway.enabled
+
+
+def test_affinity_off_is_refused_where_the_load_balancer_requires_the_key():
+    lb = {"models": {"code": {"algorithm": "pulsar", "requireCacheAffinityKey": True}}}
+    problems = problems_of({"affinity": {"enabled": False}}, loadBalancer=lb)
+    assert any(p.startswith("router.gateway.affinity.enabled: ") and "for code" in p for p in problems), problems
+    assert load({}, loadBalancer=lb).router.gateway.affinity.enabled

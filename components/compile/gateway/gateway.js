@@ -215,7 +215,7 @@ function leading(list) {
 }
 
 function affinityKey(r, kind, body, who) {
-    if (!cfg.affinity || kind === 'embeddings') {
+    if (!cfg.affinity) {
         return '';
     }
     if (cfg.affinity.sessionHeader) {
@@ -225,7 +225,10 @@ function affinityKey(r, kind, body, who) {
         }
     }
     let prefix;
-    if (kind === 'chat') {
+    if (kind === 'embeddings') {
+        // No conversation: the input keys it (a load balancer may require a key for every request).
+        prefix = [Array.isArray(body.input) ? body.input[0] : body.input];
+    } else if (kind === 'chat') {
         prefix = leading(Array.isArray(body.messages) ? body.messages : []);
     } else {
         const input = typeof body.input === 'string' ? [{role: 'user', content: body.input}]
