@@ -14,7 +14,7 @@ takes effect without a restart). Tenants, their routing keys, models and rate li
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -151,6 +151,13 @@ class GatewayConfig(Strict):
         DEFAULT_IMAGE, description="nginx image with ngx_http_js_module (the official image ships it), "
         "fully qualified and pinned.")
     replicas: int = Field(2, ge=1, description="Gateway replicas (more than one: PDB and node spread).")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        "ClusterIP", description="Type of the gateway's Service (port 8000). `LoadBalancer` exposes it "
+        "outside the cluster: set `apiKeys` then, and terminate TLS in front of it (the gateway speaks "
+        "plain HTTP).")
+    service_annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of the gateway's Service (e.g. a cloud load "
+        "balancer's settings).")
     uid: NonRootUid = Field(DEFAULT_UID, description="uid and gid of the gateway pods (the official image's `nginx` user).")
     worker_processes: int = Field(2, ge=1, le=64, description="nginx worker processes per pod.")
     resources: GatewayResources = Field(default_factory=GatewayResources, description="Requests and limits.")

@@ -176,3 +176,12 @@ def test_adding_the_gateway_leaves_the_router_serving_as_it_was():
         if key != "network_policy":
             assert getattr(before, key) == getattr(after, key), key
     assert before.network_policy != after.network_policy
+
+
+def test_the_service_can_be_exposed_with_its_annotations():
+    service = compile_gateway(load({"serviceType": "LoadBalancer",
+                                    "serviceAnnotations": {"example.com/lb-scheme": "internal"}})).service
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}
+    kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+    assert "annotations" not in compile_gateway(load({})).service["metadata"]

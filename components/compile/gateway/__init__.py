@@ -168,8 +168,12 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
 
 
 def compile_service(stack: StackConfig, names: GatewayNames) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(stack, names.gateway),
-            "spec": {"type": "ClusterIP", "selector": selector_labels(stack.router, GATEWAY_COMPONENT),
+    gateway = stack.router.gateway
+    metadata = _metadata(stack, names.gateway)
+    if gateway.service_annotations:
+        metadata["annotations"] = dict(sorted(gateway.service_annotations.items()))
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+            "spec": {"type": gateway.service_type, "selector": selector_labels(stack.router, GATEWAY_COMPONENT),
                      "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]}}
 
 
