@@ -178,6 +178,14 @@ class GatewayConfig(Strict):
     api_keys: Optional[ApiKeys] = Field(None, description="Require API keys (401 without a valid one); unset: open.")
     affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
 
+    @model_validator(mode="after")
+    def _exposed_needs_keys(self) -> GatewayConfig:
+        if self.service_type != "ClusterIP" and self.api_keys is None:
+            raise values.Problems([("serviceType", f"{self.service_type} exposes the gateway outside the "
+                                    "cluster, and without apiKeys anyone reaching it can use every model; "
+                                    "set apiKeys, or keep serviceType: ClusterIP")])
+        return self
+
     def resolved_name(self, router_name: str) -> str:
         return self.name or f"{router_name}-gateway"
 

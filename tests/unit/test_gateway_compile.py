@@ -179,7 +179,7 @@ def test_adding_the_gateway_leaves_the_router_serving_as_it_was():
 
 
 def test_the_service_can_be_exposed_with_its_annotations():
-    service = compile_gateway(load({"serviceType": "LoadBalancer",
+    service = compile_gateway(load({**RICH, "serviceType": "LoadBalancer",
                                     "serviceAnnotations": {"example.com/lb-scheme": "internal"}})).service
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}

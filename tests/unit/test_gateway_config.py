@@ -30,6 +30,7 @@ BAD = [
     ("root", {"uid": 0}, "router.gateway.uid", "no pod runs as root"),
     ("zero-replicas", {"replicas": 0}, "router.gateway.replicas", ""),
     ("service-type", {"serviceType": "ExternalName"}, "router.gateway.serviceType", "ClusterIP"),
+    ("exposed-without-keys", {"serviceType": "LoadBalancer"}, "router.gateway.serviceType", "set apiKeys"),
     ("model-not-fronted", {"models": ["chat", "nope"]}, "router.gateway.models.1", "not a model the router fronts"),
     ("tenant-model-not-admitted", {"models": ["chat"], "apiKeys": {**KEYS, "tenants": [{"name": "a", "models": ["code"]}]}},
      "router.gateway.apiKeys.tenants.0.models.0", "add it to gateway.models"),
