@@ -40,14 +40,14 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "conformance")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fake_engine  # noqa: E402
-from kit import MODEL, RouterStack, build_binaries, stack_config  # noqa: E402
+import fake_engine
+from kit import MODEL, RouterStack, build_binaries, stack_config
 
-from components.compile.gateway import settings as gateway_settings  # noqa: E402
-from tests.gateway.nginx_kit import Gateway  # noqa: E402
+from components.compile.gateway import settings as gateway_settings
+from tests.gateway.nginx_kit import Gateway
 
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
@@ -251,9 +253,6 @@ def test_a_conversation_stays_on_one_engine_and_conversations_spread(router_stac
 def test_a_client_that_leaves_cancels_the_request_at_the_engine(router_stack, gateway_over, stream):
     """The gateway closes its upstream connection when the client goes; the router cancels the
     tunnelled request and pylon stops reading the engine, whose writes then fail."""
-    import socket
-    import time
-
     stack = router_stack()
     gw = gateway_over(stack)
     engine = stack.engines[0]

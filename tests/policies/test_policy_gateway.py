@@ -8,7 +8,7 @@ import pytest
 from policies.rules import gateway
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN
-from policy_helpers import Case, World, check_case, compiled_manifests, compliant, run
+from policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, run
 
 ROUTER_LABELS = {"app.kubernetes.io/name": "llm-router", "app.kubernetes.io/component": "router"}
 
@@ -66,8 +66,6 @@ def test_compiled_stack_passes(rule):
 
 
 def test_the_compiled_policies_with_network_policy_on_pass():
-    from policy_helpers import STACK
-
     raw = {**STACK, "platform": {**STACK["platform"], "networkPolicy": {"enabled": True}}}
     world = World(compiled_manifests(raw))
     assert [m for m in world.manifests if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "llm-router-ingress"]

@@ -18,6 +18,7 @@ import yaml
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, endpoint_url, settings
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, script, settings_module
+from components.compile.router import compile_router
 from components.config import load_stack_config
 from unit_helpers import FIXTURES, model
 
@@ -168,8 +169,6 @@ def test_adding_the_gateway_leaves_the_router_serving_as_it_was():
     """An update that turns the gateway on (a stack deployed before it existed) changes no router
     object but its NetworkPolicy: the workload does not roll and its Service keeps serving the
     clients that still call it, while the gateway comes up beside it."""
-    from components.compile.router import compile_router
-
     before = compile_router(load({"enabled": False}, network_policy=True))
     after = compile_router(load({}, network_policy=True))
     for key in before.ORDER:

@@ -12,6 +12,7 @@ from typing import Optional
 import pytest
 
 from components.compile import compile_stack
+from components.compile.gateway import compile_gateway
 from components.compile.router import compile_router
 from components.config import load_stack_config
 from unit_helpers import model
@@ -156,8 +157,6 @@ def test_with_the_gateway_only_the_gateway_and_allowed_peers_reach_http():
 
 
 def test_gateway_policy_lets_clients_in_and_only_the_router_out():
-    from components.compile.gateway import compile_gateway
-
     raw = stack()
     policy, labels = compile_gateway(raw).network_policy, pods(raw)
     assert selects(policy["spec"]["podSelector"], labels["llm-router-gateway"])
