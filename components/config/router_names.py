@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
 
+from .gateway import gateway_problems
+
 if TYPE_CHECKING:
     from .router import RouterConfig
 
@@ -177,8 +179,6 @@ def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[s
     problems += [(f"router.{path}", fix) for path, fix in
                  lb_model_problems(router.load_balancer, fronted_models(router, names))]
     if router.gateway.enabled:
-        from .gateway import gateway_problems
-
         problems.extend((f"router.gateway.{path}", fix) for path, fix in
                         gateway_problems(router.gateway, fronted_models(router, names)))
         requiring = sorted(name for name, choice in (router.load_balancer.models if router.load_balancer else {}).items()
