@@ -271,3 +271,15 @@ def test_a_client_that_leaves_cancels_the_request_at_the_engine(router_stack, ga
     while engine.disconnects == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert engine.disconnects == 1
+
+
+def test_the_gateway_serves_again_once_a_restarted_router_has_its_pylon_back(router_stack, gateway_over):
+    """No gateway restart and no stale connection: it opens one connection per request."""
+    stack = router_stack()
+    gw = gateway_over(stack)
+    sdk = client(gw)
+    assert sdk.chat.completions.create(model=MODEL, messages=HELLO).choices[0].message.content
+    stack.restart_router()
+    stack.wait_registered(1)
+    assert sdk.chat.completions.create(model=MODEL, messages=HELLO).choices[0].message.content == stack.engines[0].text()
+    assert [m.id for m in sdk.models.list()] == [MODEL]
