@@ -17,13 +17,17 @@ Fixtures (``tests/conformance/conftest.py``; put your test module in ``tests/con
       def test_something(router_stack):
           stack = router_stack()                      # router + 1 pylon + 1 fake engine, registered
           stack = router_stack(engines=2)             # two engine "pods" (two pylons, two engines)
-          stack = router_stack(router={"lbConfig": {...}})   # extra `llm-serving:router` settings
-          stack = router_stack(backend=True, namespace=ns)   # through stargate-k8s-router (cluster)
+          stack = router_stack(router={"loadBalancer": {...}})  # extra `llm-serving:router` settings
+          stack = router_stack(backend=True)          # through stargate-k8s-router (the cluster)
 
-  ``router_stack(...)`` takes ``router`` (a dict merged into the router section: release,
-  replicas, tls, lbConfig, ...), ``engines`` (int), ``backend`` (bool: start the backend router
-  watching EndpointSlices in ``namespace`` on the simulated cluster; needs ``KUBECONFIG``), and
-  ``tls`` (a ``TlsFiles`` from ``make_ca_issued_tls``: the Secret the pods would mount).
+  ``router_stack(...)`` takes ``router`` (a dict merged into the router section of a stack like
+  ``stacks/Pulumi.local.yaml``: release, replicas, tls, loadBalancer, ...), ``engines`` (int),
+  ``backend`` (bool: a 2-replica router topology; one router "pod" runs, published as an
+  EndpointSlice in a fresh namespace of the simulated cluster, and the backend router watches it;
+  needs ``KUBECONFIG`` and, by the team's rule, the cluster lock around the run), ``cluster`` (a
+  ``Cluster``, default the ``cluster_namespace`` fixture's), ``tls`` (a ``TlsFiles`` from
+  ``make_ca_issued_tls``: the Secret a CA issuer writes; the router section gets ``tls.enabled``)
+  and ``release`` (default ``public-0.4``, the line of the binaries).
 
 ``RouterStack`` (what the factory returns, already registered):
 
@@ -48,6 +52,9 @@ What is rewritten to run outside a pod (everything else is the compiler's output
 - Listen addresses ``0.0.0.0:<port>`` (``--listen-addr``, ``--http-listen-addr``,
   ``--reverse-tunnel-listen-addr``, ``--health-listen-addr``) and ``--advertise-addr``: to
   ``127.0.0.1:<free port>``; ``--metrics-port``: a free port. Several pods share one host here.
+  With the backend router, the router pod's gRPC and QUIC listeners (and ``$(POD_IP)``) use the
+  address its EndpointSlice carries: 127.0.0.1 where the API server accepts it, else this
+  machine's own IPv4 (Kubernetes refuses loopback endpoint addresses; ``Cluster.endpoint_address``).
 - Added ``--model-discovery-listen-addr=127.0.0.1:<free port>`` on the router (its default
   ``0.0.0.0:50073`` is fixed; two router "pods" on one host would collide), and
   ``--metrics-host=127.0.0.1`` on pylon (default ``0.0.0.0``).
@@ -266,7 +273,11 @@ def stack_config(router: Optional[dict] = None, namespace: str = "llm-serving", 
     build that runs here)."""
     section: dict = {
         "name": ROUTER_NAME, "image": "nvcr.io/nvidia/llm-request-router:0.4.0", "release": release,
-        "replicas": 1, "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"},
+        # The fake engine answers in milliseconds: pylon starts from a matching input rate. At
+        # the default 100 tokens/s, two concurrent requests on one engine trip pylon's
+        # queue-mismatch admission (429 to the router, which retries, then answers 503).
+        "replicas": 1, "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0",
+                                 "initialInputTps": 100000},
         "workerAuth": {"mode": "open"},
     }
     section.update(router or {})
@@ -318,12 +329,12 @@ PATH_FLAGS = ("--tls-cert-path", "--tls-key-path", "--lb-config-path", "--auth-t
 class Localizer:
     """Rewrites rendered args for loopback, recording each rewrite (see the module docstring)."""
 
-    def __init__(self, pod: str, namespace: str, paths: dict[str, Path]):
-        self.pod, self.namespace, self.paths = pod, namespace, paths
+    def __init__(self, pod: str, namespace: str, paths: dict[str, Path], pod_ip: str = "127.0.0.1"):
+        self.pod, self.namespace, self.paths, self.pod_ip = pod, namespace, paths, pod_ip
         self.rewrites: list[str] = []
 
     def expand(self, arg: str) -> str:
-        values = {"POD_NAME": self.pod, "POD_NAMESPACE": self.namespace, "POD_IP": "127.0.0.1"}
+        values = {"POD_NAME": self.pod, "POD_NAMESPACE": self.namespace, "POD_IP": self.pod_ip}
         return _VAR.sub(lambda m: values[m.group(1)], arg)
 
     def __call__(self, args: list[str], replace: dict[str, str], add: tuple[str, ...] = ()) -> list[str]:
@@ -388,19 +399,30 @@ def make_ca_issued_tls(directory: Path, dns_names: list[str]) -> TlsFiles:
 
 
 # --- the simulated cluster's EndpointSlices --------------------------------------------------
-def pod_slice(namespace: str, service: str, pod: str, grpc: int, quic: int, ready: bool = True) -> dict:
+def pod_slice(namespace: str, service: str, pod: str, grpc: int, quic: int, ready: bool = True,
+              address: str = "127.0.0.1") -> dict:
     return {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": f"{service}-{pod}", "namespace": namespace,
                      "labels": {"kubernetes.io/service-name": service,
                                 "endpointslice.kubernetes.io/managed-by": "conformance-kit"}},
         "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": ready, "serving": ready,
+        "endpoints": [{"addresses": [address], "conditions": {"ready": ready, "serving": ready,
                                                                   "terminating": False},
                        "targetRef": {"kind": "Pod", "name": pod, "namespace": namespace}}],
         "ports": [{"name": "grpc", "port": grpc, "protocol": "TCP"},
                   {"name": "quic", "port": quic, "protocol": "UDP"}],
     }
+
+
+def host_ipv4() -> str:
+    """This machine's primary non-loopback IPv4 (no packet is sent: a UDP connect picks the route)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("10.255.255.255", 1))
+        address = sock.getsockname()[0]
+    if address.startswith("127."):
+        raise RuntimeError("no non-loopback IPv4 on this machine for the router pod's endpoint address")
+    return address
 
 
 class Cluster:
@@ -423,6 +445,21 @@ class Cluster:
         except ApiException as error:
             if error.status != 409:
                 raise
+
+    def endpoint_address(self) -> str:
+        """127.0.0.1 when the API server takes it as an endpoint address; otherwise (Kubernetes
+        validation refuses loopback endpoint IPs) this machine's own non-loopback IPv4, which a
+        router "pod" then listens on for gRPC and QUIC."""
+        from kubernetes.client.rest import ApiException
+
+        probe = pod_slice(self.namespace, "conformance-probe", "probe", 1, 2)
+        try:
+            self.discovery.create_namespaced_endpoint_slice(self.namespace, probe, dry_run="All")
+            return "127.0.0.1"
+        except ApiException as error:
+            if error.status != 422:
+                raise
+        return host_ipv4()
 
     def apply_slice(self, body: dict) -> None:
         from kubernetes.client.rest import ApiException
@@ -482,6 +519,8 @@ class RouterStack:
         self.ports = RouterPorts()
         self.backend_ports = BackendPorts() if self.render.backend is not None else None
         self.router_pod = f"{ROUTER_NAME}-7c9d8-x{uuid.uuid4().hex[:4]}"
+        # The router pod's IP: loopback, unless its EndpointSlice needs another (endpoint_address).
+        self.pod_ip = "127.0.0.1"
         self.rewrites: list[str] = []
         self.procs: list[Proc] = []
         self.router: Optional[Proc] = None
@@ -541,11 +580,12 @@ class RouterStack:
     # -- argument sets ------------------------------------------------------------------------
     def router_args(self) -> list[str]:
         p = self.ports
-        local = Localizer(self.router_pod, self.namespace, self._paths)
+        ip = self.pod_ip
+        local = Localizer(self.router_pod, self.namespace, self._paths, ip)
         replace = {
-            "--listen-addr": f"127.0.0.1:{p.grpc}", "--http-listen-addr": f"127.0.0.1:{p.http}",
-            "--advertise-addr": f"127.0.0.1:{p.grpc}", "--metrics-port": str(p.metrics),
-            "--reverse-tunnel-listen-addr": f"127.0.0.1:{p.quic}",
+            "--listen-addr": f"{ip}:{p.grpc}", "--http-listen-addr": f"127.0.0.1:{p.http}",
+            "--advertise-addr": f"{ip}:{p.grpc}", "--metrics-port": str(p.metrics),
+            "--reverse-tunnel-listen-addr": f"{ip}:{p.quic}",
         }
         add = [f"--model-discovery-listen-addr=127.0.0.1:{p.discovery}"]
         if self.backend_ports is not None:
@@ -594,10 +634,15 @@ class RouterStack:
         try:
             for engine in self.engines:
                 engine.start()
+            if self.render.backend is not None:
+                assert self.cluster is not None, "the backend router topology needs the simulated cluster"
+                self.pod_ip = self.cluster.endpoint_address()
+                if self.pod_ip != "127.0.0.1":
+                    self.rewrites.append(f"router pod IP: {self.pod_ip} (the API server refuses loopback "
+                                         "endpoint addresses)")
             self.router = self._proc("router", [str(self.bin / "stargate"), *self.router_args()], self.router_pod).start()
             self.wait_router_live()
             if self.render.backend is not None:
-                assert self.cluster is not None, "the backend router topology needs the simulated cluster"
                 self.publish_router(ready=True)
                 self._backend_paths = self.start_backend_sidecars()
                 self.backend = self._proc("backend-router", [str(self.bin / "stargate-k8s-router"), *self.backend_args()],
@@ -619,7 +664,7 @@ class RouterStack:
 
         headless = RouterNames.of(self.stack.router).headless
         self.cluster.apply_slice(pod_slice(self.namespace, headless, self.router_pod, self.ports.grpc,
-                                           self.ports.quic, ready))
+                                           self.ports.quic, ready, self.pod_ip))
 
     def wait_router_live(self) -> None:
         wait_until(lambda: self.router.alive and http("GET", f"{self.http_url}/healthz", timeout_s=2).status == 200,
@@ -670,3 +715,14 @@ class RouterStack:
 
     def get(self, path: str, headers: Optional[dict] = None) -> Reply:
         return http("GET", self.http_url + path, None, headers)
+
+
+if __name__ == "__main__":
+    # scripts/test.sh: build the binaries before the tests (a failure stops the run), or say why
+    # the suite will skip.
+    import sys
+
+    if shared_dir() is None:
+        print("conformance: no ../shared/vendor/stargate beside the repository; the suite will skip", file=sys.stderr)
+        sys.exit(0)
+    print(build_binaries())

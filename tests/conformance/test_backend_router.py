@@ -55,7 +55,7 @@ def test_tls_from_a_ca_issuer_through_the_backend_router(router_stack, cluster_n
         assert "--quic-insecure" not in args
     reply = stack.post("/v1/chat/completions", chat_body(stream=True))
     assert reply.status == 200, reply.body
-    assert "Hello from engine-0" in reply.body.decode()
+    assert reply.sse_data()[-1] == "[DONE]" and "engine-0" in reply.body.decode()
 
 
 def test_without_the_chain_the_ca_issued_leaf_fails(router_stack, cluster_namespace, tmp_path, monkeypatch):

@@ -69,8 +69,10 @@ def test_validate_refuses_what_the_public_line_lacks(router, path, words):
 
 
 def test_known_public_flags_pass_and_the_chart_line_does_not_check_args():
-    render("public-0.4", args=["--proxy-max-request-retries=3", "--metrics-prefix=sg"])
-    render("chart-0.16", args=["--anything-the-chart-image-takes=1"])
+    public = render("public-0.4", args=["--proxy-max-request-retries=3", "--metrics-prefix=sg"])
+    assert args(public.workload)[-2:] == ["--proxy-max-request-retries=3", "--metrics-prefix=sg"]
+    chart = render("chart-0.16", args=["--anything-the-chart-image-takes=1"])
+    assert args(chart.workload)[-1] == "--anything-the-chart-image-takes=1"
 
 
 def test_an_unknown_line_is_refused_with_the_choices():
