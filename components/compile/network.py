@@ -24,7 +24,8 @@ import ipaddress
 from typing import Optional
 from urllib.parse import urlparse
 
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from . import common
 
 POLICY_COMPONENT = "network-policy"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..config.model import ModelConfig, PlatformConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
 from . import common
 
 PULLER_COMPONENT = "weights-puller"

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from . import values
 from .types import Image, NonRootUid, PositiveQuantity, Strict
+from .values import Problem
 
 # The official nginx image ships ngx_http_js_module (njs) at /usr/lib/nginx/modules. Tag only:
 # its digest could not be verified from here, and a fabricated digest would never pull. 1.26.3
@@ -72,8 +73,8 @@ class GatewayResources(Strict):
     @model_validator(mode="after")
     def _requests_within_limits(self) -> GatewayResources:
         problems = [
-            (f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
-             f"({getattr(self.limits, key)}); lower the request or raise the limit")
+            Problem(f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
+                    f"({getattr(self.limits, key)}); lower the request or raise the limit")
             for key in ("cpu", "memory")
             if values.parse_quantity(getattr(self.requests, key)) > values.parse_quantity(getattr(self.limits, key))
         ]
@@ -116,8 +117,8 @@ class ApiKeys(Strict):
         problems = []
         for index, tenant in enumerate(self.tenants):
             if tenant.name in seen:
-                problems.append((f"tenants.{index}.name", f"tenant '{tenant.name}' is listed twice; "
-                                 "merge the entries"))
+                problems.append(Problem(f"tenants.{index}.name", f"tenant '{tenant.name}' is listed twice; "
+                                        "merge the entries"))
             seen.add(tenant.name)
         if problems:
             raise values.Problems(problems)
@@ -181,7 +182,7 @@ class GatewayConfig(Strict):
     @model_validator(mode="after")
     def _exposed_needs_keys(self) -> GatewayConfig:
         if self.service_type != "ClusterIP" and self.api_keys is None:
-            raise values.Problems([("serviceType", f"{self.service_type} exposes the gateway outside the "
+            raise values.Problems([Problem("serviceType", f"{self.service_type} exposes the gateway outside the "
                                     "cluster, and without apiKeys anyone reaching it can use every model; "
                                     "set apiKeys, or keep serviceType: ClusterIP")])
         return self
@@ -190,21 +191,22 @@ class GatewayConfig(Strict):
         return self.name or f"{router_name}-gateway"
 
 
-def gateway_problems(gateway: GatewayConfig, fronted: tuple[str, ...]) -> list[tuple[str, str]]:
+def gateway_problems(gateway: GatewayConfig, fronted: tuple[str, ...]) -> list[Problem]:
     """Checks against the router's fronted models (paths relative to `router.gateway`)."""
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     known = set(fronted)
     for index, name in enumerate(gateway.models or ()):
         if name not in known:
-            problems.append((f"models.{index}", f"'{name}' is not a model the router fronts "
-                             f"({', '.join(fronted) or 'none'}); remove it or add it to router.models"))
+            problems.append(Problem(f"models.{index}", f"'{name}' is not a model the router fronts "
+                                    f"({', '.join(fronted) or 'none'}); remove it or add it to router.models"))
     admitted = set(gateway.models) if gateway.models is not None else known
     for t_index, tenant in enumerate(gateway.api_keys.tenants if gateway.api_keys else ()):
         for m_index, name in enumerate(tenant.models or ()):
             if name not in admitted:
-                problems.append((f"apiKeys.tenants.{t_index}.models.{m_index}",
-                                 f"'{name}' is not a model the gateway admits ({', '.join(sorted(admitted)) or 'none'}); "
-                                 "remove it or add it to gateway.models"))
+                problems.append(Problem(
+                    f"apiKeys.tenants.{t_index}.models.{m_index}",
+                    f"'{name}' is not a model the gateway admits ({', '.join(sorted(admitted)) or 'none'}); "
+                    "remove it or add it to gateway.models"))
     return problems
 
 

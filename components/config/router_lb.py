@@ -22,6 +22,7 @@ from pydantic import Field, model_validator
 
 from . import values
 from .types import Strict
+from .values import Problem
 
 Algorithm = Literal["power-of-n", "wait-and-widen", "round-robin", "random", "pulsar", "pulsar-wait-and-widen"]
 Comparator = Literal["ttft", "queue-time", "input-work-seconds", "utilization", "num-requests-queued"]
@@ -87,17 +88,17 @@ class LbAlgorithm(Strict):
     def _fields_of_the_algorithm(self) -> LbAlgorithm:
         allowed = FIELDS_BY_ALGORITHM[self.algorithm]
         problems = [
-            (type(self).model_fields[name].alias or name,
+            Problem(type(self).model_fields[name].alias or name,
              f"is not a setting of {self.algorithm} (Stargate refuses to start on it); remove it, or "
              f"use an algorithm that has it ({', '.join(a for a, f in FIELDS_BY_ALGORITHM.items() if name in f)})")
             for name in SPECIFIC if name in self.model_fields_set and name not in allowed
         ]
         floor, ceil = self.max_queue_time_floor_ms, self.max_queue_time_ceil_ms
         if (floor is None) != (ceil is None):
-            problems.append(("maxQueueTimeFloorMs", "takes effect only with maxQueueTimeCeilMs (and the "
+            problems.append(Problem("maxQueueTimeFloorMs", "takes effect only with maxQueueTimeCeilMs (and the "
                              "reverse); set both, or neither"))
         elif floor is not None and ceil is not None and floor > ceil:
-            problems.append(("maxQueueTimeFloorMs", f"{floor} is above maxQueueTimeCeilMs ({ceil}); "
+            problems.append(Problem("maxQueueTimeFloorMs", f"{floor} is above maxQueueTimeCeilMs ({ceil}); "
                              "Stargate does not reorder them; lower the floor"))
         if problems:
             raise values.Problems(problems)
@@ -142,7 +143,7 @@ class LoadBalancer(Strict):
     @model_validator(mode="after")
     def _keys_match(self) -> LoadBalancer:
         problems = [
-            (f"requestAlgorithms.{key}", f"names {key} but configures {_algorithm(choice)}; the key must "
+            Problem(f"requestAlgorithms.{key}", f"names {key} but configures {_algorithm(choice)}; the key must "
              "be the algorithm it configures")
             for key, choice in self.request_algorithms.items() if _algorithm(choice) != key
         ]
@@ -159,10 +160,10 @@ class LoadBalancer(Strict):
         return out
 
 
-def lb_model_problems(lb: Optional[LoadBalancer], fronted: tuple[str, ...]) -> list[tuple[str, str]]:
+def lb_model_problems(lb: Optional[LoadBalancer], fronted: tuple[str, ...]) -> list[Problem]:
     """Paths relative to the router section: a listed model the router does not front."""
     if lb is None:
         return []
-    return [(f"loadBalancer.models.{name}", f"'{name}' is not a model the router fronts ({', '.join(fronted) or 'none'}); "
+    return [Problem(f"loadBalancer.models.{name}", f"'{name}' is not a model the router fronts ({', '.join(fronted) or 'none'}); "
              "Stargate matches the exact model id, so the entry would never apply; fix the name or remove it")
             for name in lb.models if name not in fronted]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import small_model, stack_config
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 from policies.rules import gateway
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN
-from policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, run
+from tests.support.policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, run
 
 ROUTER_LABELS = {"app.kubernetes.io/name": "llm-router", "app.kubernetes.io/component": "router"}
 

@@ -20,10 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
+from contract.labels import DOMAIN
+
 from ...config.gateway import admitted_models
-from ...config.model import StackConfig
-from ...config.router import fronted_models
-from ...labels import DOMAIN
+from ...config.stack import StackConfig, fronted_models
 from .. import common
 from ..network import allowed_peers
 from ..router.names import HTTP_PORT as ROUTER_HTTP_PORT

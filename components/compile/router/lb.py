@@ -11,8 +11,8 @@ import hashlib
 import json
 from typing import Optional
 
-from ...config.model import StackConfig
 from ...config.router import RouterConfig
+from ...config.stack import StackConfig
 from .names import ROUTER_COMPONENT, metadata
 
 LB_VOLUME = "lb-config"
