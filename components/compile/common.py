@@ -72,7 +72,10 @@ class ModelNames:
     def of(cls, model: ModelConfig) -> ModelNames:
         digest = source_hash(model)
         return cls(
-            server=model.name,
+            # A multi-node model's LeaderWorkerSet may not take the model's name: the LWS controller
+            # creates a headless Service named after it (the leader's address), which would take
+            # over the model's Service.
+            server=model.name if model.multi_node is None else f"{model.name}-lws",
             service=model.name,
             weights=f"{model.name}-weights-{digest}",
             puller=f"{model.name}-pull-{digest}",
