@@ -288,7 +288,12 @@ def test_compile_stack_renders_the_router_after_the_models():
     manifests = compile_stack(config(**DEPLOYMENT_MULTI))
     names = [(m["kind"], m["metadata"]["name"]) for m in manifests]
     assert names.index(("Service", "code")) < names.index(("ServiceAccount", "llm-router"))
-    assert names[-3:] == [("Deployment", "llm-router"), ("Service", "llm-router"), ("PodDisruptionBudget", "llm-router")]
+    router = names.index(("Deployment", "llm-router"))
+    assert names[router:router + 3] == [("Deployment", "llm-router"), ("Service", "llm-router"),
+                                        ("PodDisruptionBudget", "llm-router")]
+    # The gateway last: it resolves the router Service's name when it starts.
+    assert names[router + 3:] == [("ConfigMap", "llm-router-gateway-config"), ("Deployment", "llm-router-gateway"),
+                                  ("Service", "llm-router-gateway"), ("PodDisruptionBudget", "llm-router-gateway")]
 
 
 def test_the_gpu_cluster_stack_has_a_multi_replica_deployment_with_backend_router_and_tls():
@@ -306,7 +311,7 @@ def test_the_stacks_make_their_models_routable_and_an_open_router_is_fenced():
     local = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.local.yaml"))
     assert local.router.pylon is not None and local.router.worker_auth.mode == "open"
     gpu = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
-    assert "@sha256:" in gpu.router.pylon.image
+    assert gpu.router.pylon.image.endswith(":0.4.0")
     assert image_version(gpu.router.image) < (0, 17, 0) and gpu.router.worker_auth.mode == "open"
     policy = compile_router(gpu).network_policy
     [tunnel] = [rule for rule in policy["spec"]["ingress"] if "from" in rule and
