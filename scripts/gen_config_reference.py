@@ -27,8 +27,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from components.config import kube, values
 from components.config import types as config_types
-from components.config import values
 from components.config.loader import PROJECT
 from components.config.stack import StackConfig
 
@@ -47,6 +47,10 @@ CHECKS = {
     values.check_revision: "branch, tag or full 40-hex commit",
     values.check_hf_repo: "Hugging Face repo id `owner/name`",
     config_types.check_health_path: "URL path; a missing leading `/` is added",
+    kube.check_dns_subdomain: "DNS subdomain",
+    kube.check_labels: "Kubernetes label keys and values",
+    kube.check_env: "environment variable names",
+    kube.check_secret_key: "Secret key",
 }
 # Before-validators that widen what a stack file may write for a type.
 ACCEPTS = {config_types._quantity_text: "string or number"}

@@ -3,6 +3,10 @@
 Pydantic's own words ("Input should be a valid tuple", "instance of ModelSource") describe the
 validator, not the stack file; each error type is rewritten to what to write instead, and an
 unknown key names the closest valid key of the section it is in.
+
+A value of the wrong type gets the hint of the shape its field expects (mapping, list, duration,
+quantity, whole number, text, true/false), with an example and what was given instead: "quote
+it" is advice for text only, and a duration quoted without its unit would fail a second time.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ValidationError
 
 from .stack import StackConfig
+from .types import Shape, given
 from .values import Problems
 
 # What to write instead, keyed by pydantic's error type.
@@ -38,6 +43,63 @@ _TYPE_FIX = {
 _BOUNDS = {"greater_than_equal": ("ge", "greater than or equal to"), "greater_than": ("gt", "greater than"),
            "less_than_equal": ("le", "less than or equal to"), "less_than": ("lt", "less than")}
 
+
+
+# The hint per shape a field expects: what to write, with an example.
+SHAPE_HINT = {
+    "mapping": "must be a mapping: `key: value` lines indented under it (or {key: value} on one line)",
+    "list": "must be a list: one `- item` per line, or [a, b] on one line (a single entry too: [a])",
+    "duration": "must be a duration with its unit, e.g. 30s, 1m or 1m30s (a bare number has no unit; "
+                "quoting it does not add one)",
+    "quantity": "must be a quantity: a number with an optional unit, e.g. '16Gi', '500m' or 4",
+    "integer": "must be a whole number without quotes, e.g. 2",
+    "number": "must be a number without quotes, e.g. 0.5",
+    "text": "must be text on the same line as its key; quote it if it looks like a number or "
+            "true/false (e.g. '1.0' or 'true')",
+    "boolean": "must be true or false",
+}
+
+
+def _shape_of(annotation: Any, metadata: Iterable[Any] = ()) -> Optional[str]:
+    for marker in metadata:
+        if isinstance(marker, Shape):
+            return marker.name
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return _shape_of(inner, extra)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _shape_of(args[0]) if len(args) == 1 else None
+    if origin is dict or _unwrap(annotation) is not None:
+        return "mapping"
+    if origin in (tuple, list):
+        return "list"
+    return {int: "integer", float: "number", str: "text", bool: "boolean"}.get(annotation)
+
+
+def _expected_shape(loc: tuple) -> Optional[str]:
+    """The shape the field at ``loc`` expects, read from the config model's annotations."""
+    annotation: Any = StackConfig
+    metadata: list[Any] = []
+    for part in loc:
+        model = _unwrap(annotation)
+        if model is None:  # inside a list or a mapping: its item
+            annotation, metadata = _item(annotation), []
+            continue
+        fields = {**{f.alias or n: f for n, f in model.model_fields.items()}, **model.model_fields}
+        if part not in fields:
+            return None
+        annotation, metadata = fields[part].annotation, list(fields[part].metadata)
+    return _shape_of(annotation, metadata)
+
+
+def _type_message(item: dict) -> str:
+    shape = _expected_shape(tuple(item["loc"]))
+    hint = SHAPE_HINT.get(shape or "") or _TYPE_FIX[item["type"]]
+    if "input" not in item:
+        return hint
+    return f"{hint}; got {given(item['input'])}"
 
 
 def _join(*parts: Any) -> str:
@@ -101,6 +163,8 @@ def _message(item: dict) -> str:
     kind, ctx = item["type"], item.get("ctx") or {}
     if kind == "extra_forbidden":
         return _unknown_key(tuple(item["loc"]))
+    if kind in _TYPE_FIX and kind != "missing":
+        return _type_message(item)
     if kind in _TYPE_FIX:
         return _TYPE_FIX[kind]
     if kind == "literal_error":

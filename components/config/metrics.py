@@ -12,22 +12,18 @@ empty: any value), and kube-prometheus-stack sets ``labelValue: "1"`` and ``sear
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Annotated, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from . import values
-from .types import Dns1123Label, Strict
+from . import kube, values
+from .types import Dns1123Label, Shape, Strict
 from .values import Problem
 
 # A Prometheus Operator `Duration` (monitoring.coreos.com/v1, the pattern its CRDs declare):
 # units from years down to milliseconds, largest first, e.g. 30s, 1m30s. Zero is refused here
 # too: a zero scrape interval is not a schedule.
 _DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
-# Label keys: an optional DNS-subdomain prefix and a name of at most 63 characters; values at
-# most 63 characters of the same alphabet, or empty (Kubernetes' label syntax).
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Label prefixes the stack sets itself: a user label there would override ours (and a selector).
 RESERVED_PREFIXES = ("app.kubernetes.io/", "llm-serving.dev/")
 # Found by the grafana chart's sidecar (label grafana_dashboard, any value) and by
@@ -36,18 +32,12 @@ SIDECAR_LABELS = {"grafana_dashboard": "1"}
 
 
 def label_problems(labels: dict[str, str], where: str) -> list[Problem]:
-    problems = []
-    for key, value in sorted(labels.items()):
-        prefix, _, name = key.rpartition("/")
-        if not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))):
-            problems.append(Problem(f"{where}.{key}", "is not a label key; write an optional DNS prefix and "
-                                    "a name of letters, digits, '-', '_' and '.', e.g. release"))
-        elif key.startswith(RESERVED_PREFIXES):
-            problems.append(Problem(f"{where}.{key}", "is a label the stack sets itself; choose another key "
-                                    "(e.g. release: kube-prometheus-stack)"))
-        if value and not _LABEL_NAME.match(value):
-            problems.append(Problem(f"{where}.{key}", f"'{value}' is not a label value; at most 63 letters, "
-                                    "digits, '-', '_' and '.', starting and ending with a letter or digit"))
+    """Kubernetes' label syntax (``kube.label_problems``), and no key the stack sets itself."""
+    problems = kube.label_problems(labels, where)
+    bad = {problem.path for problem in problems}
+    problems += [Problem(f"{where}.{key}", "is a label the stack sets itself; choose another key "
+                         "(e.g. release: kube-prometheus-stack)")
+                 for key in sorted(labels) if key.startswith(RESERVED_PREFIXES) and f"{where}.{key}" not in bad]
     return problems
 
 
@@ -95,7 +85,7 @@ class MetricsConfig(Strict):
         "Prometheus Operator's CRDs (checked at preview). With `networkPolicy`, `allowFrom` must "
         "admit the Prometheus pods.",
     )
-    interval: str = Field("30s", description="Scrape interval (a Prometheus duration, e.g. 15s, 1m).")
+    interval: Annotated[str, Shape("duration")] = Field("30s", description="Scrape interval (a Prometheus duration, e.g. 15s, 1m).")
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Extra labels on the ServiceMonitors (and the NIMServices' "

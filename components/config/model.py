@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from . import managed, rules, stack_secrets, values
+from . import effect, kube, managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
@@ -79,7 +79,7 @@ class ModelSource(Strict):
 
 class WeightsStorage(Strict):
     size: PositiveQuantity = Field("50Gi", description="Size of the weights volume.")
-    storage_class_name: Optional[str] = Field(
+    storage_class_name: Optional[kube.DnsSubdomain] = Field(
         None, description="StorageClass; unset uses `platform.storageClassName`."
     )
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = Field(
@@ -152,7 +152,10 @@ class ModelConfig(Strict):
     engine: str = Field("vllm", description="`vllm` or `nim` (`generic` is not supported on Kubernetes).")
     source: ModelSource = Field(description="Where the weights come from.")
     gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
-    tensor_parallel_size: int = Field(1, ge=1, description="Tensor-parallel degree; must divide `gpus`.")
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="Tensor-parallel degree; must divide `gpus`. vLLM, and the NIM operator's ngc "
+        "cache without `nim.profiles` (it selects the profiles to cache); refused where it has no effect "
+        "(NIM raw path, hf cache, explicit profiles).")
     replicas: int = Field(1, ge=0, description="Server replicas (unset when `autoscaling` is on).")
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replicas on queue depth (KEDA).")
     resources: Resources = Field(default_factory=Resources, description="Server CPU and memory.")
@@ -164,20 +167,22 @@ class ModelConfig(Strict):
     shared_memory_size_limit: Optional[PositiveQuantity] = Field(
         None, description="Overrides `platform.sharedMemorySizeLimit` for this model."
     )
-    lora: Lora = Field(default_factory=Lora, description="LoRA adapter serving.")
+    lora: Lora = Field(default_factory=Lora, description="LoRA adapter serving (vLLM only: NIM serves "
+                       "adapters from `NIM_PEFT_SOURCE` with a LoRA profile, which is not configured here). "
+                       "Adapter names must differ from every model's name and from each other.")
     args: tuple[str, ...] = Field(
         (), description="Extra server arguments, appended last. Flags the program sets (vLLM: the "
         "model path/`--model`, `--served-model-name`, `--host`, `--port`, `--tensor-parallel-size`/"
         "`-tp`, `--enable-lora`, `--max-loras`, `--max-lora-rank`, `--download-dir`, `--hf-token`) "
         "are refused with the setting to use instead.",
     )
-    env: dict[str, str] = Field(
+    env: kube.EnvVars = Field(
         default_factory=dict, description="Extra server environment variables (plain values). "
         "Names the program sets (server and puller) are refused with the setting to use instead, "
         "and so are credential-looking names (`*_TOKEN`, `*_API_KEY`, `*_PASSWORD`, `*_SECRET`): "
         "use `hfTokenSecret` / `nim.authSecret`.",
     )
-    node_selector: Optional[dict[str, str]] = Field(
+    node_selector: Optional[kube.Labels] = Field(
         None, description="Overrides `platform.gpuNodeSelector` for this model."
     )
     tolerations: Optional[tuple[Toleration, ...]] = Field(
@@ -282,6 +287,7 @@ class ModelConfig(Strict):
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))
         problems.extend(managed.env_problems(self.env, self.engine))
+        problems.extend(effect.model_problems(self))
         if problems:
             raise values.Problems(problems)
         return self

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from . import values
+from . import kube, values
 from .autoscaling import AutoscalingPlatform
 from .disruption import DisruptionConfig
 from .metrics import MetricsConfig
@@ -83,11 +83,11 @@ MONITORING_NAMESPACE = {"kubernetes.io/metadata.name": "monitoring"}
 class NetworkPeer(Strict):
     """Clients admitted to model pods besides the router: pods, namespaces, or pods of namespaces."""
 
-    namespace_selector: Optional[dict[str, str]] = Field(
+    namespace_selector: Optional[kube.Labels] = Field(
         None, description="Labels of the namespaces the clients run in (matchLabels); "
         "`kubernetes.io/metadata.name: <namespace>` names one. Unset: the stack's namespace.",
     )
-    pod_selector: Optional[dict[str, str]] = Field(
+    pod_selector: Optional[kube.Labels] = Field(
         None, description="Labels of the client pods (matchLabels). Unset: every pod of the "
         "selected namespaces.",
     )
@@ -177,13 +177,13 @@ class PlatformConfig(Strict):
     startup_timeout_seconds: int = Field(
         1800, ge=60, description="Budget for a server to load weights before its startup probe gives up."
     )
-    storage_class_name: Optional[str] = Field(
+    storage_class_name: Optional[kube.DnsSubdomain] = Field(
         None, description="StorageClass of weight volumes; unset uses the cluster default."
     )
     image_pull_secrets: tuple[Dns1123Label, ...] = Field(
         (), description="Names of image pull Secrets attached to every pod."
     )
-    gpu_node_selector: dict[str, str] = Field(
+    gpu_node_selector: kube.Labels = Field(
         default_factory=dict, description="Node selector that places serving pods on GPU nodes."
     )
     gpu_tolerations: tuple[Toleration, ...] = Field(

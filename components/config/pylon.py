@@ -83,7 +83,7 @@ class PylonConfig(Strict):
     )
     resources: PylonResources = Field(default_factory=PylonResources, description="Pylon CPU and memory.")
     initial_input_tps: float = Field(
-        100, gt=0,
+        100, gt=0, allow_inf_nan=False,
         description="`--initial-input-tps`: the input tokens/s each model starts with before pylon "
         "measures it (NVCF passes 100). Calibration (`--do-calibration`) is for a cluster's sole "
         "pylon only, so it is not used.",

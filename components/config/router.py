@@ -25,7 +25,8 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from . import values
+from . import kube, values
+from .effect import unused_keys
 from .gateway import GatewayConfig
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .router_lb import LoadBalancer
@@ -306,7 +307,7 @@ class RouterConfig(Strict):
         None, description="Names of the models the router fronts; unset: every model of the stack."
     )
     args: tuple[str, ...] = Field((), description="Extra Stargate flags (not those the component sets).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra router environment variables.")
+    env: kube.EnvVars = Field(default_factory=dict, description="Extra router environment variables.")
     pylon: Optional[PylonConfig] = Field(
         None, description="The pylon sidecar that registers each fronted model with the router "
         "(see components/config/pylon.py).")
@@ -373,6 +374,12 @@ def topology_problems(router: RouterConfig) -> list[Problem]:
             f"a StatefulSet with {replicas} replicas and dnsDiscovery: false has no way to discover "
             "its peers; set backendRouter.enabled: auto (or true), or remove dnsDiscovery: false",
         ))
+    if backend.enabled == "auto" and not resolve_topology(router).backend_router:
+        # `auto` resolving to "no backend router" is invisible in the file (unlike enabled: false,
+        # a switch the user turned off and may turn on again with these settings kept).
+        problems += unused_keys(backend, ("image", "replicas", "resources", "service_account"), "backendRouter.",
+                                "configures the backend router, which this topology does not run "
+                                f"({resolve_topology(router).reason}); remove it, or set backendRouter.enabled: true")
     for key in sorted(router.env):
         if key in RESERVED_ENV or key.startswith("STARGATE_"):
             problems.append(Problem(f"env.{key}", "is set by the router component (or is a Stargate flag "

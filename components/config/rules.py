@@ -42,9 +42,6 @@ def nim_problems(model: ModelConfig) -> list[Problem]:
     if model.image and "@" in model.image and ":" not in model.image.split("@")[0].rsplit("/", 1)[-1]:
         problems.append(Problem("image", "the NIM operator takes repository and tag; add a tag before "
                                 "the digest (repo:tag@sha256:...)"))
-    if model.lora.enabled:
-        problems.append(Problem("lora.enabled", "LoRA adapters are prepared by the raw path's init "
-                                "container; the operator path does not support them: use path: raw"))
     if model.hf_token_secret:
         problems.append(Problem("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
                                 "put the token there and remove hfTokenSecret"))

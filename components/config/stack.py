@@ -17,7 +17,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from . import rules, stack_secrets, values
+from . import effect, rules, secret_values, stack_secrets, values
 from .autoscaling import AutoscalingPlatform
 from .gateway import gateway_problems
 from .model import ModelConfig
@@ -49,6 +49,16 @@ class StackConfig(Strict):
         "`NGC_API_KEY`) from it for NIM models without `nim.authSecret`. `render` omits the Secret.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credential_values(cls, data: object) -> object:
+        """Before any other check, so no other message can repeat a pasted credential."""
+        if isinstance(data, dict):
+            found = secret_values.problems(data, skip=stack_secrets.SECRET_SECTIONS)
+            if found:
+                raise values.Problems(found)
+        return data
+
     @model_validator(mode="after")
     def _cross_field(self) -> StackConfig:
         seen: set[str] = set()
@@ -59,6 +69,7 @@ class StackConfig(Strict):
             seen.add(model.name)
             problems.extend(problem.under(f"models.{index}") for problem in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
+        problems.extend(effect.served_name_problems(self.models))
         problems.extend(metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
             self.platform.metrics.enabled, self.platform.autoscaling))

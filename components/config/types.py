@@ -22,7 +22,31 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import values
+from . import kube, values
+
+
+def given(value: Any) -> str:
+    """What an input was, in the stack file's words (never its content: it may be a secret)."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if value is None:
+        return "an empty value"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def _is_bool_field(annotation: Any) -> bool:
+    """``bool`` or ``Optional[bool]`` (not a union with other types, such as `auto`)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return len(inner) == 1 and _is_bool_field(inner[0])
+    return annotation is bool
 
 
 def _is_int_field(annotation: Any) -> bool:
@@ -40,8 +64,10 @@ class Strict(BaseModel):
     """Base of every config section: unknown keys refused, values frozen, camelCase keys.
 
     Integer fields are strict: YAML's `true` is not 1, `"2"` is not 2 and `1.0` is not 1 (lax
-    pydantic would take all three), so `gpus: true` is refused instead of read as one GPU. One
-    rule here covers every integer field of every section, including ones added later.
+    pydantic would take all three), so `gpus: true` is refused instead of read as one GPU. And
+    every integer stays in Kubernetes' int32 range, where replica counts, uids and the other
+    numbers land (``kube.INT32_MAX``). One rule here covers every integer field of every section,
+    including ones added later.
     """
 
     model_config = ConfigDict(
@@ -53,15 +79,38 @@ class Strict(BaseModel):
     @classmethod
     def _whole_numbers_only(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
-        if field is None or value is None or not _is_int_field(field.annotation):
+        if field is None or value is None:
+            return value
+        if _is_bool_field(field.annotation):
+            # Lax pydantic reads 'yes', 'on', '1' and 1 as true: a quoted or numeric flag is refused.
+            if not isinstance(value, bool):
+                raise ValueError(f"must be true or false without quotes; got {given(value)}")
+            return value
+        if not _is_int_field(field.annotation):
             return value
         if isinstance(value, bool):
             raise ValueError(f"{str(value).lower()} is a boolean; write a whole number such as 1")
         if isinstance(value, str):
             raise ValueError(f"'{value}' is text; write a whole number without quotes, e.g. 2")
+        if isinstance(value, float):
+            raise ValueError(f"{kube.short(repr(value))} is not a whole number; write e.g. 2")
         if not isinstance(value, int):
-            raise ValueError(f"{value!r} is not a whole number; write e.g. 2")
+            raise ValueError(f"must be a whole number without quotes, e.g. 2; got {given(value)}")
+        problem = kube.int32_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
+
+
+class Shape:
+    """What a field expects, for the type messages (``messages.py``): a marker in ``Annotated``
+    metadata for the shapes a plain type cannot say (a duration is a ``str``; a quantity too)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Shape({self.name!r})"
 
 
 def _quantity_text(value: Any) -> Any:
@@ -75,12 +124,14 @@ def _quantity_text(value: Any) -> Any:
             raise ValueError(f"{value} is not a quantity; write e.g. '16Gi' or 4")
         return repr(value) if not value.is_integer() else str(int(value))
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a quantity; write e.g. '16Gi' or 4")
+        raise ValueError(f"must be a quantity: a number with an optional unit, e.g. '16Gi', '500m' or 4; "
+                         f"got {given(value)}")
     return value
 
 
-Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(values.check_quantity)]
-PositiveQuantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(values.check_positive_quantity)]
+Quantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(values.check_quantity), Shape("quantity")]
+PositiveQuantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(values.check_positive_quantity),
+                             Shape("quantity")]
 Image = Annotated[str, AfterValidator(values.check_image)]
 HfEndpoint = Annotated[str, AfterValidator(values.check_cluster_reachable_url)]
 NonRootUid = Annotated[int, AfterValidator(values.check_non_root_uid)]
@@ -110,6 +161,18 @@ class Toleration(Strict):
     def _value_needs_equal(self) -> Toleration:
         if self.operator == "Exists" and self.value is not None:
             raise ValueError("a toleration with operator 'Exists' takes no value; remove value or use operator 'Equal'")
+        # The API server's rules (core/validation ValidateTolerations): the key is a label key,
+        # an Equal value a label value, and an empty key matches every taint only with Exists.
+        problems = []
+        if self.key is not None and (problem := kube.qualified_name_problem(self.key)):
+            problems.append(values.Problem("key", problem))
+        if self.operator == "Equal" and not self.key:
+            problems.append(values.Problem("key", "required with operator 'Equal' (only 'Exists' may leave the key "
+                             "empty, to tolerate every taint); name the taint key, e.g. nvidia.com/gpu"))
+        if self.value is not None and (problem := kube.label_value_problem(self.value)):
+            problems.append(values.Problem("value", problem))
+        if problems:
+            raise values.Problems(problems)
         return self
 
     def to_k8s(self) -> dict:
@@ -121,7 +184,7 @@ GPU_TOLERATIONS = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="N
 
 class SecretKeyRef(Strict):
     name: Dns1123Label = Field(description="Name of an existing Kubernetes Secret in the stack's namespace.")
-    key: str = Field("token", description="Key inside the Secret.")
+    key: kube.SecretKey = Field("token", description="Key inside the Secret.")
 
 
 # Stack secrets: the config model knows only that one is set (this marker), never its value.

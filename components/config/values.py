@@ -166,6 +166,12 @@ def check_cluster_reachable_url(url: str) -> str:
     parsed = urlparse(url or "")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"'{url}' is not an http(s) URL; write e.g. 'https://huggingface.co'")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = 0
+    if port == 0:  # out of 1-65535 (urlparse raises beyond it) or 0: no server listens there
+        raise ValueError(f"'{url}' has a port outside 1-65535; write e.g. 'http://hf-mirror.mirrors.svc:8080'")
     host = parsed.hostname
     loopback = host == "localhost" or host.endswith(".localhost")
     try:

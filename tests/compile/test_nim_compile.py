@@ -413,7 +413,7 @@ def test_raw_path_without_auth_secret_sets_no_ngc_key():
 
 def test_raw_identity_override_reaches_every_pod_and_container():
     objects = raw_objects(nim_model(securityContext={"runAsUser": 1001, "runAsGroup": 1001,
-                                                     "allowNonDefaultIdentity": True}, lora={"enabled": True}))
+                                                     "allowNonDefaultIdentity": True}))
     for manifest in pod_manifests(objects):
         spec = pod_spec(manifest)
         assert (spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]) == (1001, 1001)

@@ -52,7 +52,7 @@ def test_a_model_named_vllm_gets_no_service_link_variables():
 
 # --- 8. read-only roots -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [model(), model(lora=lora()), model(lora=lora(ADAPTER)), nim_model(lora=lora())],
+@pytest.mark.parametrize("raw", [model(), model(lora=lora()), model(lora=lora(ADAPTER)), nim_model()],
                          ids=["puller", "lora-mkdir", "lora-adapters", "nim"])
 def test_puller_and_init_containers_have_read_only_roots_and_a_writable_tmp(raw):
     objects = compiled(raw)

@@ -196,8 +196,8 @@ def test_no_raw_validator_message_reaches_the_user(raw):
 
 
 @pytest.mark.parametrize("raw, line", [
-    ({"models": "llama"}, "models: must be a list (one `- item` per line)"),
-    ({"models": [model(source="o/n")]}, "models.0.source: must be a mapping of keys"),
+    ({"models": "llama"}, "models: must be a list: one `- item` per line"),
+    ({"models": [model(source="o/n")]}, "models.0.source: must be a mapping: `key: value` lines"),
     ({"models": [model(name=12)]}, "models.0.name: must be text"),
     ({"models": [model(weights={"accessMode": "x"})]}, "models.0.weights.accessMode: use one of 'ReadWriteOnce' or 'ReadWriteMany'"),
     ({"models": [model(gpus=0)]}, "models.0.gpus: must be greater than or equal to 1"),

@@ -39,7 +39,7 @@ BAD = [
      "models.0.nim.profiles", "only entry"),
     ("operator-digest-only", nim_model(path="operator", nim={"authSecret": "k"}) | {
         "image": "nvcr.io/nim/meta/llama@sha256:" + "a" * 64}, "models.0.image", "add a tag"),
-    ("operator-lora", nim_model(lora={"enabled": True}, **OPERATOR), "models.0.lora.enabled", "path: raw"),
+    ("operator-lora", nim_model(lora={"enabled": True}, **OPERATOR), "models.0.lora.enabled", "NIM_PEFT_SOURCE"),
     ("operator-hf-token-secret", nim_model(hfTokenSecret={"name": "hf"}, **OPERATOR),
      "models.0.hfTokenSecret", "nim.authSecret"),
     ("raw-with-operator-settings", nim_model(nim={"cacheSource": "ngc"}), "models.0.nim.cacheSource", "path: operator"),

@@ -56,7 +56,8 @@ def test_the_table_is_big_enough():
     # Every group of guards the issue names has cases.
     ids = " ".join(case.id for case in BAD_CONFIGS)
     for topic in ("not-a", "unknown", "uid-0", "privileged", "loopback", "tensor-parallel", "rwo",
-                  "46-chars", "64-chars", "duplicate", "router-", "auth-secret", "plain-text"):
+                  "46-chars", "64-chars", "duplicate", "router-", "auth-secret", "plain-text",
+                  "int32", "label-", "shape-", "secret-value", "no-effect", "served-name"):
         assert topic in ids, topic
 
 

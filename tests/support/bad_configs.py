@@ -202,7 +202,7 @@ BAD_CONFIGS += (
     BadConfig("env-managed", {"models": [model(env={"HF_HUB_OFFLINE": "0"})]}, "models.0.env.HF_HUB_OFFLINE",
               "is set by this program", "a server reaching for the hub at start"),
     BadConfig("env-plaintext-token", {"models": [model(env={"HF_TOKEN": PLAINTEXT_TOKEN})]},
-              "models.0.env.HF_TOKEN", "secret reference", "a token in the stack file and the pod spec",
+              "models.0.env.HF_TOKEN", "hfTokenSecret", "a token in the stack file and the pod spec",
               secrets=(PLAINTEXT_TOKEN,)),
     BadConfig("env-plaintext-password", {"models": [model(env={"DB_PASSWORD": "hunter2-plaintext"})]},
               "models.0.env.DB_PASSWORD", "secret reference", "a password in the stack file and the pod spec",
@@ -219,6 +219,56 @@ BAD_CONFIGS += (
               "a raw validator message instead of the fix"),
     BadConfig("source-not-a-mapping", {"models": [model(source="acme/tiny-llm")]}, "models.0.source",
               "must be a mapping", "'instance of ModelSource' instead of the fix"),
+)
+
+# --- issue 25: what `validate` accepts, the API server accepts and the engine uses ---------------
+AWS_KEY_ID = "AKIA" + "Q7RZ3XJ5WVTK2M4P"
+BAD_CONFIGS += (
+    # Kubernetes' ranges and syntax (components/config/kube.py)
+    BadConfig("int32-replicas", {"models": [model(replicas=2**31, weights={"accessMode": "ReadWriteMany"})]},
+              "models.0.replicas", "32-bit integer range", "a Deployment the API server refuses mid-`up`"),
+    BadConfig("int32-router-replicas", {"models": [model()], "router": router(replicas=2**31)},
+              "router.replicas", "32-bit integer range", "a router workload the API server refuses"),
+    BadConfig("label-node-selector-key", {"models": [model(nodeSelector={"gpu type": "a100"})]},
+              "models.0.nodeSelector.gpu type", "not a label key", "a pod template the API server refuses"),
+    BadConfig("label-network-peer-value",
+              {"platform": {"networkPolicy": {"enabled": True, "allowFrom": [{"podSelector": {"app": "prom/server"}}]}},
+               "models": [model()], "router": router()},
+              "platform.networkPolicy.allowFrom.0.podSelector.app", "not a label value",
+              "a NetworkPolicy the API server refuses"),
+    BadConfig("label-toleration-equal-without-key", {"platform": {"gpuTolerations": [{"operator": "Equal", "value": "gpu"}]}},
+              "platform.gpuTolerations.0.key", "required with operator 'Equal'", "pods the API server refuses"),
+    # messages per expected shape (components/config/messages.py)
+    BadConfig("shape-duration-bare-number", {"platform": {"metrics": {"enabled": True, "interval": 30}}, "models": [model()]},
+              "platform.metrics.interval", "duration with its unit", "'quote it', then a second refusal"),
+    BadConfig("shape-mapping-for-selector", {"platform": {"gpuNodeSelector": "gpu=a100"}}, "platform.gpuNodeSelector",
+              "must be a mapping", "'must be text; quote it' for a mapping"),
+    BadConfig("shape-quoted-boolean", {"models": [model(lora={"enabled": "yes"})]}, "models.0.lora.enabled",
+              "true or false without quotes", "a quoted 'yes' silently read as true"),
+    # credential-shaped values in plain fields (components/config/secret_values.py)
+    BadConfig("secret-value-hub-token-in-env", {"models": [model(env={"MODEL_OPTS": PLAINTEXT_TOKEN})]},
+              "models.0.env.MODEL_OPTS", "Hugging Face token", "a hub token in the manifest and the state",
+              secrets=(PLAINTEXT_TOKEN,)),
+    BadConfig("secret-value-ngc-key-in-args", {"models": [nim(args=[f"--ngc-key={PLAINTEXT_NGC_KEY}"])]},
+              "models.0.args.0", "nim.authSecret", "an NGC key in the pod spec", secrets=(PLAINTEXT_NGC_KEY,)),
+    BadConfig("secret-value-aws-key-in-labels", {"platform": {"metrics": {"labels": {"owner": AWS_KEY_ID}}}},
+              "platform.metrics.labels.owner", "AWS access key id", "a cloud key on every ServiceMonitor",
+              secrets=(AWS_KEY_ID,)),
+    # settings without effect (components/config/effect.py)
+    BadConfig("no-effect-lora-on-nim", {"models": [nim(lora={"enabled": True, "adapters": [
+        {"name": "sql", "repo": "acme/sql-lora"}]})]}, "models.0.lora.enabled", "NIM_PEFT_SOURCE",
+              "adapters downloaded where NIM never looks"),
+    BadConfig("no-effect-tp-on-nim-raw", {"models": [nim(gpus=2, tensorParallelSize=2)]},
+              "models.0.tensorParallelSize", "passes no parallelism", "a TP setting NIM never sees"),
+    BadConfig("no-effect-drain-on-operator",
+              {"models": [nim(path="operator", nim={"authSecret": "ngc"}, disruption={"drainSeconds": 60})]},
+              "models.0.disruption.drainSeconds", "no drain wait", "a drain wait that is never rendered"),
+    BadConfig("served-name-adapter-is-base", {"models": [model("chat", lora={"enabled": True, "adapters": [
+        {"name": "chat", "repo": "acme/sql-lora"}]})]}, "models.0.lora.adapters.0.name", "served name of its base model",
+              "an adapter the base model always shadows"),
+    BadConfig("served-name-adapter-is-other-model", {"models": [model("chat", lora={"enabled": True, "adapters": [
+        {"name": "code", "repo": "acme/sql-lora"}]}), model("code")]}, "models.0.lora.adapters.0.name",
+              "already served by model 'code'", "requests for 'code' reaching either"),
 )
 
 BY_ID = {case.id: case for case in BAD_CONFIGS}
