@@ -8,9 +8,9 @@ shares are in ``types.py``, the platform and cluster sections in ``platform.py``
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from . import managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
@@ -31,6 +31,7 @@ from .platform import (  # noqa: F401  (re-exported: the compilers import them f
 from .pylon import pylon_stack_problems
 from .router import RouterConfig
 from .router import stack_problems as router_stack_problems
+from .sources import PvcSource, S3Source, source_problems, source_type
 from .stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS  # noqa: F401
 from .types import (  # noqa: F401  (re-exported for existing imports)
     SECRET_MARKER,
@@ -56,6 +57,9 @@ DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckp
 
 
 class ModelSource(Strict):
+    """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`."""
+
+    type: Literal["hf"] = Field("hf", description="`hf` (the default; may be left out).")
     repo: Annotated[str, AfterValidator(values.check_hf_repo)] = Field(
         description="Hugging Face repo id, `owner/name`."
     )
@@ -89,6 +93,13 @@ class ModelSource(Strict):
     @property
     def ref(self) -> str:
         return f"{self.repo}@{self.revision}"
+
+
+# `source.type` picks the kind; without it, the Hub (stack files from before the other kinds).
+WeightSource = Annotated[
+    Union[Annotated[ModelSource, Tag("hf")], Annotated[S3Source, Tag("s3")], Annotated[PvcSource, Tag("pvc")]],
+    Discriminator(source_type),
+]
 
 
 class WeightsStorage(Strict):
@@ -164,7 +175,9 @@ class ModelConfig(Strict):
         description="Model name: stem of every object name and the served model name."
     )
     engine: str = Field("vllm", description="`vllm` or `nim` (`generic` is not supported on Kubernetes).")
-    source: ModelSource = Field(description="Where the weights come from.")
+    source: WeightSource = Field(
+        description="Where the weights come from: `type: hf` (the default), `s3` or `pvc`; see "
+        "docs/weight-sources.md.")
     gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
     tensor_parallel_size: int = Field(1, ge=1, description="Tensor-parallel degree; must divide `gpus`.")
     replicas: int = Field(1, ge=0, description="Server replicas (unset when `autoscaling` is on).")
@@ -286,6 +299,7 @@ class ModelConfig(Strict):
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
         problems.extend(rules.nim_problems(self))
+        problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))

@@ -1,0 +1,18 @@
+# shellcheck shell=bash
+# Pinned versions of the binaries the weight-source tests run (sourced by build.sh and by the
+# tests through `build.sh --print-dir`). Both are built from the Go module proxy.
+
+# rclone: the object-store puller. The image the program renders is rclone's own public image at
+# the same release (components/config/sources.py RCLONE_IMAGE); the tests run this very release.
+RCLONE_VERSION=v1.76.0
+
+# versitygw: the S3-compatible server the tests start on loopback (posix backend: a bucket is a
+# directory). Chosen over MinIO: released semver tags on the module proxy (MinIO serves only
+# pseudo-versions) and a third of MinIO's dependency graph; see docs/weight-sources.md.
+VERSITYGW_VERSION=v1.8.0
+
+# Bump when the build recipe changes in a way that invalidates already-built binaries.
+TESTTOOLS_RECIPE=1
+
+TESTTOOLS_ROOT="${LLM_SERVING_TESTTOOLS_DIR:-$HOME/.cache/llm-serving-testtools}"
+TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone${RCLONE_VERSION#v}-versitygw${VERSITYGW_VERSION#v}-r${TESTTOOLS_RECIPE}"
