@@ -69,10 +69,11 @@ class ModelNames:
     @classmethod
     def of(cls, model: ModelConfig) -> ModelNames:
         digest = source_hash(model)
+        claim = getattr(model.source, "claim_name", None)  # a pvc source: the existing claim
         return cls(
             server=model.name,
             service=model.name,
-            weights=f"{model.name}-weights-{digest}",
+            weights=claim or f"{model.name}-weights-{digest}",
             puller=f"{model.name}-pull-{digest}",
             gate=child(model.name, WEIGHTS_GATE),
         )

@@ -110,6 +110,11 @@ class S3Source(Strict):
         None, description="Secret with the access keys. Unset: the puller's ServiceAccount identity (EKS IRSA "
         "or Pod Identity, the node's instance role); see docs/weight-sources.md for the annotation.",
     )
+    service_account_name: Optional[Dns1123Label] = Field(
+        None, description="An existing ServiceAccount the puller runs as, carrying the cloud identity that "
+        "reads the bucket (EKS: annotated `eks.amazonaws.com/role-arn`); for `credentials`-less access. Unset: "
+        "`platform.serviceAccountName`.",
+    )
     version_at: Optional[str] = Field(
         None, description="Versioned buckets: copy the objects as they were at this UTC time "
         "(`2026-11-30T12:00:00Z`, rclone `--s3-version-at`), a pin that survives later uploads.",

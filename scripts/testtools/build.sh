@@ -24,11 +24,15 @@ case "${1:-}" in
 esac
 
 BIN="$TESTTOOLS_DIR/bin"
-SRC="$TESTTOOLS_DIR/src"
-TIMINGS="$TESTTOOLS_DIR/timings.log"
-have_rclone()    { [[ -x "$BIN/rclone" ]]; }
-have_versitygw() { [[ -x "$BIN/versitygw" ]]; }
-if have_rclone && have_versitygw; then exit 0; fi
+TIMINGS="$TESTTOOLS_ROOT/timings.log"
+have_rclone()    { [[ -x "$RCLONE_DIR/rclone" ]]; }
+have_versitygw() { [[ -x "$VERSITYGW_DIR/versitygw" ]]; }
+link() {
+  mkdir -p "$BIN"
+  ln -sfn "$RCLONE_DIR/rclone" "$BIN/rclone"
+  ln -sfn "$VERSITYGW_DIR/versitygw" "$BIN/versitygw"
+}
+if have_rclone && have_versitygw; then link; exit 0; fi
 
 command -v go >/dev/null || die "go not found on PATH (need Go >= 1.26)"
 export GOTOOLCHAIN=local
@@ -36,7 +40,7 @@ export GOFLAGS="-mod=mod -modcacherw"
 export CGO_ENABLED=0
 export GOMODCACHE="${LLM_SERVING_GOMODCACHE:-$TOOLCHAIN_ROOT/go/mod}"
 export GOCACHE="${LLM_SERVING_GOCACHE:-$TOOLCHAIN_ROOT/go/cache}"
-mkdir -p "$BIN" "$SRC" "$TESTTOOLS_DIR/logs"
+mkdir -p "$TESTTOOLS_ROOT/logs"
 
 PIECE_LOG=/dev/null
 q() {
@@ -45,25 +49,25 @@ q() {
     die "failed: $* (full log: $PIECE_LOG)"
   fi
 }
-piece() { # piece <name> <have-fn> <build-fn>
-  local name=$1 have=$2 build=$3 t0 t1
+piece() { # piece <name> <dir> <have-fn> <build-fn>
+  local name=$1 dir=$2 have=$3 build=$4 t0 t1
   if $have; then return; fi
-  PIECE_LOG="$TESTTOOLS_DIR/logs/$name.log"
+  PIECE_LOG="$TESTTOOLS_ROOT/logs/$(basename "$dir").log"
   : >"$PIECE_LOG"
   log "building $name (cold; log: $PIECE_LOG)..."
   t0=$(date +%s)
-  (cd "$SRC" && $build)
+  mkdir -p "$dir/src"
+  (cd "$dir/src" && OUT="$dir" $build)
   $have || die "$name: build finished but the binary is missing"
   t1=$(date +%s)
   log "built $name in $((t1 - t0))s"
-  echo "$(date -u +%FT%TZ) cold-piece $name $((t1 - t0))s" >> "$TIMINGS"
+  echo "$(date -u +%FT%TZ) cold-piece $(basename "$dir") $((t1 - t0))s" >> "$TIMINGS"
 }
 
-# rclone with only the backends and commands the puller and the tests use (local, s3, gcs;
-# copy, lsjson, check, version). Same release and same flag set for these commands as the image;
-# the full build (every backend) is several times slower for nothing the tests run.
+# rclone with only the backends and commands the puller and the tests use. Same release and the
+# same flags for these commands as the image; the full build (every backend and command) is
+# slower for nothing the tests run (docs/weight-sources.md has both times).
 build_rclone() {
-  mkdir -p rclone && cd rclone
   rm -f go.mod go.sum
   q go mod init local/rclone-min
   cat > main.go <<'GO'
@@ -75,8 +79,13 @@ import (
 	_ "github.com/rclone/rclone/backend/s3"
 	"github.com/rclone/rclone/cmd"
 	_ "github.com/rclone/rclone/cmd/check"
+	_ "github.com/rclone/rclone/cmd/checksum"
 	_ "github.com/rclone/rclone/cmd/copy"
+	_ "github.com/rclone/rclone/cmd/copyto"
+	_ "github.com/rclone/rclone/cmd/deletefile"
 	_ "github.com/rclone/rclone/cmd/lsjson"
+	_ "github.com/rclone/rclone/cmd/md5sum"
+	_ "github.com/rclone/rclone/cmd/mkdir"
 	_ "github.com/rclone/rclone/cmd/version"
 )
 
@@ -84,12 +93,11 @@ func main() { cmd.Main() }
 GO
   q go mod edit -require "github.com/rclone/rclone@$RCLONE_VERSION"
   q go mod tidy
-  q go build -trimpath -ldflags "-s -w" -o "$BIN/.rclone.tmp" .
-  mv "$BIN/.rclone.tmp" "$BIN/rclone"
+  q go build -trimpath -ldflags "-s -w -X github.com/rclone/rclone/fs.Version=$RCLONE_VERSION" -o "$OUT/.rclone.tmp" .
+  mv "$OUT/.rclone.tmp" "$OUT/rclone"
 }
 
 build_versitygw() {
-  mkdir -p versitygw && cd versitygw
   rm -f go.mod go.sum
   q go mod init local/versitygw
   cat > tools.go <<'GO'
@@ -102,9 +110,10 @@ GO
   q go mod edit -require "github.com/versity/versitygw@$VERSITYGW_VERSION"
   q go mod tidy
   q go build -trimpath -ldflags "-s -w -X main.Version=$VERSITYGW_VERSION" \
-    -o "$BIN/.versitygw.tmp" github.com/versity/versitygw/cmd/versitygw
-  mv "$BIN/.versitygw.tmp" "$BIN/versitygw"
+    -o "$OUT/.versitygw.tmp" github.com/versity/versitygw/cmd/versitygw
+  mv "$OUT/.versitygw.tmp" "$OUT/versitygw"
 }
 
-piece rclone have_rclone build_rclone
-piece versitygw have_versitygw build_versitygw
+piece rclone "$RCLONE_DIR" have_rclone build_rclone
+piece versitygw "$VERSITYGW_DIR" have_versitygw build_versitygw
+link

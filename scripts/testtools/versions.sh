@@ -11,8 +11,12 @@ RCLONE_VERSION=v1.76.0
 # pseudo-versions) and a third of MinIO's dependency graph; see docs/weight-sources.md.
 VERSITYGW_VERSION=v1.8.0
 
-# Bump when the build recipe changes in a way that invalidates already-built binaries.
-TESTTOOLS_RECIPE=1
+# Bump one when its build recipe changes in a way that invalidates the binary already built.
+RCLONE_RECIPE=2
+VERSITYGW_RECIPE=1
 
 TESTTOOLS_ROOT="${LLM_SERVING_TESTTOOLS_DIR:-$HOME/.cache/llm-serving-testtools}"
-TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone${RCLONE_VERSION#v}-versitygw${VERSITYGW_VERSION#v}-r${TESTTOOLS_RECIPE}"
+RCLONE_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}"
+VERSITYGW_DIR="$TESTTOOLS_ROOT/versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
+# What the tests put on PATH: links to both binaries.
+TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
