@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from cut_proxy import CutProxy
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 from components.compile import common, weights
@@ -279,3 +281,22 @@ def test_unpinned_pull_is_verified_against_the_store(store, volume, tmp_path, bi
                  ["spec"]["template"]["spec"]["containers"][0], bin_dir, KEYS, tmp_path)
     assert verify.returncode == 43
     assert "llm-serving: missing: tokenizer.json" in verify.stderr
+
+
+def test_connection_cut_mid_transfer_resumes_with_a_ranged_read(store, volume, tmp_path, bin_dir):
+    files = model_files(weight_bytes=24 << 20)
+    store.upload(BUCKET, PREFIX, files)
+    config = previewed(stack_for(store), store)
+    proxy = CutProxy(store.port, cut_after_bytes=10 << 20)  # inside the 24 MiB shard
+    try:
+        model = config.models[0]
+        via = model.model_copy(update={"source": model.source.model_copy(update={"endpoint": proxy.url})})
+        results = run_job(config.model_copy(update={"models": (via,)}), bin_dir, tmp_path)
+    finally:
+        proxy.close()
+    assert [r.returncode for r in results] == [0, 0], results[-1].stderr
+    assert proxy.cuts == 1
+    # rclone re-opened the object where the cut left it, instead of failing or starting over.
+    resumed = [re.search(rb"range: bytes=(\d+)-", r.lower()) for r in proxy.ranged()]
+    assert any(m and int(m.group(1)) > 0 for m in resumed), proxy.requests
+    assert on_volume(volume) == files
