@@ -191,6 +191,9 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
         "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, common.tmp_volume()[1]],
         "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "6Gi"}},
         "securityContext": common.container_security_context(ident, read_only_root=True),
+        # A failed init container has no log under the pod's default container: its last lines
+        # become its termination message, which the gate reads from the pod's status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 

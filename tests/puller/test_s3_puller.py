@@ -34,6 +34,7 @@ from components.config import load_stack_config
 from components.config.sources import S3Object
 from components.preflight import PreflightError, preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
+from providers.projection import diagnose_puller_failure
 
 BUCKET = "models"
 PREFIX = "llama-tiny/"
@@ -129,6 +130,18 @@ def run_job(config, bin_dir: Path, tmp_path: Path, secrets=None) -> tuple[subpro
     return tuple(results)
 
 
+def gate_verdict(failed: subprocess.CompletedProcess, container: str):
+    """What the gate reports for this failure: the container's termination message as the kubelet
+    makes it with FallbackToLogsOnError (the log's last 80 lines / 2048 bytes)."""
+    message = "\n".join(failed.stderr.splitlines()[-80:])[-2048:]
+    job = {"metadata": {"name": "tiny-pull", "annotations": {}},
+           "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+    pod = {"metadata": {"name": "tiny-pull-x"}, "status": {"initContainerStatuses" if container == "pull" else
+           "containerStatuses": [{"name": container, "state": {"terminated": {"exitCode": failed.returncode,
+                                                                               "message": message}}}]}}
+    return diagnose_puller_failure(job, [pod], {}, [])
+
+
 def on_volume(volume: Path) -> dict[str, bytes]:
     return {str(p.relative_to(volume)): p.read_bytes() for p in volume.rglob("*") if p.is_file()}
 
@@ -175,7 +188,7 @@ def test_wrong_credentials_fail_the_pull_clearly(store, volume, tmp_path, bin_di
     wrong = {**KEYS, ("s3-keys", "AWS_SECRET_ACCESS_KEY"): "not-the-secret"}
     (pull,) = run_job(config, bin_dir, tmp_path, secrets=wrong)
     assert pull.returncode != 0
-    assert "SignatureDoesNotMatch" in pull.stderr or "AccessDenied" in pull.stderr or "403" in pull.stderr
+    assert gate_verdict(pull, "pull").reason == "source-unauthorized"
     assert on_volume(volume) == {}
 
 
@@ -208,7 +221,7 @@ def test_missing_bucket_fails_the_pull_clearly(store, volume, tmp_path, bin_dir)
     gone = model.model_copy(update={"source": model.source.model_copy(update={"bucket": "nope"})})
     (pull,) = run_job(config.model_copy(update={"models": (gone,)}), bin_dir, tmp_path)
     assert pull.returncode != 0
-    assert "NoSuchBucket" in pull.stderr or "directory not found" in pull.stderr
+    assert gate_verdict(pull, "pull").reason == "source-not-found"
 
 
 def test_weights_size_too_small_is_refused_at_preview(store):
@@ -230,6 +243,8 @@ def test_a_file_changed_after_preview_is_refused_before_the_copy(store, volume, 
     (pull,) = run_job(config, bin_dir, tmp_path)
     assert pull.returncode == 42, pull.stderr
     assert "llm-serving: source changed since preview: config.json" in pull.stderr
+    verdict = gate_verdict(pull, "pull")
+    assert verdict.reason == "source-changed" and "since preview: config.json;" in verdict.message
     assert on_volume(volume) == {}
 
 
@@ -246,6 +261,8 @@ def test_a_partial_copy_is_refused_with_the_missing_keys(store, volume, tmp_path
     assert verify.returncode == 43
     assert "llm-serving: missing: model-00002-of-00002.safetensors" in verify.stderr
     assert f"llm-serving: wrong size: tokenizer.json(2 bytes, expected {len(files['tokenizer.json'])})" in verify.stderr
+    verdict = gate_verdict(verify, "verify")
+    assert verdict.reason == "weights-incomplete" and "missing: model-00002-of-00002.safetensors;" in verdict.message
 
 
 def test_a_key_deleted_after_preview_is_named(store, volume, tmp_path, bin_dir):
