@@ -26,15 +26,18 @@ from ..config.sources import RCLONE_IMAGE, PvcSource, S3Source
 from . import common
 
 REMOTE = "src"
-# Parallelism of the copy (bench/puller_throughput.py measured these against a plain parallel
-# copy): whole files in parallel, and big files (safetensors shards) in parallel ranged streams.
+# Parallelism of the copy, tuned with bench/s3_puller_throughput.py against a plain parallel copy
+# (docs/weight-sources.md): whole files in parallel, and every file over 64 MiB (safetensors
+# shards) in 8 parallel ranged streams of 64 MiB chunks written in place. No read-ahead buffer
+# (--buffer-size=0): with ranged streams it is one more copy of every byte, and the sweep ran
+# 2-3x faster without it.
 COPY_FLAGS = (
     "--transfers=16",
     "--checkers=16",
     "--multi-thread-streams=8",
     "--multi-thread-cutoff=64M",
-    "--multi-thread-chunk-size=32M",
-    "--buffer-size=16M",
+    "--multi-thread-chunk-size=64M",
+    "--buffer-size=0",
     "--fast-list",
     # A cut connection: rclone re-opens the object at the offset it reached (low-level retries),
     # then whole-run retries skip every file already complete.
