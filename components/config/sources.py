@@ -115,10 +115,6 @@ class S3Source(Strict):
         "reads the bucket (EKS: annotated `eks.amazonaws.com/role-arn`); for `credentials`-less access. Unset: "
         "`platform.serviceAccountName`.",
     )
-    version_at: Optional[str] = Field(
-        None, description="Versioned buckets: copy the objects as they were at this UTC time "
-        "(`2026-11-30T12:00:00Z`, rclone `--s3-version-at`), a pin that survives later uploads.",
-    )
     manifest: Optional[tuple[S3Object, ...]] = Field(
         None, description="Set by preview from its listing (keys, sizes, ETags); never written in a stack file. "
         "The puller copies exactly these keys and the verify step checks them.",
@@ -157,13 +153,6 @@ class S3Source(Strict):
             raise ValueError(f"'{region}' is not a region name; write e.g. 'us-east-1' (or 'auto' for R2)")
         return region
 
-    @field_validator("version_at")
-    @classmethod
-    def _version_at(cls, stamp: Optional[str]) -> Optional[str]:
-        if stamp is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", stamp):
-            raise ValueError(f"'{stamp}' is not a UTC time; write e.g. '2026-11-30T12:00:00Z'")
-        return stamp
-
     @field_validator("manifest")
     @classmethod
     def _manifest_is_previews(cls, manifest: Optional[tuple]) -> None:
@@ -196,9 +185,8 @@ class S3Source(Strict):
 
     @property
     def ref(self) -> str:
-        pin = f"@{self.version_at}" if self.version_at else ""
         digest = self.manifest_digest
-        return f"{self.location}{pin}" + (f"#{digest}" if digest else "")
+        return self.location + (f"#{digest}" if digest else "")
 
 
 class PvcSource(Strict):
