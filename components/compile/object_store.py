@@ -50,6 +50,10 @@ COPY_FLAGS = (
 # Exit codes of the scripts' own refusals (rclone's own are 1-9).
 SOURCE_CHANGED_EXIT = 42
 INCOMPLETE_EXIT = 43
+# The store no longer holds what preview listed: another attempt copies the same refusal, so the
+# Job fails at once instead of retrying twice (a missing key, 43, is retried: the next attempt's
+# copy fetches what an interrupted one left out).
+FAILURE_POLICY = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [SOURCE_CHANGED_EXIT]}}]}
 
 # $1: the remote path, $2: the weights dir; then rclone's flags. LLM_SERVING_KEYS (preview's
 # keys, one a line) restricts the copy to exactly them; LLM_SERVING_MD5SUMS (md5  key lines, the

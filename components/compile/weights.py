@@ -135,16 +135,14 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
     meta["labels"][common.SOURCE_HASH_LABEL] = common.source_hash(model)
     template_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
     meta["annotations"].update(common.SKIP_AWAIT)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": 2,
-            "activeDeadlineSeconds": platform.pull_timeout_seconds,
-            "template": {"metadata": template_meta, "spec": pod_spec},
-        },
+    spec: dict = {
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": platform.pull_timeout_seconds,
+        "template": {"metadata": template_meta, "spec": pod_spec},
     }
+    if source_type(model.source) == "s3":
+        spec["podFailurePolicy"] = object_store.FAILURE_POLICY
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
 def hub_container(model: ModelConfig, platform: PlatformConfig, ident: common.Identity, tmp_mount: dict) -> dict:

@@ -72,3 +72,21 @@ def test_errors_name_the_key_of_the_stack_file(source, line):
     with pytest.raises(ConfigError) as caught:
         one(source)
     assert line in str(caught.value)
+
+
+def test_s3_and_pvc_objects_are_valid_kubernetes():
+    import kubernetes_validate
+
+    from components.compile.plan import compile_stack
+
+    config = load_stack_config({"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
+        {"namespaceSelector": {"kubernetes.io/metadata.name": "apps"}}]}}, "models": [
+        {"name": "objstore", "source": {"type": "s3", "bucket": "models", "prefix": "llama/",
+                                        "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}},
+        {"name": "onclaim", "source": {"type": "pvc", "claimName": "shared-weights", "subPath": "llama"}}]})
+    manifests = compile_stack(config)
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
+    (job,) = [m for m in manifests if m["kind"] == "Job" and m["metadata"]["name"].startswith("objstore")]
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [42]
+    assert not [m for m in manifests if m["kind"] == "PersistentVolumeClaim" and "onclaim" in m["metadata"]["name"]]
