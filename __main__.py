@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from components import program
 from components.config import ConfigError
 from components.config.loader import load_program_config
-from components.config.router import fronted_models
+from components.config.stack import fronted_models
 from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
 # First: the SDK's per-resource debug messages cost the program a blocking call each (see there).

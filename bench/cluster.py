@@ -1,6 +1,6 @@
 """Shared machinery of the benchmarks that run the real engine on the simulated cluster.
 
-- Projects come from tests/integration/harness.py (`Project`: a throwaway copy of the project with
+- Projects come from tests/support/harness.py (`Project`: a throwaway copy of the project with
   its own file-backend state and stack); a benchmark may swap its __main__.py for the plain
   peer (bench/peer_plain) or a wrapper (fault injection, profiling) that runs the real program.
 - Every run gets its own namespace, and the bench its own StorageClass and PersistentVolumes
@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `tests.support`
+
+from tests.support.harness import Project, small_model, stack_config
+
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT, ROOT / "tests" / "integration"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from harness import Project, small_model, stack_config  # noqa: E402
-
 TOOLCHAIN_ENV = Path.home() / ".cache" / "llm-serving-toolchain" / "env.sh"
 PEER_MAIN = Path(__file__).resolve().parent / "peer_plain" / "__main__.py"
 BENCH_LABEL = "llm-serving.dev/bench"

@@ -8,11 +8,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `contract`
 
-from components.targets import routable_targets  # noqa: E402
+import puller_throughput as pt  # bench/ is first on sys.path: this file's folder
+
+from components.compile import common
+from contract.targets import routable_targets
 
 # --- router targets ------------------------------------------------------------------------
 
@@ -95,11 +96,6 @@ def bench_targets(quick: bool) -> dict:
 # --- puller throughput (bench/puller_throughput.py's pieces, alternated with the copy) -----
 
 def bench_puller(quick: bool) -> dict:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import puller_throughput as pt
-
-    from components.compile import common
-
     mount = common.WEIGHTS_MOUNT  # puller_throughput points it at its scratch volume: restore it
     mb, shards, runs = (100, 4, 1) if quick else (200, 4, 3)
     try:

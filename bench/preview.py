@@ -23,13 +23,13 @@ from typing import Optional
 from cluster import new_project
 from scale import scale_config, timed_preview
 
+from components.compile.plan import compile_stack
+from components.config import load_stack_config
+
 PEER_DIR = Path(__file__).resolve().parent / "peer_preview"
 
 
 def compiled(config: dict) -> list[dict]:
-    from components.compile.plan import compile_stack
-    from components.config import load_stack_config
-
     return compile_stack(load_stack_config(config))
 
 

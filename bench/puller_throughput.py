@@ -4,7 +4,7 @@ bytes (the ceiling on this machine). Not a test: prints medians and the ratio.
     .venv/bin/python bench/puller_throughput.py [--mb 200] [--shards 4] [--runs 3] [--sweep-workers]
 
 The puller is the compiled Job's exact command line (the `hf` CLI of the pinned huggingface_hub,
-with the Job's env), into a fresh directory per run; the server is tests/puller/hf_server.py
+with the Job's env), into a fresh directory per run; the server is tests/support/hf_server.py
 (plain HTTP, no Xet) sending the files with sendfile. Both sides read the generated shards from
 the page cache, so the ratio measures the client's overhead, not the disk.
 """
@@ -23,13 +23,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+from components.compile import common, weights
+from components.config import load_stack_config
+from tests.support.hf_server import HubServer, write_model_shards
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "puller")]
-
-from components.compile import common, weights  # noqa: E402
-from components.config import load_stack_config  # noqa: E402
-from hf_server import HubServer, write_model_shards  # noqa: E402
-
 HF = ROOT / ".venv" / "bin" / "hf"
 RUN_TIMEOUT = 300
 

@@ -30,10 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Optional
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for `cluster`
 
-import cluster  # noqa: E402  (puts the repo and tests/integration on sys.path)
+import cluster
 
 NAMES = ("overhead", "parallel", "reaction", "status", "scale", "targets", "puller")
 CLUSTER = {"overhead", "parallel", "reaction", "status", "scale"}

@@ -27,6 +27,10 @@ from typing import Optional
 import yaml
 from cluster import ROOT, BenchError, cpu_ticks, new_project, run_pulumi, small_model, stack_config
 
+from components.cli import render
+from components.config import load_stack_config, read_stack_file
+from components.preview_report.runner import PREVIEW_ENV, PREVIEW_PARALLEL
+
 PYTHON = ROOT / ".venv" / "bin" / "python"
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -206,9 +210,6 @@ def engine_profile(prefix: Path) -> Optional[dict]:
 
 def cli_profile(config_file: Path) -> dict:
     """cProfile of validate + render in-process (the same code `python -m components` runs)."""
-    from components.cli import render
-    from components.config import load_stack_config, read_stack_file
-
     profile = cProfile.Profile()
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
@@ -234,9 +235,7 @@ def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> d
                     "cli": {}, "notes": []}
     # First, so that a tight budget never drops it: ours against the plain program declaring the
     # same objects, at 100 models, both stacks, with the CI preview's engine settings.
-    from preview import compare
-
-    from components.preview_report.runner import PREVIEW_ENV, PREVIEW_PARALLEL
+    from preview import compare  # bench/preview.py imports this module
 
     result["preview_vs_plain"] = compare(100, workdir, deadline - 120, PREVIEW_ENV, reps=1 if quick else 3,
                                            args=("--parallel", str(PREVIEW_PARALLEL)))

@@ -7,24 +7,23 @@ import os
 
 from cluster import small_model, stack_config
 
+from components.compile.common import ModelNames
+from components.config import load_stack_config
+from providers import kube
+from providers.observe import ModelRef, current_status
+from providers.status import wait_until_serving
+
 
 def _names(model: str):
-    from components.compile.common import ModelNames
-    from components.config import load_stack_config
-
     return ModelNames.of(load_stack_config(stack_config("bench", [small_model(model)])).models[0])
 
 
 def _clients():
-    from providers import kube
-
     return kube.connect(kube.Target(os.environ.get("KUBECONFIG")))
 
 
 def count_projection(namespace: str, model: str) -> dict:
     """One `current_status` of one model: API calls made, and what it said."""
-    from providers.observe import ModelRef, current_status
-
     names = _names(model)
     clients = _clients()
     ref = ModelRef(namespace=namespace, model=model, deployment=names.server, service=names.service,
@@ -37,8 +36,6 @@ def count_projection(namespace: str, model: str) -> dict:
 
 def count_ready_wait(namespace: str, model: str) -> dict:
     """ModelStatus.create on a model that is already serving: the calls of its one poll."""
-    from providers.status import wait_until_serving
-
     names = _names(model)
     clients = _clients()
     props = {"namespace": namespace, "model": model, "deployment": names.server, "service": names.service,

@@ -21,6 +21,8 @@ def preflight(stack: StackConfig) -> tuple[StackConfig, dict]:
     stack to deploy and the pinned revisions per model."""
     if not stack.platform.preflight.enabled or stack.cluster.render_yaml_to_directory:
         return stack, {}
+    # The hub client (huggingface_hub, httpx2) loads only when preflight runs: a render or a
+    # stack with preflight off never pays its import.
     from .preflight import PreflightError, preflight_stack
 
     # The stack's own token, when it has one, for the models whose puller will use it. Read here

@@ -17,10 +17,11 @@ from typing import Any, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from contract.props import RequiredCrdsProps
+
 from . import kube
 from .failures import Reported, reported
 from .inputs import changed_inputs, now
-from .props import RequiredCrdsProps
 
 
 class CrdsMissing(Reported):

@@ -32,11 +32,13 @@ from typing import Any, Optional
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from . import kube
+from contract.props import GateProps
+
+from . import kube, observe
 from .failures import Reported, reported
 from .inputs import UNKNOWN_INPUT as UNKNOWN
 from .projection import diagnose_puller_failure, job_failed, job_succeeded
-from .props import GateProps
+from .transience import definitive_waiting
 
 # A change of any of these means other weights: replace the gate (and wait again).
 REPLACE_ON = GateProps.WEIGHTS_KEYS
@@ -97,14 +99,12 @@ def wait_for_job(clients: kube.Clients, props: GateProps, sleep=time.sleep, cloc
         if job_succeeded(job):
             return job
         if job_failed(job):
-            from .observe import read_events, read_logs
-
             # Newest last (the API lists by name): its log is the one the diagnosis quotes.
             pods = sorted((kube.to_dict(clients, p) for p in _puller_pods(clients, props)),
                           key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
             names = [(p.get("metadata") or {}).get("name", "") for p in pods]
-            logs = {name: read_logs(clients, props.namespace, name) for name in names[-1:]}
-            status = diagnose_puller_failure(job, pods, logs, read_events(clients, props.namespace, names[-1:]))
+            logs = {name: observe.read_logs(clients, props.namespace, name) for name in names[-1:]}
+            status = diagnose_puller_failure(job, pods, logs, observe.read_events(clients, props.namespace, names[-1:]))
             mark_reported(clients, props, status.reason)
             raise WeightsNotReady(
                 f"model {props.model}: {status.message}\n"
@@ -165,9 +165,6 @@ def puller_cannot_start(clients: kube.Clients, props: GateProps) -> str:
     """Why a pod of the running puller can never start ('' when it may): a DEFINITIVE waiting
     state (providers/transience.py). Transient ones (a registry timeout) are left to the kubelet's
     retries and the Job's own deadline. Best effort: a failed read is not a verdict."""
-    from .observe import read_events
-    from .transience import definitive_waiting
-
     try:
         pods = [kube.to_dict(clients, p) for p in _puller_pods(clients, props)]
         for pod in pods:
@@ -178,7 +175,7 @@ def puller_cannot_start(clients: kube.Clients, props: GateProps) -> str:
             if found is None and any(((c.get("state") or {}).get("waiting") or {}).get("reason") == "ImagePullBackOff"
                                      for c in containers):
                 # The back-off hides the runtime's answer; the kubelet's Failed event has it (newest last).
-                events = sorted(read_events(clients, props.namespace, [name]),
+                events = sorted(observe.read_events(clients, props.namespace, [name]),
                                 key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
                 found = definitive_waiting(pod, [e.get("message") or "" for e in events])
             if found:
@@ -216,10 +213,8 @@ def rerun_reason(clients: kube.Clients, props: GateProps, job: dict) -> str:
     meta = job.get("metadata") or {}
     if job_failed(job) and FAILURE_REPORTED in (meta.get("annotations") or {}):
         return "its failure was reported by an earlier `pulumi up`"
-    from .observe import read_optional
-
-    claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
-                          props.weights_claim, props.namespace)
+    claim = observe.read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
+                                  props.weights_claim, props.namespace)
     job_created = _time(meta.get("creationTimestamp"))
     claim_created = _time(((claim or {}).get("metadata") or {}).get("creationTimestamp"))
     if job_created and claim_created and job_created < claim_created:
@@ -283,8 +278,6 @@ def applied_manifest(job: dict) -> tuple[str, dict]:
 def rerun_job(clients: kube.Clients, props: GateProps, job: dict, why: str,
               sleep=time.sleep, clock=time.monotonic) -> None:
     """Delete the Job (its pods first) and apply it again as its owner did: a fresh pull."""
-    from .observe import read_optional
-
     manager, body = applied_manifest(job)
     name, namespace = props.puller_job, props.namespace
     deadline = clock() + RERUN_TIMEOUT_SECONDS
@@ -299,7 +292,7 @@ def rerun_job(clients: kube.Clients, props: GateProps, job: dict, why: str,
                     if not kube.is_not_found(error):
                         raise
                 deleted = True
-            if read_optional(clients, clients.batch.read_namespaced_job, name, namespace) is None:
+            if observe.read_optional(clients, clients.batch.read_namespaced_job, name, namespace) is None:
                 kube.call(clients, clients.batch.patch_namespaced_job, name, namespace, body, field_manager=manager,
                           force=True, _content_type="application/apply-patch+yaml")
                 return
@@ -374,13 +367,11 @@ class WeightsGateProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict) -> ReadResult:
         """Refresh: the gate stands while its weights volume and its Job's success stand."""
-        from .observe import read_optional
-
         wanted = GateProps.from_dict(props)
         clients = kube.connect(wanted.cluster.kube())
-        claim = read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
-                              wanted.weights_claim, wanted.namespace)
-        job = read_optional(clients, clients.batch.read_namespaced_job, wanted.puller_job, wanted.namespace)
+        claim = observe.read_optional(clients, clients.core.read_namespaced_persistent_volume_claim,
+                                      wanted.weights_claim, wanted.namespace)
+        job = observe.read_optional(clients, clients.batch.read_namespaced_job, wanted.puller_job, wanted.namespace)
         if claim is None or not job_succeeded(job):
             return ReadResult(None, {})  # gone: the next `up` pulls and gates again
         return ReadResult(id_, props)

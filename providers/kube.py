@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
+from contract.props import Target
+
 from .failures import Reported
 
 T = TypeVar("T")
@@ -25,14 +27,6 @@ MAX_RETRY_AFTER_SECONDS = 30.0
 
 class ClusterUnreachable(Reported):
     """The API could not be read this time (after bounded retries)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which cluster to talk to: a kubeconfig path and context, or the ambient config."""
-
-    kubeconfig: Optional[str] = None
-    context: Optional[str] = None
 
 
 @dataclass

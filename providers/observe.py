@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
-from components.labels import (
+from contract.labels import (
     COMPONENT_LABEL,
     MODEL_LABEL,
     NIM_CACHE_PLURAL,
@@ -27,7 +27,8 @@ from components.labels import (
     NIM_VERSION,
     SERVER_COMPONENT,
 )
-from components.targets import SERVICE_NAME_LABEL
+from contract.props import StatusProps
+from contract.targets import SERVICE_NAME_LABEL
 
 from . import kube
 from .nim_projection import NimObservation, project_nim_status
@@ -42,7 +43,6 @@ from .projection import (
     pods_needing_logs,
     project_status,
 )
-from .props import StatusProps
 from .transience import DEFAULT_RESTART_THRESHOLD
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Optional
 
-from components.targets import routable_targets
+from contract.targets import routable_targets
 
 from .transience import DEFAULT_RESTART_THRESHOLD, classify_crash, classify_waiting, crash_is_fatal
 

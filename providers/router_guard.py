@@ -12,9 +12,8 @@ from typing import Any
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-from components.config.router import kind_change_problem
-
-from .props import WorkloadKindProps
+from contract.props import WorkloadKindProps
+from contract.workload_kind import kind_change_problem
 
 GUARD_KEYS = WorkloadKindProps.KEYS
 

@@ -1,6 +1,6 @@
 """RouterTargets: what the request router can reach, recorded in the stack and re-read on refresh.
 
-Computed under the upstream rules (``components.targets``): the router pods are the ready, not
+Computed under the upstream rules (``contract.targets``): the router pods are the ready, not
 terminating endpoints of the router's headless Service that carry the named grpc/TCP and quic/UDP
 ports (as the backend router reads them, by ``targetRef.name``); a fronted model counts a pod when
 the pod is a ready endpoint of the model's Service and its ``pylon`` sidecar is ready, the
@@ -26,24 +26,23 @@ from typing import Optional
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from contract.names import headless_service_name
+from contract.props import kube_target
+from contract.targets import SERVICE_NAME_LABEL, RouterTargets, router_targets
+
 from . import kube
 from .inputs import changed_inputs, inputs_only, now
-from .props import kube_target
 
 OUTPUT_KEYS = ("targets", "observed_at", "error")
 
 
 def service_selector(services: dict[str, str], router_service: Optional[str] = None) -> str:
-    from components.targets import SERVICE_NAME_LABEL
-
     names = set(services.values()) | ({router_service} if router_service else set())
     return f"{SERVICE_NAME_LABEL} in ({','.join(sorted(names))})"
 
 
 def read_router_targets(clients: kube.Clients, namespace: str, services: dict[str, str],
-                        router_service: Optional[str] = None):
-    from components.targets import router_targets
-
+                        router_service: Optional[str] = None) -> RouterTargets:
     if not services and not router_service:
         return router_targets({}, [], [], router_service)
     listing = kube.call(clients, clients.discovery.list_namespaced_endpoint_slice, namespace,
@@ -54,8 +53,6 @@ def read_router_targets(clients: kube.Clients, namespace: str, services: dict[st
 
 
 def _router_service(props: dict) -> str:
-    from components.targets import headless_service_name
-
     return props.get("router_service") or headless_service_name(props["router"])
 
 
@@ -100,37 +97,3 @@ class RouterTargetsProvider(ResourceProvider):
 
     def delete(self, _id: str, _props: dict) -> None:
         return None
-
-
-def print_router_targets(stack, as_json: bool = False, out=None) -> int:
-    """`python -m components targets`: the topology, the router pods, and per fronted model the
-    pods whose pylon is ready. Exit 0 when there is a router pod and every fronted model has a
-    pod, else 3."""
-    import json
-    import sys
-
-    from components.compile.router import compile_router, fronted_services
-
-    out = out or sys.stdout
-    if stack.router is None:
-        raise SystemExit("the stack declares no router (llm-serving:router): nothing to report")
-    manifests = compile_router(stack)
-    topology, headless = manifests.topology, manifests.names.headless
-    services = fronted_services(stack)
-    clients = kube.connect(kube.Target(stack.cluster.kubeconfig, stack.cluster.context))
-    targets = read_router_targets(clients, stack.platform.namespace, services, headless)
-    report = {"router": stack.router.name, "topology": topology.reason, **targets.as_outputs()}
-    if as_json:
-        json.dump(report, out, indent=2, sort_keys=True)
-        out.write("\n")
-    else:
-        out.write(f"router {stack.router.name}: {topology.reason}\n")
-        routers = targets.routers.pods
-        out.write(f"router pods ({headless}): {', '.join(routers) if routers else '(none)'}\n")
-        out.write(f"{targets.count} model target(s), revision {targets.revision}\n")
-        width = max([len("MODEL")] + [len(name) for name in services])
-        out.write(f"{'MODEL':<{width}}  PODS WITH A READY PYLON\n")
-        for model in services:
-            pods = targets.by_model[model].pods
-            out.write(f"{model:<{width}}  {', '.join(pods) if pods else '(none)'}\n")
-    return 0 if targets.reachable else 3

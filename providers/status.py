@@ -20,12 +20,13 @@ import time
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from contract.props import StatusProps
+
 from . import kube
 from .failures import Reported, reported
 from .inputs import changed_inputs, inputs_only, now
 from .observe import add_evidence, current_status, observer_for
 from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica
-from .props import StatusProps
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 

@@ -12,6 +12,9 @@ cd "$REPO"
 "$VENV/bin/python" scripts/gen_config_reference.py --check
 # The linter (config: ruff.toml) before any test: a finding fails the run like a failed test.
 "$VENV/bin/ruff" check .
+# The layers (config: .importlinter): providers and the contract never import the app, config
+# sections never import the aggregate. A broken contract fails the run like a failed test.
+"$VENV/bin/lint-imports" --no-cache
 set +e
 "$VENV/bin/python" -m pytest "$@"
 status=$?

@@ -7,7 +7,7 @@ puller's pods), no ModelStatus (no classified failure, no routable-target check)
 obvious one: PVC -> Job (awaited to completion) -> Deployment (awaited ready) -> Service
 (awaited until it has endpoints).
 
-bench/run.py runs it in a throwaway copy of the project (tests/integration/harness.py), where it
+bench/run.py runs it in a throwaway copy of the project (tests/support/harness.py), where it
 replaces __main__.py and reads the same `llm-serving:*` stack config. Vanilla vLLM models only
 (no secrets, router or NIM): that is all the benchmark declares.
 """
@@ -19,17 +19,17 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-HERE = Path(__file__).resolve().parent
-if not (HERE / "components").is_dir():  # run from bench/peer_plain/ rather than a project copy
-    sys.path.insert(0, str(HERE.parents[1]))
+# Run from bench/peer_plain/ rather than a project copy: the repo root's packages. Appended, so a
+# project copy's own `components` (beside this file, first on sys.path) wins.
+sys.path.append(str(Path(__file__).resolve().parents[2]))
 
-from components.compile import compile_model  # noqa: E402
-from components.compile.common import SKIP_AWAIT  # noqa: E402
-from components.compile.stack import compile_model_service_account, compile_namespace  # noqa: E402
-from components.config import load_stack_config  # noqa: E402
-from components.config.loader import PROJECT, SECTIONS, section_values  # noqa: E402
-from components.config.model import SECRET_SECTIONS  # noqa: E402
-from components.resources.kubernetes import apply  # noqa: E402
+from components.compile import compile_model
+from components.compile.common import SKIP_AWAIT
+from components.compile.stack import compile_model_service_account, compile_namespace
+from components.config import load_stack_config
+from components.config.loader import PROJECT, SECTIONS, section_values
+from components.config.stack_secrets import SECRET_SECTIONS
+from components.resources.kubernetes import apply
 
 config = pulumi.Config(PROJECT)
 

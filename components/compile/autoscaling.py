@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..config.autoscaling import KEDA_CRD, KEDA_FIX, KEDA_VERSION
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from . import common
 
 # keda.sh/v1alpha1 ScaledObject, as KEDA 2.16 serves it (chart kedacore/keda 2.16.1,

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from contract.labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL
+
 from ..children import WEIGHTS_GATE, child
-from ..config.model import ModelConfig, PlatformConfig
-from ..labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
 
 PART_OF = "llm-serving"
 # Values contain '/', which label values may not: model source and health path are annotations.

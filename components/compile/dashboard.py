@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config.model import StackConfig
+from ..config.stack import StackConfig
 from . import common
 
 NAME = "llm-serving-dashboard"

@@ -26,7 +26,8 @@ from typing import Optional
 
 from ..config.autoscaling import replica_ceiling
 from ..config.disruption import DisruptionPolicy
-from ..config.model import ModelConfig, PlatformConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 ZONE_KEY = "topology.kubernetes.io/zone"

@@ -5,7 +5,9 @@ Shared compilers call these; nothing engine-specific lives in ``server.py``.
 
 from __future__ import annotations
 
-from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.stack import StackConfig
 from . import common
 
 LORA_CACHE_MOUNT = "/lora-cache"

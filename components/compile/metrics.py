@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from . import common
 
 API_VERSION = "monitoring.coreos.com/v1"

@@ -24,8 +24,9 @@ import ipaddress
 from typing import Optional
 from urllib.parse import urlparse
 
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
 from ..config.sources import source_type
+from ..config.stack import StackConfig
 from . import common
 
 POLICY_COMPONENT = "network-policy"

@@ -2,7 +2,7 @@
 
 Pure, like every compiler: typed config in, custom resources (plain dicts, wire shape) out.
 Field names are the operator's published ``apps.nvidia.com/v1alpha1`` API
-(see ``tests/unit/test_nim_compile.py`` for the allowed-key sets these are checked against).
+(see ``tests/compile/test_nim_compile.py`` for the allowed-key sets these are checked against).
 
 Serving waits for the weights twice over: the NIMService names the cache
 (``storage.nimCache.name``), so the operator keeps it NotReady until the cache is Ready, and the
@@ -23,11 +23,14 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import labels
-from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from contract import labels
+
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.stack import StackConfig
 from . import common, disruption, engines, metrics, network, server, weights
 
-# The operator's API names live in ``components.labels`` (the status provider reads them too).
+# The operator's API names live in ``contract.labels`` (the status provider reads them too).
 GROUP, VERSION, CRD_NAMES = labels.NIM_GROUP, labels.NIM_VERSION, labels.NIM_CRD_NAMES
 API_VERSION = f"{GROUP}/{VERSION}"
 

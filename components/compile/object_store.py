@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..config.model import ModelConfig, PlatformConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
 from ..config.sources import RCLONE_IMAGE, PvcSource, S3Source
 from . import common
 

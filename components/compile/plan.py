@@ -6,7 +6,7 @@ and the whole stack's objects in that order (``compile_stack``, for `render` and
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
-named by its typed props (``providers.props``); those need a cluster, so in render mode they are
+named by its typed props (``contract.props``); those need a cluster, so in render mode they are
 left out and what waited on one waits on what it waited on. Children are named by the roles of
 ``components.children`` (state is keyed by them). Pure: no Pulumi, no I/O.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from providers.props import (
+from contract.props import (
     ClusterTarget,
     CrdRequirement,
     GateProps,
@@ -31,10 +31,12 @@ from providers.props import (
 )
 
 from .. import children as roles
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
 from .rbac import compile_teardown_identity
+from .router import compile_router
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
@@ -218,7 +220,5 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:
-        from .router import compile_router
-
         manifests += compile_router(stack).in_order()
     return manifests

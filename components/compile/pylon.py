@@ -31,12 +31,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config.model import ModelConfig, StackConfig
-from ..config.router import RouterConfig, fronted_models, resolve_topology
-from ..config.router_names import backend_name, tls_secret_name
+from contract.names import PYLON_CONTAINER
+
+from ..config.model import ModelConfig
+from ..config.router import RouterConfig
+from ..config.router_names import backend_name, resolve_topology, tls_secret_name
+from ..config.stack import StackConfig, fronted_models
 from . import common
 
-PYLON_CONTAINER = "pylon"
 METRICS_PORT = 9089  # pylon main.rs --metrics-port default
 METRICS_PORT_NAME = "pylon-metrics"
 # The router's backend-facing gRPC port (WatchStargates, RegisterInferenceServer) and the backend

@@ -18,7 +18,7 @@ resourceNames rule narrows what the identity can delete, not what it can read.
 
 from __future__ import annotations
 
-from ..config.model import StackConfig
+from ..config.stack import StackConfig
 from . import common
 from .disruption import may_run_several
 from .secrets import stack_secrets

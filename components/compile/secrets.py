@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.loader import PROJECT
-from ..config.model import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SecretKeyRef, StackConfig
+from ..config.stack import StackConfig
+from ..config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET
+from ..config.types import SecretKeyRef
 from . import common
 
 SECRET_COMPONENT = "credentials"

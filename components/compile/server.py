@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.stack import StackConfig
 from . import autoscaling, common, disruption, engines, pylon, weights
 
 SERVER_COMPONENT = "server"

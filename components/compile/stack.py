@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config.model import ModelConfig, PlatformConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.stack import StackConfig
 from . import autoscaling, common, engines, network, server, weights
 
 

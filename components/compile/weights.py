@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.model import ModelConfig, PlatformConfig
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
 from ..config.sources import source_type
 from . import common, object_store
 

@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 
 from . import values
 from .types import Strict
+from .values import Problem
 
 if TYPE_CHECKING:
     from .model import ModelConfig
@@ -105,7 +106,7 @@ def replica_ceiling(model: ModelConfig) -> int:
     return model.replicas
 
 
-def autoscaling_problems(model: ModelConfig) -> list[tuple[str, str]]:
+def autoscaling_problems(model: ModelConfig) -> list[Problem]:
     """What makes an autoscaling setting unusable, at the key to change."""
     scaling = model.autoscaling
     if not scaling.enabled:
@@ -116,47 +117,33 @@ def autoscaling_problems(model: ModelConfig) -> list[tuple[str, str]]:
         # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
         # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
         # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
-        return [("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
-                 "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
-                 "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
-                 "replicas")]
+        return [Problem("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
+                        "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
+                        "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
+                        "replicas")]
     if model.engine != "vllm":
         # NIM LLM documents `num_requests_waiting` on /v1/metrics (docs.nvidia.com/nim/large-language-
         # models/latest/observability.html) but not the label that names the model, so the query
         # could not be scoped to one model's pods the way vLLM's `model_name` scopes it.
-        return [("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
-                 "(label model_name); NIM's queue metric has no documented model label to scope it to this "
-                 "model. Use engine: vllm, or set replicas")]
-    found: list[tuple[str, str]] = []
+        return [Problem("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
+                        "(label model_name); NIM's queue metric has no documented model label to scope it to this "
+                        "model. Use engine: vllm, or set replicas")]
+    found: list[Problem] = []
     if "replicas" in model.model_fields_set:
-        found.append(("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
-                      "and maxReplicas; remove replicas (or set autoscaling.enabled: false)"))
+        found.append(Problem("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
+                             "and maxReplicas; remove replicas (or set autoscaling.enabled: false)"))
     if scaling.max_replicas is None:
-        found.append(("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
-                      f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
+        found.append(Problem("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
+                             f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
         return found
     if scaling.min_replicas > scaling.max_replicas:
-        found.append(("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
-                      f"({scaling.max_replicas}); lower it or raise maxReplicas"))
+        found.append(Problem("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
+                             f"({scaling.max_replicas}); lower it or raise maxReplicas"))
     elif scaling.min_replicas == scaling.max_replicas:
-        found.append(("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
-                      "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
+        found.append(Problem("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
+                             "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
     if model.weights.access_mode == "ReadWriteOnce":
-        found.append(("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
-                      f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
-                      "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
+        found.append(Problem("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
+                             f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
+                             "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
     return found
-
-
-def metrics_problems(autoscaled_models: list[tuple[int, str]], metrics_enabled: bool,
-                     platform: AutoscalingPlatform) -> list[tuple[str, str]]:
-    """Autoscaling reads a queue depth that only exists once Prometheus scrapes the model.
-    ``autoscaled_models``: (index, name) of the models with ``autoscaling.enabled``."""
-    if metrics_enabled or not platform.require_model_metrics:
-        return []
-    return [(f"models.{index}.autoscaling.enabled",
-             f"model '{name}' scales on vllm:num_requests_waiting, which Prometheus only has once it "
-             "scrapes the model; set platform.metrics.enabled: true (a ServiceMonitor per model), or, "
-             "when your Prometheus scrapes the model pods another way, "
-             "platform.autoscaling.requireModelMetrics: false")
-            for index, name in autoscaled_models]

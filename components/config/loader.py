@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from . import stack_secrets
 from .messages import closest, format_validation_error
-from .model import StackConfig
+from .stack import StackConfig
 from .stack_secrets import SECRET_SECTIONS
 
 PROJECT = "llm-serving"

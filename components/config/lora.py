@@ -13,6 +13,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
 from .types import PositiveQuantity, Strict
+from .values import Problem
 
 # The ranks vLLM v0.11.0 accepts for --max-lora-rank: `MaxLoRARanks` in vllm/config/lora.py at
 # that tag. (Rank 1 came later, with vllm-project/vllm#26461 of 2025-10-09: not in 0.11.0.)
@@ -75,12 +76,12 @@ class Lora(Strict):
     @model_validator(mode="after")
     def _adapters(self) -> Lora:
         if self.adapters and not self.enabled:
-            raise values.Problems([("enabled", "adapters are listed but LoRA is off; set lora.enabled: true "
-                                    "or remove lora.adapters")])
+            raise values.Problems([Problem("enabled", "adapters are listed but LoRA is off; set lora.enabled: true "
+                                           "or remove lora.adapters")])
         seen: set[str] = set()
         for index, adapter in enumerate(self.adapters):
             if adapter.name in seen:
-                raise values.Problems([(f"adapters.{index}.name", f"'{adapter.name}' is listed twice; "
-                                        "adapter names must be unique")])
+                raise values.Problems([Problem(f"adapters.{index}.name", f"'{adapter.name}' is listed twice; "
+                                               "adapter names must be unique")])
             seen.add(adapter.name)
         return self

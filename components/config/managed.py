@@ -4,7 +4,7 @@ and credentials in plain text.
 A user's `--port 9000` used to be appended after ours and win (the probes and the Service still
 use 8000); a `--tensor-parallel-size` in args bypassed the GPU check. Each managed flag or
 variable is refused with the setting to use instead. The tables cover everything
-``components/compile`` emits (tests/unit/test_config_managed.py compiles a rich stack and checks
+``components/compile`` emits (tests/config/test_config_managed.py compiles a rich stack and checks
 it, so a new flag or variable cannot slip past them).
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from .values import Problem
 
 SERVER_PORT = 8000
 
@@ -86,8 +88,8 @@ def flag_name(arg: str) -> str | None:
     return name
 
 
-def arg_problems(args: Iterable[str], engine: str) -> list[tuple[str, str]]:
-    """(path relative to the model, message) for every managed flag in ``args``."""
+def arg_problems(args: Iterable[str], engine: str) -> list[Problem]:
+    """A problem (path relative to the model) for every managed flag in ``args``."""
     if engine != "vllm":  # NIM images take their settings from env; the compiler passes no flags
         return []
     problems = []
@@ -95,8 +97,8 @@ def arg_problems(args: Iterable[str], engine: str) -> list[tuple[str, str]]:
         for word in arg.split():  # "--port 9000" written as one item is still --port
             name = flag_name(word)
             if name in MANAGED_VLLM_FLAGS:
-                problems.append((f"args.{index}", f"{name} is managed by this program: "
-                                 f"{MANAGED_VLLM_FLAGS[name]}"))
+                problems.append(Problem(f"args.{index}", f"{name} is managed by this program: "
+                                        f"{MANAGED_VLLM_FLAGS[name]}"))
                 break
     return problems
 
@@ -105,8 +107,8 @@ def is_credential_name(name: str) -> bool:
     return bool(_CREDENTIAL.search(name.upper()))
 
 
-def env_problems(env: dict[str, str], engine: str) -> list[tuple[str, str]]:
-    """(path relative to the model, message) for managed or credential-looking names in ``env``."""
+def env_problems(env: dict[str, str], engine: str) -> list[Problem]:
+    """A problem (path relative to the model) for each managed or credential-looking name in ``env``."""
     managed = {**PULLER_ENV, **MANAGED_ENV.get(engine, {})}
     problems = []
     for name in sorted(env):
@@ -115,8 +117,8 @@ def env_problems(env: dict[str, str], engine: str) -> list[tuple[str, str]]:
             fix = (f"use a secret reference: {fix}" if fix else
                    "use a secret reference instead: env cannot reference a Kubernetes Secret yet "
                    "(hfTokenSecret and nim.authSecret carry HF_TOKEN and NGC_API_KEY)")
-            problems.append((f"env.{name}", "looks like a credential, and env values are plain "
-                             f"text (in the stack file, the state and the pod spec): remove it; {fix}"))
+            problems.append(Problem(f"env.{name}", "looks like a credential, and env values are plain "
+                                    f"text (in the stack file, the state and the pod spec): remove it; {fix}"))
         elif name in managed:
-            problems.append((f"env.{name}", f"is set by this program: {managed[name]}"))
+            problems.append(Problem(f"env.{name}", f"is set by this program: {managed[name]}"))
     return problems

@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .model import StackConfig
 from .sources import SOURCE_TYPES, source_class
+from .stack import StackConfig
 from .values import Problems
 
 # What to write instead, keyed by pydantic's error type.
@@ -139,7 +139,7 @@ def format_validation_error(error: ValidationError) -> list[str]:
         where = _join(*loc)
         cause = (item.get("ctx") or {}).get("error")
         if isinstance(cause, Problems):
-            lines.extend(f"{_join(where, path)}: {message}" for path, message in cause.problems)
+            lines.extend(f"{_join(where, problem.path)}: {problem.message}" for problem in cause.problems)
             continue
         lines.append(f"{where or '(stack)'}: {_message(item)}")
     return lines

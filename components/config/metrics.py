@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from . import values
 from .types import Dns1123Label, Strict
+from .values import Problem
 
 # A Prometheus Operator `Duration` (monitoring.coreos.com/v1, the pattern its CRDs declare):
 # units from years down to milliseconds, largest first, e.g. 30s, 1m30s. Zero is refused here
@@ -34,19 +35,19 @@ RESERVED_PREFIXES = ("app.kubernetes.io/", "llm-serving.dev/")
 SIDECAR_LABELS = {"grafana_dashboard": "1"}
 
 
-def label_problems(labels: dict[str, str], where: str) -> list[tuple[str, str]]:
+def label_problems(labels: dict[str, str], where: str) -> list[Problem]:
     problems = []
     for key, value in sorted(labels.items()):
         prefix, _, name = key.rpartition("/")
         if not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))):
-            problems.append((f"{where}.{key}", "is not a label key; write an optional DNS prefix and "
-                             "a name of letters, digits, '-', '_' and '.', e.g. release"))
+            problems.append(Problem(f"{where}.{key}", "is not a label key; write an optional DNS prefix and "
+                                    "a name of letters, digits, '-', '_' and '.', e.g. release"))
         elif key.startswith(RESERVED_PREFIXES):
-            problems.append((f"{where}.{key}", "is a label the stack sets itself; choose another key "
-                             "(e.g. release: kube-prometheus-stack)"))
+            problems.append(Problem(f"{where}.{key}", "is a label the stack sets itself; choose another key "
+                                    "(e.g. release: kube-prometheus-stack)"))
         if value and not _LABEL_NAME.match(value):
-            problems.append((f"{where}.{key}", f"'{value}' is not a label value; at most 63 letters, "
-                             "digits, '-', '_' and '.', starting and ending with a letter or digit"))
+            problems.append(Problem(f"{where}.{key}", f"'{value}' is not a label value; at most 63 letters, "
+                                    "digits, '-', '_' and '.', starting and ending with a letter or digit"))
     return problems
 
 
@@ -77,8 +78,8 @@ class DashboardConfig(Strict):
     def _findable(self) -> DashboardConfig:
         problems = label_problems(self.labels, "labels")
         if self.enabled and not self.labels:
-            problems.append(("labels", "the Grafana sidecar finds dashboards by label, and none is "
-                             "set; write e.g. {grafana_dashboard: \"1\"}"))
+            problems.append(Problem("labels", "the Grafana sidecar finds dashboards by label, and none is "
+                                    "set; write e.g. {grafana_dashboard: \"1\"}"))
         if problems:
             raise values.Problems(problems)
         return self

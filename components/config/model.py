@@ -1,53 +1,38 @@
-"""The one config model: defaults, validation and the generated reference all come from here.
+"""The `models` section: one model server each (weights source, engine, resources, serving).
 
 Stack files use camelCase keys (Pulumi's convention); error paths are reported in the same
-spelling so that a message points at the line the user has to change. The types every section
-shares are in ``types.py``, the platform and cluster sections in ``platform.py``, the router in
-``router.py``; this module holds the models and the stack that ties them together.
+spelling so that a message points at the line the user has to change. Checks that need a model's
+own settings only are here (and in ``rules.py``, ``autoscaling.py``, ``managed.py``); checks that
+need another section (the platform, the router, the other models) belong to the stack
+(``stack.py``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from . import managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
-from .autoscaling import metrics_problems as autoscaling_metrics_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
-from .lora import VLLM_MAX_LORA_RANKS, Lora, LoraAdapter  # noqa: F401  (re-exported)
-from .platform import (  # noqa: F401  (re-exported: the compilers import them from here)
-    GPU_TOLERATIONS,
-    MONITORING_NAMESPACE,
-    VLLM_IMAGE,
-    ClusterConfig,
-    NetworkPeer,
-    NetworkPolicyConfig,
-    PlatformConfig,
-    Preflight,
-    TeardownIdentity,
-)
-from .pylon import pylon_stack_problems
-from .router import RouterConfig
-from .router import stack_problems as router_stack_problems
+from .lora import Lora
 from .sources import PvcSource, S3Source, source_problems, source_type
-from .stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS  # noqa: F401
-from .types import (  # noqa: F401  (re-exported for existing imports)
-    SECRET_MARKER,
+from .types import (
     Dns1123Label,
     HealthPath,
     HfEndpoint,
     Image,
     NonRootUid,
     PositiveQuantity,
-    Quantity,
     SecretKeyRef,
-    StackSecret,
     Strict,
     Toleration,
-    check_health_path,
 )
+from .values import Problem
+
+if TYPE_CHECKING:
+    from .platform import PlatformConfig
 
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
 # Checkpoint copies vLLM never loads when safetensors are there. Skip-lists degrade safely: a
@@ -273,27 +258,27 @@ class ModelConfig(Strict):
 
     @model_validator(mode="after")
     def _topology(self, info: ValidationInfo) -> ModelConfig:
-        problems: list[tuple[str, str]] = []
+        problems: list[Problem] = []
         # The stack-level check sees the secret defaults; this one reports a missing authSecret
         # beside the model's other problems when the loader says no stack secret will fill it.
         given = (info.context or {}).get(stack_secrets.CONTEXT_KEY)
         if given is not None and stack_secrets.NGC_API_KEY.config_key not in given:
             problems.extend(rules.auth_secret_problems(self))
         if self.gpus % self.tensor_parallel_size:
-            problems.append((
+            problems.append(Problem(
                 "tensorParallelSize",
                 f"{self.tensor_parallel_size} does not divide the pod's "
                 f"{self.gpus} GPUs; set gpus to a multiple of it, or lower it",
             ))
         if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce":
-            problems.append((
+            problems.append(Problem(
                 "replicas",
                 f"{self.replicas} replicas cannot share a ReadWriteOnce weights volume "
                 "(replicas on two nodes hit Multi-Attach and never start); set "
                 "weights.accessMode: ReadWriteMany, or replicas: 1",
             ))
         if self.engine == "nim" and not self.image:
-            problems.append((
+            problems.append(Problem(
                 "image",
                 "NIM images are per model; set the NIM image, e.g. "
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
@@ -307,84 +292,3 @@ class ModelConfig(Strict):
         if problems:
             raise values.Problems(problems)
         return self
-
-
-class StackConfig(Strict):
-    """Everything one stack declares."""
-
-    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Target cluster.")
-    platform: PlatformConfig = Field(default_factory=PlatformConfig, description="Platform defaults.")
-    models: tuple[ModelConfig, ...] = Field((), description="Model servers of the stack.")
-    router: Optional[RouterConfig] = Field(None, description="The request router in front of the models; unset: no router.")
-    hf_token: Optional[StackSecret] = Field(
-        None, description="Hugging Face token, as a Pulumi secret only (`pulumi config set --secret "
-        "hfToken <token>`; a plain value is refused). The stack creates the Secret "
-        "`llm-serving-hf-token` (key `token`) from it, which pullers of models without "
-        "`hfTokenSecret` read. Never written to a manifest, an output or a log; `render` omits the "
-        "Secret (create it in the cluster yourself).",
-    )
-    ngc_api_key: Optional[StackSecret] = Field(
-        None, description="NVIDIA NGC API key, as a Pulumi secret only (`pulumi config set --secret "
-        "ngcApiKey <key>`). The stack creates the Secret `llm-serving-ngc-api-key` (key "
-        "`NGC_API_KEY`) from it for NIM models without `nim.authSecret`. `render` omits the Secret.",
-    )
-
-    @model_validator(mode="after")
-    def _cross_field(self) -> StackConfig:
-        seen: set[str] = set()
-        problems: list[tuple[str, str]] = []
-        for index, model in enumerate(self.with_secret_defaults().models):
-            if model.name in seen:
-                problems.append((f"models.{index}.name", f"'{model.name}' is declared twice; model names must be unique"))
-            seen.add(model.name)
-            problems.extend((f"models.{index}.{path}", message) for path, message in rules.auth_secret_problems(model))
-            problems.extend(self._shm_problems(index, model))
-        problems.extend(autoscaling_metrics_problems(
-            [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
-            self.platform.metrics.enabled, self.platform.autoscaling))
-        if self.router is not None:
-            problems.extend(router_stack_problems(
-                self.router, self.platform.namespace, [model.name for model in self.models]))
-            problems.extend(pylon_stack_problems(self))
-        policy = self.platform.network_policy
-        if policy.enabled and self.router is None and "allow_from" not in policy.model_fields_set:
-            problems.append((
-                "platform.networkPolicy.enabled",
-                "the policy admits model traffic from the router and allowFrom only, and this stack "
-                "has no router: only the monitoring namespace could reach the models. Add "
-                "llm-serving:router, or list the clients of the models under "
-                "platform.networkPolicy.allowFrom",
-            ))
-        if problems:
-            raise values.Problems(problems)
-        return self
-
-    def _shm_problems(self, index: int, model: ModelConfig) -> list[tuple[str, str]]:
-        """Named at the key the user set: the model's own limit, or the platform default it inherits."""
-        if model.shared_memory_size_limit is not None:
-            where, whose = f"models.{index}.sharedMemorySizeLimit", ""
-        else:
-            where = "platform.sharedMemorySizeLimit"
-            whose = f" (model '{model.name}' inherits it; or set models.{index}.sharedMemorySizeLimit)"
-        limit = self.shm_limit(model)
-        shm, problems = values.parse_quantity(limit), []
-        if model.tensor_parallel_size > 1 and shm < values.parse_quantity("1Gi"):
-            problems.append((where, f"{limit}: tensor parallel {model.tensor_parallel_size} of model "
-                             f"'{model.name}' exchanges tensors through /dev/shm; set at least 1Gi{whose}"))
-        if shm > values.parse_quantity(model.resources.memory):
-            problems.append((where, f"{limit} exceeds the container's memory "
-                             f"({model.resources.memory}, models.{index}.resources.memory); /dev/shm is "
-                             f"counted against it, so lower the limit or raise resources.memory{whose}"))
-        return problems
-
-    def shm_limit(self, model: ModelConfig) -> str:
-        return model.shared_memory_size_limit or self.platform.shared_memory_size_limit
-
-    def with_secret_defaults(self) -> StackConfig:
-        """The stack with every model reading the stack secrets it uses and names no Secret for
-        (see stack_secrets.py). ``load_stack_config`` returns stacks resolved this way."""
-        specs = stack_secrets.configured(self)
-        if not specs:
-            return self
-        models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
-        return self.model_copy(update={"models": models})

@@ -22,6 +22,7 @@ from .types import (
     Strict,
     Toleration,
 )
+from .values import Problem
 
 VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
 
@@ -94,15 +95,15 @@ class NetworkPeer(Strict):
     @model_validator(mode="after")
     def _narrow(self) -> NetworkPeer:
         if self.namespace_selector is None and self.pod_selector is None:
-            raise values.Problems([("namespaceSelector", "a peer must select namespaces or pods; "
-                                    "write e.g. {kubernetes.io/metadata.name: monitoring}")])
+            raise values.Problems([Problem("namespaceSelector", "a peer must select namespaces or pods; "
+                                           "write e.g. {kubernetes.io/metadata.name: monitoring}")])
         if self.namespace_selector == {}:
-            raise values.Problems([("namespaceSelector", "an empty selector admits every namespace "
-                                    "of the cluster; name the namespace, e.g. "
-                                    "{kubernetes.io/metadata.name: monitoring}")])
+            raise values.Problems([Problem("namespaceSelector", "an empty selector admits every namespace "
+                                           "of the cluster; name the namespace, e.g. "
+                                           "{kubernetes.io/metadata.name: monitoring}")])
         if self.pod_selector == {} and self.namespace_selector is None:
-            raise values.Problems([("podSelector", "an empty selector admits every pod of the "
-                                    "namespace; give the client pods' labels")])
+            raise values.Problems([Problem("podSelector", "an empty selector admits every pod of the "
+                                           "namespace; give the client pods' labels")])
         return self
 
 
@@ -220,7 +221,7 @@ class PlatformConfig(Strict):
         if teardown.enabled and teardown.service_account_name == self.service_account_name:
             # Two ServiceAccounts of one name are one object: the serving pods would run with the
             # teardown Role's delete rights.
-            problems.append((
+            problems.append(Problem(
                 "teardownIdentity.serviceAccountName",
                 f"'{teardown.service_account_name}' is also platform.serviceAccountName, the serving "
                 "pods' account: they would get the teardown Role's delete rights. Give the teardown "
@@ -229,7 +230,7 @@ class PlatformConfig(Strict):
         if self.metrics.enabled and self.network_policy.enabled and not self.network_policy.allow_from:
             # The engines serve their metrics on the serving port, which the policy opens to the
             # router and allowFrom only: with no peer, Prometheus could never scrape a model.
-            problems.append((
+            problems.append(Problem(
                 "networkPolicy.allowFrom",
                 "is empty (router only), so with metrics.enabled no Prometheus can scrape the models; "
                 "list the Prometheus pods' namespace, e.g. [{namespaceSelector: "
@@ -244,17 +245,17 @@ class PlatformConfig(Strict):
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
-def namespace_problems(namespace: str, create_namespace: bool) -> list[tuple[str, str]]:
+def namespace_problems(namespace: str, create_namespace: bool) -> list[Problem]:
     """The stack labels the namespace it creates with Pod Security `restricted`; it may only do
     that to a namespace it owns."""
     if namespace in SYSTEM_NAMESPACES:
-        return [("namespace", f"'{namespace}' belongs to Kubernetes itself; deploy into a namespace "
-                 "of your own, e.g. 'llm-serving'")]
+        return [Problem("namespace", f"'{namespace}' belongs to Kubernetes itself; deploy into a namespace "
+                        "of your own, e.g. 'llm-serving'")]
     if namespace == "default" and create_namespace:
-        return [("namespace", "'default' exists in every cluster and is not this stack's to "
-                 "relabel (createNamespace would set its Pod Security level); use a namespace of "
-                 "your own, e.g. 'llm-serving', or set createNamespace: false to deploy into it "
-                 "as it is")]
+        return [Problem("namespace", "'default' exists in every cluster and is not this stack's to "
+                        "relabel (createNamespace would set its Pod Security level); use a namespace of "
+                        "your own, e.g. 'llm-serving', or set createNamespace: false to deploy into it "
+                        "as it is")]
     return []
 
 

@@ -7,8 +7,8 @@ fronted model (its image has no public default, so it is required); ``router.wor
 the router tells a real worker from anyone else that can reach its gRPC port. There is no default
 for ``workerAuth.mode``: an open router must be a decision written in the stack file.
 
-Paths of the problems are relative to the router section (``pylon_problems``) or the stack
-(``pylon_stack_problems``).
+Paths of the problems here are relative to the router section (``pylon_problems``); whether each
+fronted model can carry the sidecar is the stack's check (``stack.pylon_problems``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import AfterValidator, Field, model_validator
 
 from . import values
 from .types import Image, PositiveQuantity, Strict
+from .values import Problem
 
-if TYPE_CHECKING:  # the router and stack models import this module
-    from .model import StackConfig
+if TYPE_CHECKING:  # the router section imports this module
     from .router import RouterConfig
 
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
@@ -61,7 +61,7 @@ class PylonResources(Strict):
     @model_validator(mode="after")
     def _limits_cover_requests(self) -> PylonResources:
         problems = [
-            (limit, f"must be at least {request} ({self_value})")
+            Problem(limit, f"must be at least {request} ({self_value})")
             for limit, request, self_value, wanted in (
                 ("cpuLimit", "cpu", self.cpu, self.cpu_limit),
                 ("memoryLimit", "memory", self.memory, self.memory_limit),
@@ -97,7 +97,7 @@ class PylonConfig(Strict):
     @model_validator(mode="after")
     def _no_rendered_flag(self) -> PylonConfig:
         problems = [
-            (f"args.{index}", f"{arg.split('=', 1)[0]} is rendered from config; remove it")
+            Problem(f"args.{index}", f"{arg.split('=', 1)[0]} is rendered from config; remove it")
             for index, arg in enumerate(self.args)
             if arg.split("=", 1)[0] in RENDERED_FLAGS
         ]
@@ -180,7 +180,7 @@ class WorkerAuth(Strict):
     def _mode_fields(self) -> WorkerAuth:
         token_only = ("secret_name", "token_key", "auth_file_key", "cluster_id")
         if self.mode == "token" and self.secret_name is None:
-            raise values.Problems([(
+            raise values.Problems([Problem(
                 "secretName",
                 "required with mode: token; name the Secret holding the pylons' token and the "
                 "router's worker-auth file, or set mode: open",
@@ -189,24 +189,24 @@ class WorkerAuth(Strict):
             stray = [name for name in token_only if name in self.model_fields_set]
             if stray:
                 raise values.Problems([
-                    (type(self).model_fields[name].alias or name, "applies to mode: token only; remove it")
+                    Problem(type(self).model_fields[name].alias or name, "applies to mode: token only; remove it")
                     for name in stray
                 ])
         return self
 
 
-def pylon_problems(router: RouterConfig) -> list[tuple[str, str]]:
+def pylon_problems(router: RouterConfig) -> list[Problem]:
     """The two sections go together: pylons need an auth choice, and an auth choice without
     pylons configures nothing."""
     if router.pylon is not None and router.worker_auth is None:
-        return [(
+        return [Problem(
             "workerAuth.mode",
             "required when router.pylon is set: pylons register with the router, which must "
             "either check a token (mode: token, secretName: <Secret>) or accept any worker "
             "(mode: open, for development only)",
         )]
     if router.pylon is None and router.worker_auth is not None:
-        return [(
+        return [Problem(
             "workerAuth",
             "configures the pylon sidecars, and router.pylon is unset; set router.pylon.image, "
             "or remove workerAuth",
@@ -214,32 +214,11 @@ def pylon_problems(router: RouterConfig) -> list[tuple[str, str]]:
     if router.worker_auth is None or router.worker_auth.mode != "token":
         return []
     problem = worker_auth_file_problem(router.image)
-    problems = [("workerAuth.mode", problem)] if problem else []
+    problems = [Problem("workerAuth.mode", problem)] if problem else []
     problems += [
-        (f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "
-         "Stargate takes exactly one; remove it (workerAuth.mode: token renders --worker-auth-file)")
+        Problem(f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "
+                "Stargate takes exactly one; remove it (workerAuth.mode: token renders --worker-auth-file)")
         for index, arg in enumerate(router.args)
         if arg.split("=", 1)[0] in OTHER_AUTHENTICATORS
     ]
     return problems
-
-
-def pylon_stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
-    """A fronted model must be able to carry the sidecar."""
-    from .router import fronted_models
-
-    router = stack.router
-    if router is None or router.pylon is None:
-        return []
-    fronted = set(fronted_models(router, [m.name for m in stack.models]))
-    return [
-        (
-            f"models.{index}.path",
-            f"model '{model.name}' is fronted by the router, which reaches models only through a "
-            "pylon sidecar in their pods; the NIM operator renders the pod from the NIMService, "
-            "whose sidecar entries cannot carry the pylon's probes, security context or token "
-            "volume. Use path: raw for this model, or leave it out of router.models",
-        )
-        for index, model in enumerate(stack.models)
-        if model.name in fronted and model.on_operator
-    ]

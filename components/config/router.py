@@ -11,21 +11,25 @@ refused before anything reaches a cluster. The rules are the llm-request-router 
                                                                     off and replicas > 1
 
 Workload kind is the one setting Kubernetes cannot change in place: a switch deletes one object
-and creates another. ``kind_change_problem`` is the rule the deploy-time guard applies against
-the kind recorded in the stack's state, so neither an edit nor a changed default can flip an
-existing install without ``workload.migrateFrom`` saying so.
+and creates another. ``contract.workload_kind`` holds the rule the deploy-time guard applies
+against the kind recorded in the stack's state, so neither an edit nor a changed default can flip
+an existing install without ``workload.migrateFrom`` saying so.
+
+Checks that need the rest of the stack (the models it fronts, names that would collide with a
+model's, certificate names against the namespace) are the stack's (``stack.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
+from .router_names import Topology, resolve_topology
 from .types import Image, NonRootUid, PositiveQuantity, Strict
+from .values import Problem
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
 DEFAULT_KIND: WorkloadKind = "Deployment"
@@ -85,8 +89,8 @@ class ContainerResources(Strict):
     @model_validator(mode="after")
     def _requests_within_limits(self) -> ContainerResources:
         problems = [
-            (f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
-             f"({getattr(self.limits, key)}); lower the request or raise the limit")
+            Problem(f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
+                    f"({getattr(self.limits, key)}); lower the request or raise the limit")
             for key in ("cpu", "memory")
             if values.parse_quantity(getattr(self.requests, key)) > values.parse_quantity(getattr(self.limits, key))
         ]
@@ -155,7 +159,7 @@ class BackendRouter(Strict):
     @classmethod
     def _retired(cls, data: object) -> object:
         if isinstance(data, dict):
-            problems = [(key, fix) for key, fix in RETIRED_BACKEND.items() if key in data]
+            problems = [Problem(key, fix) for key, fix in RETIRED_BACKEND.items() if key in data]
             if problems:
                 raise values.Problems(problems)
         return data
@@ -212,14 +216,14 @@ class RouterTls(Strict):
     def _one_source(self) -> RouterTls:
         if self.existing_secret is None:
             return self
-        problems = [(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
-                     "remove it, or remove existingSecret")
+        problems = [Problem(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
+                            "remove it, or remove existingSecret")
                     for key, field in (("issuer", "issuer"), ("dnsNames", "dns_names"),
                                        ("allowedDomains", "allowed_domains"), ("secretName", "secret_name"))
                     if field in self.model_fields_set]
         if not self.enabled:
-            problems.append(("enabled", "existingSecret is set but TLS is off; set enabled: true, "
-                             "or remove existingSecret"))
+            problems.append(Problem("enabled", "existingSecret is set but TLS is off; set enabled: true, "
+                                    "or remove existingSecret"))
         if problems:
             raise values.Problems(problems)
         return self
@@ -291,7 +295,7 @@ class RouterConfig(Strict):
     @classmethod
     def _retired(cls, data: object) -> object:
         if isinstance(data, dict):
-            problems = [(key, fix) for key, fix in RETIRED.items() if key in data]
+            problems = [Problem(key, fix) for key, fix in RETIRED.items() if key in data]
             if problems:
                 raise values.Problems(problems)
         return data
@@ -308,74 +312,49 @@ class RouterConfig(Strict):
         return resolve_topology(self)
 
 
-def topology_problems(router: RouterConfig) -> list[tuple[str, str]]:
+def topology_problems(router: RouterConfig) -> list[Problem]:
     """Paths are relative to the router section."""
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     kind, replicas = router.workload.kind, router.replicas
     backend = router.backend_router
     if router.workload.migrate_from == kind:
-        problems.append((
+        problems.append(Problem(
             "workload.migrateFrom",
             f"names the kind the config already asks for ({kind}); it acknowledges a switch away "
             "from the deployed kind, so remove it or set it to the kind being replaced",
         ))
     if kind == "Deployment":
         if router.dns_discovery is not None:
-            problems.append((
+            problems.append(Problem(
                 "dnsDiscovery",
                 "applies to a StatefulSet only (a Deployment discovers through the backend router, "
                 "or only itself); remove dnsDiscovery, or set workload.kind: StatefulSet",
             ))
         if "pod_management_policy" in router.workload.model_fields_set:
-            problems.append((
+            problems.append(Problem(
                 "workload.podManagementPolicy",
                 "applies to a StatefulSet only; remove it, or set workload.kind: StatefulSet",
             ))
         if replicas > 1 and backend.enabled is False:
-            problems.append((
+            problems.append(Problem(
                 "backendRouter.enabled",
                 f"a Deployment with {replicas} replicas needs the backend router: pylons must reach "
                 "every router pod and Deployment pods have no stable DNS names; set "
                 "backendRouter.enabled: auto (or true), or replicas: 1, or workload.kind: StatefulSet",
             ))
     elif router.dns_discovery is False and replicas > 1 and backend.enabled is False:
-        problems.append((
+        problems.append(Problem(
             "backendRouter.enabled",
             f"a StatefulSet with {replicas} replicas and dnsDiscovery: false has no way to discover "
             "its peers; set backendRouter.enabled: auto (or true), or remove dnsDiscovery: false",
         ))
     for key in sorted(router.env):
         if key in RESERVED_ENV or key.startswith("STARGATE_"):
-            problems.append((f"env.{key}", "is set by the router component (or is a Stargate flag "
-                             "alias that would override a managed flag); remove it"))
+            problems.append(Problem(f"env.{key}", "is set by the router component (or is a Stargate flag "
+                                    "alias that would override a managed flag); remove it"))
     for index, arg in enumerate(router.args):
         flag = arg.split("=", 1)[0]
         if flag in MANAGED_FLAGS:
-            problems.append((f"args.{index}", f"'{flag}' is set by the router component from config; "
-                             "remove it (see the router section of the config reference)"))
+            problems.append(Problem(f"args.{index}", f"'{flag}' is set by the router component from config; "
+                                    "remove it (see the router section of the config reference)"))
     return problems
-
-
-def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[str, ...]:
-    """The models behind the router, in stack order (every model unless ``models`` narrows it)."""
-    names = tuple(model_names)
-    if router.models is None:
-        return names
-    wanted = set(router.models)
-    return tuple(name for name in names if name in wanted)
-
-
-# What a config resolves to (topology, names) and the checks that need the namespace and the rest
-# of the stack live beside this module; re-exported here, where the stack model and the
-# providers look for them.
-from .router_names import (  # noqa: E402, F401 (re-exports)
-    Topology,
-    advertised_hostname,
-    allowed_domains,
-    default_dns_names,
-    dns_names,
-    kind_change_problem,
-    resolve_topology,
-    stack_problems,
-    within,
-)

@@ -1,5 +1,5 @@
-"""What a router config resolves to: its topology, derived names and certificate names, and the
-checks that need the namespace and the other models.
+"""What a router config resolves to: its topology, derived names and certificate names (the
+stack checks the names against the namespace and the models: ``stack.router_problems``).
 
 The advertised hostname and the certificate names follow the llm-request-router chart
 (devilkun/nvcf@e07119fa, chart 0.16.2, ``templates/_helpers.tpl``: ``advertisedHostnameTemplate``
@@ -12,9 +12,10 @@ against ``allowedDomains`` like the names the user wrote (issue 15 item 10).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional
+
+from contract.names import headless_service_name
 
 if TYPE_CHECKING:
     from .router import RouterConfig
@@ -66,13 +67,6 @@ def resolve_topology(router: RouterConfig) -> Topology:
         else:
             reason = "StatefulSet without DNS discovery: the router discovers only itself"
     return Topology(kind, replicas, backend, dns, name, reason)
-
-
-def headless_service_name(router_name: str) -> str:
-    """The headless Service of the router named ``router_name`` (``<name>-headless``, chart 0.16.2
-    ``headless-service.yaml``): its EndpointSlices name the router pods, for the backend router
-    and for ``components.targets``."""
-    return f"{router_name}-headless"
 
 
 def headless_name(router: RouterConfig) -> str:
@@ -147,74 +141,3 @@ def within(name: str, domain: str) -> bool:
     """``name`` is ``domain`` or a subdomain of it (a wildcard covers the labels below its base)."""
     base = name[2:] if name.startswith("*.") else name
     return base == domain or base.endswith("." + domain)
-
-
-def stack_problems(router: RouterConfig, namespace: str, model_names: Iterable[str]) -> list[tuple[str, str]]:
-    """Checks that need the rest of the stack; paths are relative to the stack."""
-    from .router import fronted_models
-
-    names = list(model_names)
-    problems: list[tuple[str, str]] = []
-    if router.models is not None:
-        seen: set[str] = set()
-        for index, name in enumerate(router.models):
-            if name not in names:
-                problems.append((
-                    f"router.models.{index}",
-                    f"'{name}' is not a model of this stack; declare it under models, or remove it "
-                    f"(models: {', '.join(names) or 'none'})",
-                ))
-            elif name in seen:
-                problems.append((f"router.models.{index}", f"'{name}' is listed twice; remove one"))
-            seen.add(name)
-    if not fronted_models(router, names) and not problems:
-        problems.append((
-            "router.models" if router.models is not None else "router",
-            "the router fronts no models; declare models, or remove the router section",
-        ))
-    derived = {router.name, headless_name(router), backend_name(router)}
-    for index, name in enumerate(names):
-        if name in derived:
-            problems.append((
-                "router.name",
-                f"'{router.name}' collides with model '{name}' (models.{index}): their Services "
-                "would share a name; rename the router",
-            ))
-    if router.tls.issued:
-        allowed = allowed_domains(router, namespace)
-        where = ", ".join(allowed)
-        for index, name in enumerate(router.tls.dns_names):
-            if not any(within(name, domain) for domain in allowed):
-                problems.append((
-                    f"router.tls.dnsNames.{index}",
-                    f"'{name}' is outside the allowed domains ({where}); add its domain "
-                    "to router.tls.allowedDomains, or remove the name",
-                ))
-        for name in added_dns_names(router, namespace):
-            if not any(within(name, domain) for domain in allowed):
-                problems.append((
-                    "router.tls.allowedDomains",
-                    f"the router's certificate gets '{name}' by default (the name pylons verify, or "
-                    f"the Service's in-cluster name) and it is outside the allowed domains ({where}); "
-                    f"add '{namespace}.svc.cluster.local' to router.tls.allowedDomains",
-                ))
-    return problems
-
-
-def kind_change_problem(deployed: Optional[str], kind: str, migrate_from: Optional[str],
-                        kind_explicit: bool = True) -> Optional[str]:
-    """Why applying ``kind`` over a router deployed as ``deployed`` must stop, or None.
-
-    A kind switch is allowed only when ``workload.migrateFrom`` names the deployed kind: it is a
-    delete and a create, never an in-place update, and must be a decision someone wrote down.
-    """
-    if not deployed or deployed == kind or migrate_from == deployed:
-        return None
-    source = "" if kind_explicit else " by default (workload.kind is unset)"
-    return (
-        f"router.workload.kind: the router is deployed as a {deployed} and the config now asks for "
-        f"a {kind}{source}. Kubernetes cannot change a workload's kind in place: this would delete "
-        f"the {deployed} and create a {kind}. To keep the install, pin workload.kind: {deployed}. "
-        f"To switch, set workload.kind: {kind} and workload.migrateFrom: {deployed}, and review "
-        "the create/delete in the preview."
-    )

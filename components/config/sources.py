@@ -22,6 +22,7 @@ from pydantic import Field, field_validator
 
 from . import values
 from .types import Dns1123Label, Strict
+from .values import Problem
 
 # The tags of ``source.type``; the Hub is the default.
 SOURCE_TYPES = ("hf", "s3", "pvc")
@@ -232,16 +233,16 @@ def source_class(tag: str) -> type:
     return {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}[tag]
 
 
-def source_problems(model: Any) -> list[tuple[str, str]]:
+def source_problems(model: Any) -> list[Problem]:
     """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
     source, problems = model.source, []
     kind = source_type(source)
     if kind != "hf" and getattr(model, "on_operator", False):
-        problems.append(("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
+        problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
                          f"Hub); a {kind} source needs path: raw"))
     if kind == "pvc":
         for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
             if field in model.weights.model_fields_set:
-                problems.append((f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
+                problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
                                  f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
     return problems

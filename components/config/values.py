@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlparse
 
@@ -181,6 +183,19 @@ def check_cluster_reachable_url(url: str) -> str:
     return url.rstrip("/")
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing a stack file must change: the field path (camelCase, relative to the model that
+    found it) and the message, which says what is wrong and what to write instead."""
+
+    path: str
+    message: str
+
+    def under(self, prefix: str) -> Problem:
+        """The same problem, with its path relative to the model one level up."""
+        return Problem(f"{prefix}.{self.path}", self.message)
+
+
 class Problems(ValueError):
     """Several problems found by one cross-field check, each with its own field path.
 
@@ -188,9 +203,12 @@ class Problems(ValueError):
     line, at the path of the field to change (relative to the model that raised it).
     """
 
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
-        super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
+    def __init__(self, problems: Sequence[Problem]):
+        wrong = [p for p in problems if not isinstance(p, Problem)]
+        if wrong:
+            raise TypeError(f"Problems takes Problem(path, message) items, got {wrong[0]!r}")
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in self.problems))
 
 
 # --- the router's names ----------------------------------------------------------------

@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config.model import HF_TOKEN_SECRET, ModelConfig, StackConfig
+from ..config.model import ModelConfig
 from ..config.sources import source_type
+from ..config.stack import StackConfig
+from ..config.stack_secrets import HF_TOKEN_SECRET
 from . import hub, s3
 from .adapters import preflight_adapters
 from .decide import Check, Verdict, decide

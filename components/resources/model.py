@@ -19,10 +19,15 @@ from typing import Optional
 
 import pulumi
 
+from contract.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
+from providers import crd_check, gate, resources, status
+
 from .. import children as roles
 from ..children import child as child_name
 from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
-from ..config.model import ClusterConfig, ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.platform import ClusterConfig
+from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
 
 
@@ -42,9 +47,6 @@ class Deploy:
 
 def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
-    from providers import crd_check, gate, resources, status
-    from providers.props import GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps
-
     resource, provider = {
         GateProps: (resources.WeightsGate, gate.WeightsGateProvider),
         StatusProps: (resources.ModelStatus, status.ModelStatusProvider),

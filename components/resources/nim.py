@@ -13,7 +13,8 @@ from typing import Optional
 
 import pulumi
 
-from ..config.model import ModelConfig, StackConfig
+from ..config.model import ModelConfig
+from ..config.stack import StackConfig
 from .model import Deploy, ModelServer
 
 

@@ -9,6 +9,10 @@ from typing import Optional
 
 import pulumi
 
+from contract.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
+from providers import resources as dynamic
+from providers.crd_check import RequiredCrdsProvider
+
 from .. import children as roles
 from ..children import child as child_name
 from ..compile import metrics
@@ -16,7 +20,7 @@ from ..compile.dashboard import compile_dashboard
 from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
-from ..config.model import StackConfig
+from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
 
 
@@ -52,11 +56,7 @@ class Platform(pulumi.ComponentResource):
         self.metrics_check: Optional[pulumi.Resource] = None
         requirements = metrics.required_crds(stack)
         if requirements and not stack.cluster.render_yaml_to_directory:
-            from providers.crd_check import RequiredCrdsProvider
-            from providers.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
-            from providers.resources import RequiredCrds
-
-            self.metrics_check = RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), RequiredCrdsProps(
+            self.metrics_check = dynamic.RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), RequiredCrdsProps(
                 "platform.metrics", tuple(CrdRequirement.from_dict(r) for r in requirements),
                 ClusterTarget.of(stack.cluster),
             ).to_dict(), RequiredCrdsProvider(), after_namespace)

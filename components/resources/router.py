@@ -32,21 +32,22 @@ from typing import Optional
 
 import pulumi
 
-from providers.props import (
+from contract.props import (
     ClusterTarget,
     CrdRequirement,
     RequiredCrdsProps,
     RouterTargetsProps,
     WorkloadKindProps,
 )
+from providers.crd_check import RequiredCrdsProvider
 from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
 from providers.router_guard import WorkloadKindGuardProvider
+from providers.router_targets import RouterTargetsProvider
 
 from .. import children as roles
 from ..children import child as child_name
 from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
-from ..config.model import StackConfig
-from ..config.router import fronted_models
+from ..config.stack import StackConfig, fronted_models
 from . import kubernetes as kube_resources
 from .model import Deploy
 
@@ -81,8 +82,6 @@ class RequestRouter(pulumi.ComponentResource):
         self.crd_check = self.targets = None
         requirements = required_crds(manifests)
         if requirements and not deploy.rendering:
-            from providers.crd_check import RequiredCrdsProvider
-
             self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), RequiredCrdsProps(
                 f"router {name}", tuple(CrdRequirement.from_dict(r) for r in requirements), cluster,
             ).to_dict(), RequiredCrdsProvider(), after(*base))
@@ -134,8 +133,6 @@ class RequestRouter(pulumi.ComponentResource):
         apply(roles.ROUTER_SERVICE_MONITOR, manifests.service_monitor, self.service, *crd_check)
 
         if not deploy.rendering:
-            from providers.router_targets import RouterTargetsProvider
-
             # Read, not awaited: each fronted model already waited for its rollout. The models'
             # recorded targets are inputs, so whenever a model's status is re-recorded (a
             # rollout, a scale) the router's view is re-read with it, in the same `up`.

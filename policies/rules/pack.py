@@ -25,6 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from . import ALL_RULES
 from .base import Rule
 from .kube import UNKNOWN, UNKNOWN_SENTINELS, Finding, K8sObject, Stack, StackResource
 
@@ -114,6 +115,4 @@ def to_policy(rule: Rule) -> Policy:
 
 
 def policies(rules: Optional[Iterable[Rule]] = None) -> list[Policy]:
-    from . import ALL_RULES
-
     return [to_policy(rule) for rule in (ALL_RULES if rules is None else rules)]

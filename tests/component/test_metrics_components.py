@@ -8,7 +8,8 @@ import pulumi
 import pytest
 
 import providers.resources as dynamic_resources
-from component_kit import deploy_platform, record_graph
+from components.resources import NimModel, VllmModel
+from tests.support.component_kit import deploy_platform, record_graph
 
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [
@@ -31,8 +32,6 @@ def graph(monkeypatch):
 
 
 def declare(config: dict):
-    from components.resources import NimModel, VllmModel
-
     stack, deploy = deploy_platform(config)
     return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
 

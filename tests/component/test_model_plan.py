@@ -9,7 +9,9 @@ import pytest
 from components import children as roles
 from components.compile.plan import PLATFORM, model_plan
 from components.config import load_stack_config
-from providers.props import GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, StatusProps
+from components.config.platform import PlatformConfig
+from contract.props import GateProps, NimOperatorCheckProps, OperatorObjects, RawObjects, RequiredCrdsProps, StatusProps
+from providers.transience import DEFAULT_RESTART_THRESHOLD
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = {
@@ -79,20 +81,15 @@ def test_rendering_leaves_out_the_cluster_children_and_passes_their_waits_on() -
 
 
 def test_the_restart_threshold_reaches_both_status_paths_only_when_set() -> None:
-    from providers.transience import DEFAULT_RESTART_THRESHOLD
-
     for kind in MODELS:
         assert "restart_threshold" not in plan(kind).status.to_dict()
         assert plan(kind, restartThreshold=5).status.to_dict()["restart_threshold"] == 5
     # The provider's default is the config's: a stack that leaves it out waits the same.
-    from components.config.platform import PlatformConfig
 
     assert PlatformConfig.model_fields["restart_threshold"].default == DEFAULT_RESTART_THRESHOLD
 
 
 def test_an_autoscaled_plan_checks_kedas_crd_first_and_scales_the_server_after_it() -> None:
-    from providers.props import RequiredCrdsProps
-
     stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}}, "models": [{
         **MODELS["vllm"], "weights": {"accessMode": "ReadWriteMany"},
         "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}}]})

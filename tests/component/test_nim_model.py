@@ -7,8 +7,9 @@ import pytest
 
 import providers.nim_status as nim_status
 import providers.resources as dynamic_resources
-from component_kit import Mocks, deploy_platform, record_graph
 from components.config import load_stack_config
+from components.resources import Deploy, NimModel, VllmModel
+from tests.support.component_kit import Mocks, deploy_platform, record_graph
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 OPERATOR = {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
@@ -26,8 +27,6 @@ def graph(monkeypatch):
 
 
 def deploy_stack(raw: dict):
-    from components.resources import NimModel, VllmModel
-
     stack, deploy = deploy_platform(raw, Mocks(status_target="op-0"))
     return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
 
@@ -103,8 +102,6 @@ def test_render_mode_has_no_check_and_no_status(graph):
 
 @pulumi.runtime.test
 def test_nim_model_refuses_vllm_models(graph):
-    from components.resources import Deploy, NimModel
-
     pulumi.runtime.set_mocks(Mocks(), preview=False)
     stack = load_stack_config({"models": [VLLM]})
     with pytest.raises(ValueError, match="NimModel serves NIM only"):

@@ -18,11 +18,13 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockMonitor
 
-from component_kit import Mocks
 from components import children as roles
 from components.config import load_stack_config
+from components.config.stack import fronted_models
 from components.preview_report import Preview, Step, component_of, role_of, summarize
 from components.preview_report.summary import MODEL_TYPES, PLATFORM_TYPE, ROUTER_TYPE
+from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+from tests.support.component_kit import Mocks
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [
@@ -82,9 +84,6 @@ class RecordingMonitor(MockMonitor):
 
 def declare(platform_config: dict, router: dict) -> list[Registered]:
     """Every resource a stack of MODELS, ``platform_config`` and ``router`` declares."""
-    from components.config.router import fronted_models
-    from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
-
     mocks = Mocks(status_target="plain-0")
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, preview=False, monitor=monitor)

@@ -6,8 +6,10 @@ import pulumi
 import pytest
 
 import components.resources.router as router_resources
-from component_kit import Graph, deploy_platform, record_graph
+from components.config.stack import fronted_models
+from components.resources import RequestRouter, VllmModel
 from providers.router_guard import WorkloadKindGuardProvider
+from tests.support.component_kit import Graph, deploy_platform, record_graph
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MODELS = [
@@ -24,9 +26,6 @@ def graph(monkeypatch):
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
-    from components.config.router import fronted_models
-    from components.resources import RequestRouter, VllmModel
-
     stack, deploy = deploy_platform(
         {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": MODELS, "router": router, **extra})
     models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}

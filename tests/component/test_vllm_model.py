@@ -5,7 +5,10 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from component_kit import deploy_platform, record_graph
+from components.resources import VllmModel
+from providers import crd_check
+from providers import resources as dynamic_resources
+from tests.support.component_kit import deploy_platform, record_graph
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi"},
@@ -23,8 +26,6 @@ def graph(monkeypatch):
 
 
 def deploy_stack(raw: dict):
-    from components.resources import VllmModel
-
     stack, deploy = deploy_platform(raw)
     return [VllmModel(m, stack, deploy) for m in stack.models]
 
@@ -87,9 +88,6 @@ def test_outputs_name_the_endpoint(graph):
 
 @pulumi.runtime.test
 def test_an_autoscaled_model_declares_the_crd_check_and_the_scaled_object(monkeypatch):
-    from providers import crd_check
-    from providers import resources as dynamic_resources
-
     graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"))
     deploy_stack({"platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}}, "models": [
         {"name": "gamma", "source": {"repo": "org/gamma"}, "resources": {"memory": "8Gi"},

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fault_kit import Cluster, FaultProject
-from tests.integration.harness import require_engine
+from tests.support.fault_kit import Cluster, FaultProject
+from tests.support.harness import require_engine
 
 
 @pytest.fixture(scope="session")

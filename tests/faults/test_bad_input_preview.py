@@ -3,7 +3,7 @@ path, cleanly (no traceback), without echoing a secret, and with ZERO connection
 or to the Hugging Face endpoint.
 
 Proof by observation: each case's stack points at its own kubeconfig whose server is a loopback
-listener that records every connection (tests/faults/no_cluster.py), and preflight's endpoint at
+listener that records every connection (tests/support/no_cluster.py), and preflight's endpoint at
 another one. A valid stack previewed the same way does connect (the control), so an empty log
 means the program stopped before the cluster, not that the trap is deaf.
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bad_configs import BAD_CONFIGS, BadConfig, refusal_lines
-from no_cluster import ConnectionTrap, write_kubeconfig
-from tests.integration.harness import Project
+from tests.support.bad_configs import BAD_CONFIGS, BadConfig, refusal_lines
+from tests.support.harness import Project
+from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

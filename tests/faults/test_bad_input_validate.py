@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bad_configs import BAD_CONFIGS, BadConfig, refusal_lines, write_stack_file
-from no_cluster import ConnectionTrap, write_kubeconfig
+from tests.support.bad_configs import BAD_CONFIGS, BadConfig, refusal_lines, write_stack_file
+from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """(c) Kubernetes API faults during `pulumi up`, injected by a proxy in front of the apiserver
-(tests/faults/chaos_proxy.py) that the pulumi-kubernetes provider and our dynamic providers
+(tests/support/chaos_proxy.py) that the pulumi-kubernetes provider and our dynamic providers
 (gate, status) both go through.
 
 - Retryable faults (429 with Retry-After, 503 bursts, connections dropped before an answer, a
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos_proxy import ChaosProxy, Drop, Respond, every, outage
-from fault_kit import assert_state_matches_cluster
-from tests.integration.harness import small_model, stack_config
+from tests.support.chaos_proxy import ChaosProxy, Drop, Respond, every, outage
+from tests.support.fault_kit import assert_state_matches_cluster
+from tests.support.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

@@ -1,5 +1,5 @@
 """The guards the fault suite found missing, without a cluster (the in-memory API of
-tests/providers/fakes.py): the gate re-runs a puller whose outcome cannot stand for the weights,
+tests/support/fakes.py): the gate re-runs a puller whose outcome cannot stand for the weights,
 and the status waits again on `up` when its record is not READY.
 
 The end-to-end cases are test_fault_puller.py (a reported failure is re-run) and
@@ -9,18 +9,14 @@ test_fault_drift.py (a re-created volume is re-pulled; the status after refresh 
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
-
-from fakes import CLAIM, NS, PULLER_JOB, SOURCE, FakeBatch, FakeCluster, job, pod, pvc
 from providers import gate, kube
 from providers.gate import FAILURE_REPORTED, WeightsGateProvider, WeightsNotReady
 from providers.projection import ERROR, PENDING, READY, UNKNOWN
 from providers.status import ModelStatusProvider
+from tests.support.fakes import CLAIM, NS, PULLER_JOB, SOURCE, FakeBatch, FakeCluster, job, pod, pvc
 
 pytestmark = pytest.mark.faults
 

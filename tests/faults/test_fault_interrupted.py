@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fault_kit import assert_state_matches_cluster
-from tests.integration.harness import small_model, stack_config
+from tests.support.fault_kit import assert_state_matches_cluster
+from tests.support.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

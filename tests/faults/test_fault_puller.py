@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from chaos_proxy import ChaosProxy, fake_logs
-from tests.integration.harness import small_model, stack_config
+from tests.support.chaos_proxy import ChaosProxy, fake_logs
+from tests.support.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

@@ -47,7 +47,7 @@ import pytest
 
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
-from tests.integration.harness import small_model, stack_config
+from tests.support.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

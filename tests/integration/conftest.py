@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from harness import Project, require_engine
+from tests.support.harness import Project, require_engine
 
 
 @pytest.fixture(scope="module")

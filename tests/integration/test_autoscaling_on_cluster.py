@@ -16,8 +16,8 @@ import pytest
 
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
-from fixture_crds import WAIT, FixtureCrds, wait_for
-from harness import REPO, small_model, stack_config
+from tests.support.fixture_crds import WAIT, FixtureCrds, wait_for
+from tests.support.harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

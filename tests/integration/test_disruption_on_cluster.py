@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from harness import small_model, stack_config
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from harness import small_model, stack_config
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

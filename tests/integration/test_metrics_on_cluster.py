@@ -17,8 +17,8 @@ import json
 import pytest
 
 from components.compile import dashboard as dash
-from fixture_crds import FixtureCrds
-from harness import REPO, small_model, stack_config
+from tests.support.fixture_crds import FixtureCrds
+from tests.support.harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -37,8 +37,8 @@ import yaml
 from components.compile import nim as nim_compile
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
-from fixture_crds import FixtureCrds, wait_for
-from harness import REPO, small_model, stack_config
+from tests.support.fixture_crds import FixtureCrds, wait_for
+from tests.support.harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

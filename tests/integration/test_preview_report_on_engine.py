@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness import small_model, stack_config
 from policies.rules import ALL_RULES
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import REPO, Project, require_engine
+from tests.support.harness import REPO, Project, require_engine
 
 pytestmark = pytest.mark.integration
 

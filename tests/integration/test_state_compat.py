@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from harness import small_model, stack_config
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

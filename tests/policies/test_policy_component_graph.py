@@ -18,6 +18,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 from components.config import load_stack_config
+from components.config.stack import fronted_models
+from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 from policies.rules import ALL_RULES
 from policies.rules.base import violations
 from policies.rules.kube import Stack, StackResource
@@ -67,9 +69,6 @@ class RecordingMonitor(MockMonitor):
 
 
 def register(raw: dict) -> Stack:
-    from components.config.router import fronted_models
-    from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
-
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), preview=True, monitor=monitor)
     stack = load_stack_config(raw)

@@ -14,7 +14,7 @@ import test_policy_router
 import test_policy_stack
 
 from policies.rules import ALL_RULES
-from policy_helpers import compliant, messages, run
+from tests.support.policy_helpers import compliant, messages, run
 
 FAIL_CASES = [
     case

@@ -9,7 +9,7 @@ import pytest
 from policies.rules import disruption
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN
-from policy_helpers import Case, check_case, compliant, container, pod, run
+from tests.support.policy_helpers import Case, check_case, compliant, container, pod, run
 
 
 def _budget(world, model="llama"):

@@ -7,7 +7,7 @@ import pytest
 from policies.rules import gpu
 from policies.rules.base import violations
 from policies.rules.kube import K8sObject
-from policy_helpers import DELETE, Case, check_case, compliant, container, pod, put, run
+from tests.support.policy_helpers import DELETE, Case, check_case, compliant, container, pod, put, run
 
 
 def _dshm(world, model="llama"):

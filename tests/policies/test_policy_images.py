@@ -6,7 +6,7 @@ import pytest
 
 from policies.rules import images
 from policies.rules.images import parse_image
-from policy_helpers import Case, check_case, compliant, container, put, run
+from tests.support.policy_helpers import Case, check_case, compliant, container, put, run
 
 DIGEST = "sha256:" + "a" * 64
 

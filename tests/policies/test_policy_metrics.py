@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from policies.rules import metrics
-from policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, deep, run
+from tests.support.policy_helpers import STACK, Case, World, check_case, compiled_manifests, compliant, deep, run
 
 
 def _monitor(world, model: str = "qwen") -> dict:

@@ -18,7 +18,7 @@ from policies.rules import ALL_RULES
 from policies.rules.base import Rule, resource_rule
 from policies.rules.kube import type_token
 from policies.rules.pack import policies, to_policy
-from policy_helpers import PROVIDER_URN, compliant, container, logical_name, urn
+from tests.support.policy_helpers import PROVIDER_URN, compliant, container, logical_name, urn
 
 PACK = Path(__file__).resolve().parents[2] / "policies"
 UNKNOWN_NUMBER = "3eeb2bf0-c639-47a8-9e75-3b44932eb421"

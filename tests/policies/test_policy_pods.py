@@ -7,7 +7,7 @@ import pytest
 from policies.rules import pods
 from policies.rules.base import violations
 from policies.rules.kube import K8sObject
-from policy_helpers import DELETE, Case, check_case, compliant, container, messages, pod, put, run
+from tests.support.policy_helpers import DELETE, Case, check_case, compliant, container, messages, pod, put, run
 
 
 def _server_uid(world, uid):

@@ -8,7 +8,7 @@ from components.compile.plan import compile_stack
 from components.config import load_stack_config
 from policies.rules import rbac
 from policies.rules.base import violations
-from policy_helpers import Case, check_case, compliant, messages, run
+from tests.support.policy_helpers import Case, check_case, compliant, messages, run
 
 
 def _teardown(world):

@@ -9,7 +9,7 @@ import pytest
 from policies.rules import router
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN
-from policy_helpers import Case, check_case, compliant, run
+from tests.support.policy_helpers import Case, check_case, compliant, run
 
 
 def _router(world):

@@ -5,7 +5,7 @@ Hub's do; a rule that finds something here means the compiler emits what the pac
 from __future__ import annotations
 
 from policies.rules import ALL_RULES
-from policy_helpers import World, compiled_manifests, messages, run
+from tests.support.policy_helpers import World, compiled_manifests, messages, run
 
 SOURCES = {
     "platform": {"sharedMemorySizeLimit": "1Gi", "networkPolicy": {"enabled": True, "allowFrom": [

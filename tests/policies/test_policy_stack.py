@@ -8,7 +8,7 @@ import pytest
 from policies.rules import stack
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN, StackResource
-from policy_helpers import GATE_TYPE, Case, check_case, compliant, messages, run
+from tests.support.policy_helpers import GATE_TYPE, Case, check_case, compliant, messages, run
 
 
 def _drop_label(world, model, key):

@@ -12,7 +12,7 @@ import pytest
 from policies.rules import ALL_RULES, gpu, images, pods, rbac, router, stack
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN, K8sObject
-from policy_helpers import compliant, container, messages, run
+from tests.support.policy_helpers import compliant, container, messages, run
 
 
 def paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:

@@ -13,6 +13,15 @@ import json
 import os
 import sys
 
+# Run by path from a checkout's root: that checkout's packages, whichever commit it is.
+sys.path.insert(0, os.getcwd())
+
+import pulumi
+
+from components.config import load_stack_config
+from components.config.router import RouterConfig
+from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+
 STACK = {
     "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "context": "gpu-cluster"},
     "platform": {"sharedMemorySizeLimit": "1Gi", "networkPolicy": {"enabled": True}},
@@ -34,8 +43,6 @@ def stack_for_this_checkout() -> dict:
     """STACK as this checkout's config spells it. Since the router follows the request router's
     chart (issue 17), the ServiceMonitor setting covers router and backend router and lives under
     `router.metrics`; the baseline checkout reads the old spelling."""
-    from components.config.router import RouterConfig
-
     if "metrics" not in RouterConfig.model_fields:
         return STACK
     router = dict(STACK["router"])
@@ -45,12 +52,6 @@ def stack_for_this_checkout() -> dict:
 
 
 def record() -> dict:
-    import pulumi
-
-    from components.config import load_stack_config
-    from components.config.router import fronted_models
-    from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
-
     recorded: dict = {}
 
     class Mocks(pulumi.runtime.Mocks):
@@ -78,7 +79,9 @@ def record() -> dict:
         models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}
         for name, component in models.items():
             parents[name] = component._type  # the component's type token is part of its children's URNs
-        fronted = fronted_models(stack.router, [m.name for m in stack.models])
+        # The router's models in stack order (router.models narrows them), spelled out here
+        # rather than imported: the function moved between checkouts this script records.
+        fronted = [m.name for m in stack.models if stack.router.models is None or m.name in stack.router.models]
         router = RequestRouter(stack, deploy, fronts=[models[n] for n in fronted])
         parents[router._name] = router._type
         return pulumi.Output.all(*(c.urn for c in [*models.values(), router]))
@@ -88,6 +91,5 @@ def record() -> dict:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.getcwd())
     json.dump(record(), sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

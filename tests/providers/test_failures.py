@@ -8,7 +8,11 @@ import time
 import traceback
 
 from providers import failures
+from providers.crd_check import CrdsMissing
 from providers.failures import Reported, reported
+from providers.gate import WeightsNotReady
+from providers.kube import ClusterUnreachable
+from providers.nim_status import NimModelNotServing, NimOperatorMissing
 from providers.status import ModelNotServing
 
 
@@ -39,11 +43,6 @@ def test_any_other_exception_keeps_its_frames_even_after_a_reported_one():
 
 
 def test_every_user_facing_failure_is_reported():
-    from providers.crd_check import CrdsMissing
-    from providers.gate import WeightsNotReady
-    from providers.kube import ClusterUnreachable
-    from providers.nim_status import NimModelNotServing, NimOperatorMissing
-
     for cls in (ModelNotServing, NimModelNotServing, NimOperatorMissing, CrdsMissing, WeightsNotReady, ClusterUnreachable):
         assert issubclass(cls, Reported), cls
 

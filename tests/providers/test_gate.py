@@ -16,7 +16,12 @@ import dill
 import pytest
 from pulumi.dynamic import dynamic as pulumi_dynamic
 
-from fakes import (
+from contract.props import GateProps
+from providers import gate, kube
+from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
+from providers.projection import job_succeeded
+from providers.status import ModelStatusProvider
+from tests.support.fakes import (
     CLAIM,
     NS,
     PULLER_JOB,
@@ -32,10 +37,6 @@ from fakes import (
     protocol_error,
     pvc,
 )
-from providers import gate, kube
-from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
-from providers.projection import job_succeeded
-from providers.props import GateProps
 
 ROOT = Path(__file__).resolve().parents[2]
 PULLER_POD = f"{PULLER_JOB}-x7k2p"
@@ -296,8 +297,6 @@ def test_the_provider_pickles_with_dill_as_the_engine_does(cluster: FakeCluster)
 
 
 def test_the_status_provider_pickles_with_dill() -> None:
-    from providers.status import ModelStatusProvider
-
     restored = dill.loads(base64.b64decode(pulumi_dynamic.serialize_provider(ModelStatusProvider())))
     assert type(restored).__name__ == "ModelStatusProvider" and vars(restored) == {}
 

@@ -14,11 +14,11 @@ import json
 
 import pytest
 
-from fakes import NS, PULLER_JOB, FakeClock, FakeCluster, api_error, container_status, job, pod, pvc
+from contract.props import GateProps
 from providers import gate, kube
 from providers.gate import WeightsGateProvider, WeightsNotReady
 from providers.projection import job_succeeded
-from providers.props import GateProps
+from tests.support.fakes import NS, PULLER_JOB, FakeClock, FakeCluster, api_error, container_status, job, pod, pvc
 
 PULLER_POD = f"{PULLER_JOB}-x7k2p"
 PROPS = {"namespace": NS, "model": "llama", "weights_claim": "llama-weights-1a2b3c4d", "puller_job": PULLER_JOB,

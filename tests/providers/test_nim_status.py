@@ -16,7 +16,7 @@ from typing import Any, Optional
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from components.labels import NIM_CRD_NAMES as CRD_NAMES
+from contract.labels import NIM_CRD_NAMES as CRD_NAMES
 from providers import crd_check, kube
 from providers.crd_check import check_required
 from providers.inputs import UNKNOWN_INPUT

@@ -9,7 +9,10 @@ from __future__ import annotations
 import pytest
 import urllib3
 
-from fakes import (
+from providers import kube
+from providers.observe import ModelRef, current_status
+from providers.projection import ERROR, PENDING, READY, UNKNOWN
+from tests.support.fakes import (
     DEPLOYMENT,
     NOW,
     NS,
@@ -26,9 +29,6 @@ from fakes import (
     ready_server_pod,
     ready_slices,
 )
-from providers import kube
-from providers.observe import ModelRef, current_status
-from providers.projection import ERROR, PENDING, READY, UNKNOWN
 
 REF = ModelRef(namespace=NS, model="llama", deployment=DEPLOYMENT, service=SERVICE, puller_job=PULLER_JOB,
                pending_timeout_seconds=900)

@@ -13,21 +13,6 @@ from typing import Optional
 
 import pytest
 
-from fakes import (
-    NOW,
-    REPO,
-    SOURCE,
-    container_status,
-    deployment,
-    endpoint,
-    endpoint_slice,
-    event,
-    job,
-    pod,
-    ready_server_pod,
-    ready_slices,
-    unschedulable,
-)
 from providers.projection import (
     ERROR,
     EVENTS_LIMIT,
@@ -41,6 +26,21 @@ from providers.projection import (
     Status,
     pods_needing_logs,
     project_status,
+)
+from tests.support.fakes import (
+    NOW,
+    REPO,
+    SOURCE,
+    container_status,
+    deployment,
+    endpoint,
+    endpoint_slice,
+    event,
+    job,
+    pod,
+    ready_server_pod,
+    ready_slices,
+    unschedulable,
 )
 
 PULLER_POD = "llama-puller-1a2b3c4d-x7k2p"

@@ -1,5 +1,5 @@
-"""RouterTargets provider and `python -m components targets`: what the router can reach under the
-upstream rules, read in two calls (EndpointSlices, pods).
+"""RouterTargets provider: what the router can reach under the upstream rules, read in two calls
+(EndpointSlices, pods).
 
 Router pods: the headless Service's slices with named grpc/TCP and quic/UDP ports, ready and not
 terminating endpoints, by ``targetRef.name`` (devilkun/nvcf@e07119fa stargate-k8s-router
@@ -8,51 +8,9 @@ terminating endpoints, by ``targetRef.name`` (devilkun/nvcf@e07119fa stargate-k8
 
 from __future__ import annotations
 
-import io
-import json
-
-from components.config import load_stack_config
-from fakes import NS, FakeCluster, api_error, container_status, endpoint, endpoint_slice, pod
-from providers import kube
-from providers.router_targets import RouterTargetsProvider, print_router_targets, read_router_targets, service_selector
-
-SERVICES = {"llama": "llama", "qwen": "qwen"}
-HEADLESS = "llm-router-headless"
-PROPS = {"router": "llm-router", "namespace": NS, "services": SERVICES, "kubeconfig": "", "context": ""}
-ROUTER_PORTS = [{"name": "grpc", "port": 50071, "protocol": "TCP"}, {"name": "quic", "port": 50072, "protocol": "UDP"}]
-
-
-def router_slice(name: str, endpoints: list[dict], ports=None) -> dict:
-    item = endpoint_slice(name, endpoints, service=HEADLESS)
-    item["ports"] = ROUTER_PORTS if ports is None else ports
-    return item
-
-
-def model_pod(name: str, pylon_ready: bool = True, pylon: bool = True) -> dict:
-    statuses = [container_status("server", ready=True, running=True)]
-    if pylon:
-        statuses.append(container_status("pylon", ready=pylon_ready, running=True))
-    return pod(name, containers=statuses)
-
-
-def slices() -> list[dict]:
-    return [
-        endpoint_slice("llama-a", [endpoint("llama-0", "10.0.0.1"), endpoint("llama-1", "10.0.0.2", ready=False)], service="llama"),
-        endpoint_slice("llama-b", [endpoint("llama-0", "10.0.0.1"), endpoint("llama-2", "10.0.0.3")], service="llama"),
-        endpoint_slice("qwen-a", [endpoint("qwen-0", "10.0.1.1")], service="qwen"),
-        endpoint_slice("other-a", [endpoint("other-0", "10.0.2.1")], service="other"),
-        router_slice("router-a", [endpoint("llm-router-0", "10.0.3.1"),
-                                  endpoint("llm-router-1", "10.0.3.2", terminating=True),
-                                  endpoint("llm-router-2", "10.0.3.3", ready=False)]),
-    ]
-
-
-def pods() -> list[dict]:
-    return [model_pod("llama-0"), model_pod("llama-1"), model_pod("llama-2"), model_pod("qwen-0")]
-
-
-def cluster() -> FakeCluster:
-    return FakeCluster().put(*slices(), *pods())
+from providers.router_targets import RouterTargetsProvider, read_router_targets, service_selector
+from tests.support.fakes import NS, FakeCluster, api_error, endpoint, endpoint_slice
+from tests.support.router_world import HEADLESS, PROPS, ROUTER_PORTS, SERVICES, cluster, model_pod, pods, router_slice, slices
 
 
 def test_the_selector_names_every_fronted_service_and_the_headless_once():
@@ -133,40 +91,3 @@ def test_diff_only_when_the_fronted_services_change():
     outs = {**PROPS, "targets": {"count": 1}, "observed_at": "then", "error": ""}
     assert not provider.diff("id", outs, dict(PROPS)).changes
     assert provider.diff("id", outs, {**PROPS, "services": {"llama": "llama"}}).changes
-
-
-STACK = load_stack_config({
-    "platform": {"namespace": NS, "sharedMemorySizeLimit": "1Gi"},
-    "models": [{"name": name, "source": {"repo": f"acme/{name}"}, "resources": {"memory": "8Gi"}}
-               for name in ("llama", "qwen")],
-    "router": {"image": "registry.example.com/llm/router:1.0.0", "workload": {"kind": "StatefulSet"}},
-})
-
-
-def run_cli(monkeypatch, fake, as_json=False):
-    monkeypatch.setattr(kube, "connect", lambda target: fake.clients())
-    out = io.StringIO()
-    return print_router_targets(STACK, as_json=as_json, out=out), out.getvalue()
-
-
-def test_cli_reports_topology_router_pods_and_models_and_exits_zero_when_reachable(monkeypatch):
-    code, text = run_cli(monkeypatch, cluster(), as_json=True)
-    report = json.loads(text)
-    assert code == 0
-    assert report["router"] == "llm-router"
-    assert report["topology"].startswith("StatefulSet")
-    assert report["routers"] == ["llm-router-0"]
-    assert report["models"] == {"llama": ["llama-0", "llama-2"], "qwen": ["qwen-0"]}
-
-
-def test_cli_exits_3_when_a_fronted_model_has_no_pylon_served_pod(monkeypatch):
-    fake = FakeCluster().put(*slices(), model_pod("llama-0"), model_pod("qwen-0", pylon=False))
-    code, text = run_cli(monkeypatch, fake)
-    assert code == 3
-    assert "qwen" in text and "(none)" in text and "StatefulSet" in text
-
-
-def test_cli_exits_3_without_a_router_pod(monkeypatch):
-    fake = FakeCluster().put(*slices()[:3], *pods())
-    code, text = run_cli(monkeypatch, fake)
-    assert code == 3 and "router pods (llm-router-headless): (none)" in text

@@ -25,8 +25,8 @@ import dill
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from fakes import FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
 from providers import crd_check, kube
+from tests.support.fakes import FakeCluster, container_status, deployment, pod, ready_server_pod, ready_slices
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]

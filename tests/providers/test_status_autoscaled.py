@@ -13,7 +13,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fakes import (
+from contract.props import StatusProps
+from providers.projection import READY
+from providers.status import ModelNotServing, rollout_complete
+from tests.support.fakes import (
     SERVER,
     STATUS_PROPS,
     FakeClock,
@@ -25,9 +28,6 @@ from fakes import (
     ready_slices,
     wait_serving,
 )
-from providers.projection import READY
-from providers.props import StatusProps
-from providers.status import ModelNotServing, rollout_complete
 
 SECOND = "llama-server-7d9f8c6b5-x8y9z"
 

@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fakes import (
+from providers import kube
+from providers.projection import READY
+from providers.status import ModelNotServing, wait_until_serving
+from tests.support.fakes import (
     DEPLOYMENT,
     NS,
     PULLER_JOB,
@@ -33,9 +36,6 @@ from fakes import (
     ready_slices,
     unschedulable,
 )
-from providers import kube
-from providers.projection import READY
-from providers.status import ModelNotServing, wait_until_serving
 
 CACHE = f"{SERVICE}-cache-abc123"
 SERVER = "llama-server-7d9f8c6b5-q2w3e"

@@ -11,7 +11,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fakes import (
+from providers import kube
+from providers import status as status_module
+from providers.inputs import UNKNOWN_INPUT
+from providers.projection import ERROR, PENDING, READY, UNKNOWN
+from providers.status import STATUS_KEYS, ModelNotServing, ModelStatusProvider, wait_until_serving
+from tests.support.fakes import (
     DEPLOYMENT,
     NS,
     PULLER_JOB,
@@ -28,11 +33,6 @@ from fakes import (
     ready_slices,
     wait_serving,
 )
-from providers import kube
-from providers import status as status_module
-from providers.inputs import UNKNOWN_INPUT
-from providers.projection import ERROR, PENDING, READY, UNKNOWN
-from providers.status import STATUS_KEYS, ModelNotServing, ModelStatusProvider, wait_until_serving
 
 
 def real_now() -> datetime:

@@ -11,7 +11,25 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fakes import (
+import providers.observe as observe_module
+from contract.props import GateProps
+from providers import gate
+from providers.gate import WeightsNotReady
+from providers.nim_status import NimModelNotServing
+from providers.projection import READY, Observation, lagging_replica
+from providers.status import ModelNotServing
+from providers.status import wait_until_serving as nim_wait
+from providers.transience import (
+    DEFAULT_RESTART_THRESHOLD,
+    DEFINITIVE,
+    TRANSIENT,
+    classify_crash,
+    classify_image_pull,
+    classify_waiting,
+    crash_is_fatal,
+)
+from tests.support.fakes import (
+    NOW,
     NS,
     PULLER_JOB,
     SERVER,
@@ -26,20 +44,6 @@ from fakes import (
     ready_server_pod,
     ready_slices,
     wait_serving,
-)
-from providers import gate
-from providers.gate import WeightsNotReady
-from providers.projection import READY
-from providers.props import GateProps
-from providers.status import ModelNotServing
-from providers.transience import (
-    DEFAULT_RESTART_THRESHOLD,
-    DEFINITIVE,
-    TRANSIENT,
-    classify_crash,
-    classify_image_pull,
-    classify_waiting,
-    crash_is_fatal,
 )
 
 REF = "docker.io/vllm/vllm-openai:v0.11.0"
@@ -408,8 +412,6 @@ def test_a_nim_pod_with_a_definitive_crash_fails_at_its_first_restart() -> None:
     from test_nim_status import FakeCluster as NimCluster
     from test_nim_status import serving as nim_serving
 
-    from providers.nim_status import NimModelNotServing
-    from providers.status import wait_until_serving as nim_wait
 
     cluster = NimCluster()
     nim_serving(cluster)
@@ -431,13 +433,11 @@ def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch
     from test_nim_status import FakeCluster as NimCluster
     from test_nim_status import serving as nim_serving
 
-    from providers.status import wait_until_serving as nim_wait
 
     cluster = NimCluster()
     nim_serving(cluster)
     cluster.set("nimservices", NIM_SERVICE, {"state": "NotReady"})
     slices, cluster.slices = cluster.slices, []
-    import providers.observe as observe_module
 
     # This fake's log is the uid crash; here the crash is one with no definitive words.
     monkeypatch.setattr(observe_module, "read_logs", lambda *_: "RuntimeError: Engine core initialization failed.")
@@ -462,9 +462,6 @@ def test_a_nim_pod_restarting_once_is_waited_out(monkeypatch: pytest.MonkeyPatch
 def test_a_replica_whose_pull_never_recovered_is_named_by_its_pull_not_as_pending() -> None:
     """The rollout check (status.stuck_replica -> projection.lagging_replica) of a replica that
     waited out its pending timeout on a transient pull quotes the pull's last words."""
-    from fakes import NOW
-    from providers.projection import Observation, lagging_replica
-
     stuck = pod(SERVER, phase="Pending", age=1000, containers=[container_status(waiting=TIMEOUT)])
     status = lagging_replica(Observation(model="llama", pods=[stuck], now=NOW, pending_timeout_seconds=900))
     assert status is not None and status.reason == "image-pull" and "i/o timeout" in status.message

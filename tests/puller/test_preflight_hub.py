@@ -1,5 +1,5 @@
 """Preflight's I/O layer with the real huggingface_hub client against the loopback server: each
-hub answer classified as the pure decisions expect (tests/unit/test_preflight.py)."""
+hub answer classified as the pure decisions expect (tests/preflight/test_preflight.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from components.config import load_stack_config
 from components.config.model import DEFAULT_IGNORE_PATTERNS
 from components.preflight import HubError, PreflightError, RepoState, preflight_stack
 from components.preflight.hub import fetch
-from hf_server import tiny_model_files
+from tests.support.hf_server import tiny_model_files
 
 TINY = "acme/tiny"
 

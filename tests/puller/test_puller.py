@@ -23,7 +23,7 @@ import pytest
 from components.compile import common, weights
 from components.config import load_stack_config
 from components.preflight import ENDPOINT_ENV, PreflightError, preflight_stack
-from hf_server import read_safetensors_header, tiny_model_files
+from tests.support.hf_server import read_safetensors_header, tiny_model_files
 
 ROOT = Path(__file__).resolve().parents[2]
 HF = ROOT / ".venv" / "bin" / "hf"

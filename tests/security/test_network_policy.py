@@ -14,7 +14,7 @@ import pytest
 from test_secrets_program import run_program
 
 from components.compile import compile_stack
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError, load_stack_config, read_stack_file
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
@@ -42,7 +42,7 @@ def manifests(raw: dict) -> list[dict]:
 
 
 def all_policies(objects: list[dict]) -> dict[str, dict]:
-    """Every model's policies (the router's own are tested in tests/unit/test_router_network.py)."""
+    """Every model's policies (the router's own are tested in tests/compile/test_router_network.py)."""
     return {m["metadata"]["name"]: m for m in objects if m["kind"] == "NetworkPolicy"
             and "llm-serving.dev/model" in m["spec"]["podSelector"].get("matchLabels", {})}
 
@@ -269,7 +269,6 @@ def test_puller_policies_are_valid_kubernetes():
 def test_the_gpu_cluster_example_pins_every_image_by_digest_and_isolates_every_model():
     from pathlib import Path
 
-    from components.config import read_stack_file
 
     path = Path(__file__).resolve().parents[2] / "stacks" / "Pulumi.gpu-cluster.yaml"
     objects = compile_stack(load_stack_config(read_stack_file(path)))

@@ -9,7 +9,7 @@ kubernetes provider's RPC trace prints the Secret's `data`, i.e. the base64 form
 the plaintext only, and a documented limitation (Pulumi's logging docs: audit verbose logs
 before sharing them).
 
-Three runs: a preview against a cluster that isn't there (tests/faults/no_cluster.py), a render
+Three runs: a preview against a cluster that isn't there (tests/support/no_cluster.py), a render
 stack `up` (renderYamlToDirectory), and an `up` on the simulated cluster. Each has a control
 showing the grep would find the value if it were there: the decrypted config, `stack export
 --show-secrets`, and the Secret in the cluster.
@@ -20,13 +20,12 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import Project, require_engine, small_model, stack_config
+from tests.support.harness import Project, require_engine, small_model, stack_config
+from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +33,6 @@ TOKEN = "hf_EngineSecretProbe" + uuid.uuid4().hex  # unique per run: no false hi
 VERBOSE = ("--logtostderr", "-v=7", "--logflow")
 MOST_VERBOSE = ("--logtostderr", "-v=9", "--logflow")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
-from no_cluster import ConnectionTrap, write_kubeconfig  # noqa: E402
 
 
 def _require_pulumi() -> None:

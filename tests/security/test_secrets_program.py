@@ -24,7 +24,8 @@ from pulumi.runtime.mocks import MockMonitor
 
 from components.compile import compile_stack
 from components.config import ConfigError, StackConfig, load_stack_config, read_stack_file
-from components.config.model import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS, StackSecret
+from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS
+from components.config.types import StackSecret
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_MockProgramToken0123456789abcdefABCDEF"

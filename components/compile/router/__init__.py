@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ...config.model import ModelConfig, StackConfig
-from ...config.router import Topology, fronted_models
+from ...config.model import ModelConfig
+from ...config.router_names import Topology
+from ...config.stack import StackConfig, fronted_models
 from .. import common, nim
 
 # Where pylons call WatchStargates: defined once, beside the pylon that dials it.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...config.model import StackConfig
 from ...config.router_names import dns_names
+from ...config.stack import StackConfig
 from .. import common
 from .flags import backend_args
 from .names import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...config.model import StackConfig
+from ...config.stack import StackConfig
 from .. import common
 from ..network import allowed_peers
 from .names import (

@@ -17,8 +17,8 @@ backend router looks up.
 
 from __future__ import annotations
 
-from ...config.model import StackConfig
-from ...config.router import Topology
+from ...config.router_names import Topology
+from ...config.stack import StackConfig
 from .. import common
 from ..pylon import router_worker_auth
 from .flags import router_args

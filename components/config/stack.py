@@ -1,0 +1,200 @@
+"""The stack: every section of a stack file, and the checks that need more than one of them.
+
+``StackConfig`` is the aggregate on top of the sections (``cluster`` and ``platform`` in
+``platform.py``, ``models`` in ``model.py``, ``router`` in ``router.py`` with its pylon in
+``pylon.py``, the stack secrets). A section validates what it holds alone and never imports this
+module at runtime; every check that reads two sections lives here: the router's models and
+names against the models (``router_problems``), the pylon against the models it fronts
+(``pylon_problems``), autoscaling against platform metrics (``metrics_problems``), shared memory
+against the model's memory, the NIM credentials against the stack secrets, and the network
+policy against the router. Paths are relative to the stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Optional
+
+from pydantic import Field, model_validator
+
+from . import rules, stack_secrets, values
+from .autoscaling import AutoscalingPlatform
+from .model import ModelConfig
+from .platform import ClusterConfig, PlatformConfig
+from .router import RouterConfig
+from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, within
+from .types import StackSecret, Strict
+from .values import Problem
+
+
+class StackConfig(Strict):
+    """Everything one stack declares."""
+
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Target cluster.")
+    platform: PlatformConfig = Field(default_factory=PlatformConfig, description="Platform defaults.")
+    models: tuple[ModelConfig, ...] = Field((), description="Model servers of the stack.")
+    router: Optional[RouterConfig] = Field(None, description="The request router in front of the models; unset: no router.")
+    hf_token: Optional[StackSecret] = Field(
+        None, description="Hugging Face token, as a Pulumi secret only (`pulumi config set --secret "
+        "hfToken <token>`; a plain value is refused). The stack creates the Secret "
+        "`llm-serving-hf-token` (key `token`) from it, which pullers of models without "
+        "`hfTokenSecret` read. Never written to a manifest, an output or a log; `render` omits the "
+        "Secret (create it in the cluster yourself).",
+    )
+    ngc_api_key: Optional[StackSecret] = Field(
+        None, description="NVIDIA NGC API key, as a Pulumi secret only (`pulumi config set --secret "
+        "ngcApiKey <key>`). The stack creates the Secret `llm-serving-ngc-api-key` (key "
+        "`NGC_API_KEY`) from it for NIM models without `nim.authSecret`. `render` omits the Secret.",
+    )
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> StackConfig:
+        seen: set[str] = set()
+        problems: list[Problem] = []
+        for index, model in enumerate(self.with_secret_defaults().models):
+            if model.name in seen:
+                problems.append(Problem(f"models.{index}.name", f"'{model.name}' is declared twice; model names must be unique"))
+            seen.add(model.name)
+            problems.extend(problem.under(f"models.{index}") for problem in rules.auth_secret_problems(model))
+            problems.extend(self._shm_problems(index, model))
+        problems.extend(metrics_problems(
+            [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
+            self.platform.metrics.enabled, self.platform.autoscaling))
+        if self.router is not None:
+            problems.extend(router_problems(
+                self.router, self.platform.namespace, [model.name for model in self.models]))
+            problems.extend(pylon_problems(self))
+        policy = self.platform.network_policy
+        if policy.enabled and self.router is None and "allow_from" not in policy.model_fields_set:
+            problems.append(Problem(
+                "platform.networkPolicy.enabled",
+                "the policy admits model traffic from the router and allowFrom only, and this stack "
+                "has no router: only the monitoring namespace could reach the models. Add "
+                "llm-serving:router, or list the clients of the models under "
+                "platform.networkPolicy.allowFrom",
+            ))
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+    def _shm_problems(self, index: int, model: ModelConfig) -> list[Problem]:
+        """Named at the key the user set: the model's own limit, or the platform default it inherits."""
+        if model.shared_memory_size_limit is not None:
+            where, whose = f"models.{index}.sharedMemorySizeLimit", ""
+        else:
+            where = "platform.sharedMemorySizeLimit"
+            whose = f" (model '{model.name}' inherits it; or set models.{index}.sharedMemorySizeLimit)"
+        limit = self.shm_limit(model)
+        shm, problems = values.parse_quantity(limit), []
+        if model.tensor_parallel_size > 1 and shm < values.parse_quantity("1Gi"):
+            problems.append(Problem(where, f"{limit}: tensor parallel {model.tensor_parallel_size} of model "
+                                    f"'{model.name}' exchanges tensors through /dev/shm; set at least 1Gi{whose}"))
+        if shm > values.parse_quantity(model.resources.memory):
+            problems.append(Problem(where, f"{limit} exceeds the container's memory "
+                                    f"({model.resources.memory}, models.{index}.resources.memory); /dev/shm is "
+                                    f"counted against it, so lower the limit or raise resources.memory{whose}"))
+        return problems
+
+    def shm_limit(self, model: ModelConfig) -> str:
+        return model.shared_memory_size_limit or self.platform.shared_memory_size_limit
+
+    def with_secret_defaults(self) -> StackConfig:
+        """The stack with every model reading the stack secrets it uses and names no Secret for
+        (see stack_secrets.py). ``load_stack_config`` returns stacks resolved this way."""
+        specs = stack_secrets.configured(self)
+        if not specs:
+            return self
+        models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
+        return self.model_copy(update={"models": models})
+
+
+def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[str, ...]:
+    """The models behind the router, in stack order (every model unless ``models`` narrows it)."""
+    names = tuple(model_names)
+    if router.models is None:
+        return names
+    wanted = set(router.models)
+    return tuple(name for name in names if name in wanted)
+
+
+def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[str]) -> list[Problem]:
+    """Checks that need the rest of the stack; paths are relative to the stack."""
+    names = list(model_names)
+    problems: list[Problem] = []
+    if router.models is not None:
+        seen: set[str] = set()
+        for index, name in enumerate(router.models):
+            if name not in names:
+                problems.append(Problem(
+                    f"router.models.{index}",
+                    f"'{name}' is not a model of this stack; declare it under models, or remove it "
+                    f"(models: {', '.join(names) or 'none'})",
+                ))
+            elif name in seen:
+                problems.append(Problem(f"router.models.{index}", f"'{name}' is listed twice; remove one"))
+            seen.add(name)
+    if not fronted_models(router, names) and not problems:
+        problems.append(Problem(
+            "router.models" if router.models is not None else "router",
+            "the router fronts no models; declare models, or remove the router section",
+        ))
+    derived = {router.name, headless_name(router), backend_name(router)}
+    for index, name in enumerate(names):
+        if name in derived:
+            problems.append(Problem(
+                "router.name",
+                f"'{router.name}' collides with model '{name}' (models.{index}): their Services "
+                "would share a name; rename the router",
+            ))
+    if router.tls.issued:
+        allowed = allowed_domains(router, namespace)
+        where = ", ".join(allowed)
+        for index, name in enumerate(router.tls.dns_names):
+            if not any(within(name, domain) for domain in allowed):
+                problems.append(Problem(
+                    f"router.tls.dnsNames.{index}",
+                    f"'{name}' is outside the allowed domains ({where}); add its domain "
+                    "to router.tls.allowedDomains, or remove the name",
+                ))
+        for name in added_dns_names(router, namespace):
+            if not any(within(name, domain) for domain in allowed):
+                problems.append(Problem(
+                    "router.tls.allowedDomains",
+                    f"the router's certificate gets '{name}' by default (the name pylons verify, or "
+                    f"the Service's in-cluster name) and it is outside the allowed domains ({where}); "
+                    f"add '{namespace}.svc.cluster.local' to router.tls.allowedDomains",
+                ))
+    return problems
+
+
+def pylon_problems(stack: StackConfig) -> list[Problem]:
+    """A fronted model must be able to carry the sidecar."""
+    router = stack.router
+    if router is None or router.pylon is None:
+        return []
+    fronted = set(fronted_models(router, [m.name for m in stack.models]))
+    return [
+        Problem(
+            f"models.{index}.path",
+            f"model '{model.name}' is fronted by the router, which reaches models only through a "
+            "pylon sidecar in their pods; the NIM operator renders the pod from the NIMService, "
+            "whose sidecar entries cannot carry the pylon's probes, security context or token "
+            "volume. Use path: raw for this model, or leave it out of router.models",
+        )
+        for index, model in enumerate(stack.models)
+        if model.name in fronted and model.on_operator
+    ]
+
+
+def metrics_problems(autoscaled_models: list[tuple[int, str]], metrics_enabled: bool,
+                     platform: AutoscalingPlatform) -> list[Problem]:
+    """Autoscaling reads a queue depth that only exists once Prometheus scrapes the model.
+    ``autoscaled_models``: (index, name) of the models with ``autoscaling.enabled``."""
+    if metrics_enabled or not platform.require_model_metrics:
+        return []
+    return [Problem(f"models.{index}.autoscaling.enabled",
+                    f"model '{name}' scales on vllm:num_requests_waiting, which Prometheus only has once it "
+                    "scrapes the model; set platform.metrics.enabled: true (a ServiceMonitor per model), or, "
+                    "when your Prometheus scrapes the model pods another way, "
+                    "platform.autoscaling.requireModelMetrics: false")
+            for index, name in autoscaled_models]

@@ -1,0 +1,40 @@
+"""`python -m components status`: the same projection the providers use, live, for on-call."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from contract.props import ClusterTarget
+from providers import kube
+from providers.observe import current_status, observer_for
+from providers.projection import READY, UNKNOWN, Status
+
+from .compile.plan import model_plan
+from .config.stack import StackConfig
+
+
+def collect(stack: StackConfig) -> list[tuple[str, Status]]:
+    """Each model's status, read by the observer its plan names (raw objects or operator CRs)."""
+    observers = [(model.name, observer_for(model_plan(model, stack).status)) for model in stack.models]
+    try:
+        clients = kube.connect(ClusterTarget.of(stack.cluster).kube())
+    except Exception as error:  # noqa: BLE001 - no cluster config: every model is UNKNOWN
+        unknown = Status(UNKNOWN, f"cluster not reachable: {error}", "no-cluster")
+        return [(name, unknown) for name, _ in observers]
+    return [(name, current_status(clients, observer)) for name, observer in observers]
+
+
+def print_status(stack: StackConfig, as_json: bool = False, out=sys.stdout) -> int:
+    rows = collect(stack)
+    if as_json:
+        json.dump({name: status.as_outputs() for name, status in rows}, out, indent=2, sort_keys=True)
+        out.write("\n")
+    else:
+        width = max([len("MODEL")] + [len(name) for name, _ in rows])
+        out.write(f"{'MODEL':<{width}}  {'STATE':<8}  {'READY':>5}  TARGETS  MESSAGE\n")
+        for name, status in rows:
+            out.write(f"{name:<{width}}  {status.state:<8}  {status.ready_replicas:>5}  "
+                      f"{len(status.targets):>7}  {status.message}\n")
+    # Exit 0 only when every model serves: scripts and probes can rely on it.
+    return 0 if rows and all(status.state == READY for _, status in rows) else 3

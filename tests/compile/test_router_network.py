@@ -1,0 +1,143 @@
+"""NetworkPolicies of the router and backend router (`platform.networkPolicy.enabled`).
+
+Checked by what they do: a small evaluator of NetworkPolicy rules (same-namespace podSelector,
+matchLabels + matchExpressions Exists, ports with protocol) is asked about the pods the stack
+itself renders, labelled as its compilers label them.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+
+from components.compile import compile_stack
+from components.compile.router import compile_router
+from components.config import load_stack_config
+from tests.support.builders import model
+
+IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
+
+
+def stack(enabled=True, allow_from=None, **router):
+    policy = {"enabled": enabled}
+    if allow_from is not None:
+        policy["allowFrom"] = allow_from
+    return load_stack_config({"platform": {"networkPolicy": policy}, "models": [model("chat")],
+                              "router": {"image": IMAGE, **router}})
+
+
+def pods(raw) -> dict[str, dict]:
+    return {m["metadata"]["name"]: m["spec"]["template"]["metadata"]["labels"]
+            for m in compile_stack(raw) if m["kind"] in ("Deployment", "StatefulSet")}
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "Exists", "evaluator knows Exists only"
+        if expression["key"] not in labels:
+            return False
+    return True
+
+
+def peer_matches(peer: dict, labels: Optional[dict], namespace: Optional[dict]) -> bool:
+    """``labels``: a pod of the stack's namespace; ``namespace``: labels of another namespace
+    (any pod there); None for an address outside the cluster's pods."""
+    if "namespaceSelector" in peer:
+        return namespace is not None and selects(peer["namespaceSelector"], namespace) and (
+            "podSelector" not in peer)
+    if "podSelector" in peer:
+        return labels is not None and selects(peer["podSelector"], labels)
+    return False
+
+
+def allowed(rules: list[dict], key: str, port: int, protocol: str, labels=None, namespace=None) -> bool:
+    for rule in rules:
+        if not any(p["port"] == port and p["protocol"] == protocol for p in rule.get("ports", [])):
+            continue
+        peers = rule.get(key)
+        if peers is None or any(peer_matches(p, labels, namespace) for p in peers):
+            return True
+    return False
+
+
+def ingress(policy, port, protocol="TCP", labels=None, namespace=None):
+    return allowed(policy["spec"]["ingress"], "from", port, protocol, labels, namespace)
+
+
+def egress(policy, port, protocol="TCP", labels=None):
+    return allowed(policy["spec"]["egress"], "to", port, protocol, labels)
+
+
+def test_no_router_policies_while_the_option_is_off():
+    objects = compile_router(stack(enabled=False, replicas=2))
+    assert objects.network_policy is None and objects.backend_network_policy is None
+
+
+def test_router_policy_selects_the_router_pods_only():
+    raw = stack(replicas=2)
+    objects, labels = compile_router(raw), pods(raw)
+    selector = objects.network_policy["spec"]["podSelector"]
+    assert selects(selector, labels["llm-router"])
+    assert not selects(selector, labels["llm-router-backend-router"]) and not selects(selector, labels["chat"])
+    assert objects.network_policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_clients_reach_http_from_anywhere_and_nothing_else_is_open():
+    policy = compile_router(stack()).network_policy
+    assert ingress(policy, 8000)  # no pod, no namespace: any client
+    for port, protocol in ((50071, "TCP"), (50072, "UDP"), (9090, "TCP")):
+        assert not ingress(policy, port, protocol, labels={"app": "stranger"}), port
+    assert not ingress(policy, 8000, "UDP")
+
+
+def test_pylons_backend_router_and_peers_reach_grpc_and_quic():
+    raw = stack(replicas=2)
+    policy, labels = compile_router(raw).network_policy, pods(raw)
+    for source in ("chat", "llm-router-backend-router", "llm-router"):
+        assert ingress(policy, 50071, "TCP", labels=labels[source]), source
+        assert ingress(policy, 50072, "UDP", labels=labels[source]), source
+    assert not ingress(policy, 50072, "TCP", labels=labels["chat"])  # QUIC is UDP only
+
+
+def test_only_allowed_peers_scrape_metrics():
+    raw = stack()
+    policy, labels = compile_router(raw).network_policy, pods(raw)
+    assert ingress(policy, 9090, namespace=MONITORING)
+    assert not ingress(policy, 9090, labels=labels["chat"])
+    closed = compile_router(stack(allow_from=[])).network_policy
+    assert not ingress(closed, 9090, namespace=MONITORING)
+
+
+def test_backend_router_policy_ingress_and_egress():
+    raw = stack(replicas=2)
+    policy, labels = compile_router(raw).backend_network_policy, pods(raw)
+    assert selects(policy["spec"]["podSelector"], labels["llm-router-backend-router"])
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert ingress(policy, 50071, "TCP", labels=labels["chat"]) and ingress(policy, 50072, "UDP", labels=labels["chat"])
+    assert not ingress(policy, 50071, "TCP", labels={"app": "stranger"})
+    assert ingress(policy, 8080, namespace=MONITORING) and not ingress(policy, 8080, labels=labels["chat"])
+    # Out: the router pods' gRPC and QUIC, the API server for the EndpointSlice watch, DNS.
+    assert egress(policy, 50071, "TCP", labels["llm-router"]) and egress(policy, 50072, "UDP", labels["llm-router"])
+    assert not egress(policy, 50071, "TCP", labels["chat"])
+    assert egress(policy, 443) and egress(policy, 6443)
+    assert egress(policy, 53, "UDP") and egress(policy, 53, "TCP")
+    assert not egress(policy, 8000)
+
+
+@pytest.mark.parametrize("router", [{}, {"workload": {"kind": "StatefulSet"}, "replicas": 2}])
+def test_no_backend_policy_without_a_backend_router(router):
+    objects = compile_router(stack(**router))
+    assert objects.network_policy is not None and objects.backend_network_policy is None
+
+
+def test_the_model_policy_still_admits_the_pylon_side_router():
+    """The models' own policy (compile/network.py) keeps admitting the router pods."""
+    raw = stack()
+    model_policy = next(m for m in compile_stack(raw) if m["kind"] == "NetworkPolicy"
+                        and m["metadata"]["name"] == "chat-ingress")
+    assert any(selects(p["podSelector"], pods(raw)["llm-router"])
+               for p in model_policy["spec"]["ingress"][0]["from"] if "podSelector" in p)
