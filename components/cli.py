@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from providers.kube import NoClusterConfig
+
 from .compile import compile_stack
 from .compile.router import compile_router
 from .config import ConfigError, StackConfig, load_stack_config, read_stack_file, stack_file
@@ -138,6 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_INVALID
+    except NoClusterConfig as error:  # `targets` without a kubeconfig: which one, and the fix
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except OSError as error:  # a path the command cannot read or write: say which, no traceback
         print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1

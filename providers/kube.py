@@ -7,7 +7,9 @@ and imported by the provider host, so they must have no import-time side effects
 from __future__ import annotations
 
 import json
+import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +31,19 @@ class ClusterUnreachable(Reported):
     """The API could not be read this time (after bounded retries)."""
 
 
+class NoClusterConfig(Reported):
+    """Nothing to connect with: no usable kubeconfig (missing file or context) outside a pod, or
+    no Kubernetes client in this Python."""
+
+
+# What to do about it, for the people who run the CLI and `pulumi up` from a shell.
+NO_CLUSTER_FIX = (
+    "fix: `source scripts/env.sh` (it exports KUBECONFIG for the simulated cluster; start that with "
+    "`bash scripts/cluster/cluster.sh start`), or point KUBECONFIG or llm-serving:cluster.kubeconfig "
+    "at your cluster's kubeconfig and set llm-serving:cluster.context if it is not the current one"
+)
+
+
 @dataclass
 class Clients:
     core: Any
@@ -40,14 +55,26 @@ class Clients:
 
 
 def connect(target: Target) -> Clients:
-    from kubernetes import client, config
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        # Not the project's Python (e.g. the system's, before `source scripts/env.sh`): say so,
+        # rather than let a caller report the import as an unreachable cluster.
+        raise NoClusterConfig(
+            f"the Kubernetes client is not installed in this Python ({sys.executable}); fix: "
+            "`source scripts/env.sh` (it puts the project's .venv first on PATH), or run .venv/bin/python"
+        ) from None
 
     configuration = client.Configuration()
     try:
         config.load_kube_config(
             config_file=target.kubeconfig, context=target.context, client_configuration=configuration
         )
-    except config.ConfigException:
+    except config.ConfigException as error:
+        # In a pod the service account is the config; anywhere else the client's in-cluster
+        # fallback would only say "Service host/port is not set", hiding the kubeconfig's problem.
+        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            raise NoClusterConfig(no_cluster_config(target, error)) from None
         config.load_incluster_config(client_configuration=configuration)
     # The client's own urllib3 retries would hide faults from our bounded, logged retries.
     configuration.retries = False
@@ -56,6 +83,24 @@ def connect(target: Target) -> Clients:
         core=client.CoreV1Api(api), apps=client.AppsV1Api(api), batch=client.BatchV1Api(api),
         discovery=client.DiscoveryV1Api(api), custom=client.CustomObjectsApi(api),
     )
+
+
+def no_cluster_config(target: Target, error: BaseException) -> str:
+    """Which kubeconfig was looked for, what is wrong with it, and the fix."""
+    if target.kubeconfig:
+        paths, origin = [target.kubeconfig], "llm-serving:cluster.kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        paths, origin = [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p], "KUBECONFIG"
+    else:
+        paths, origin = ["~/.kube/config"], "the default; KUBECONFIG is not set"
+    where = f"{os.pathsep.join(paths)} ({origin})"
+    if not any(os.path.isfile(os.path.expanduser(path)) for path in paths):
+        problem = f"no kubeconfig: {where} does not exist"
+    elif target.context and "contexts list" in str(error):
+        problem = f"kubeconfig {where} has no context {target.context!r} (llm-serving:cluster.context)"
+    else:
+        problem = f"kubeconfig {where} is unusable: {error}"
+    return f"{problem}; {NO_CLUSTER_FIX}"
 
 
 def status_of(error: BaseException) -> Optional[int]:

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Shared by scripts/up-local.sh and scripts/test.sh: Python env, toolchain, offline Pulumi env.
+# Shared by scripts/up-local.sh, scripts/test.sh and scripts/env.sh: Python env, toolchain,
+# offline Pulumi env.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,12 +26,19 @@ setup_python() {
   fi
 }
 
-setup_toolchain() {
-  bash "$REPO/scripts/toolchain/bootstrap.sh"
+# The built toolchain (pulumi, kubectl, kwokctl, ...) on PATH with its PULUMI_HOME; returns 1
+# when it is not built yet (scripts/toolchain/bootstrap.sh builds it).
+toolchain_env() {
   # shellcheck source=toolchain/versions.sh
   source "$REPO/scripts/toolchain/versions.sh"
+  [ -f "$TOOLCHAIN_ENV" ] || return 1
   # shellcheck disable=SC1090
   source "$TOOLCHAIN_ENV"
+}
+
+setup_toolchain() {
+  bash "$REPO/scripts/toolchain/bootstrap.sh"
+  toolchain_env
 }
 
 setup_testtools() {
@@ -49,8 +57,13 @@ pulumi_env() {
   export PATH="$VENV/bin:$PATH"
 }
 
-start_cluster() {
-  bash "$REPO/scripts/cluster/cluster.sh" start
+# The simulated cluster's kubeconfig (whether or not the cluster runs).
+cluster_kubeconfig() {
   KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
   export KUBECONFIG
+}
+
+start_cluster() {
+  bash "$REPO/scripts/cluster/cluster.sh" start
+  cluster_kubeconfig
 }

@@ -16,3 +16,4 @@ pulumi up --yes --skip-preview --non-interactive -s local
 pulumi stack output -s local --json
 log "what the router forwards to (python -m components targets --stack local)"
 "$VENV/bin/python" -m components targets --stack local
+log "next, in your shell: \`source scripts/env.sh\` (pulumi, kubectl, python and this cluster's KUBECONFIG), then see README.md"

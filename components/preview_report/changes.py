@@ -165,9 +165,9 @@ def server_lines(resource: Resource, pods: str, who: str) -> list[str]:
         scale = f"replicas {before} → {after}" + (": the model stops serving" if after == 0 else "")
         if after is None and before is not None and resource.kind == "Deployment":
             # autoscaling turned on: server-side apply drops the field the stack owned, and the
-            # API server's default (1) holds until the autoscaler raises it (README: Autoscaling).
+            # API server's default (1) holds until the autoscaler raises it (docs/05-day-2.md, Autoscaling).
             scale = (f"**replicas {before} → left to the autoscaler**: the count drops to 1 at this `up` "
-                     "unless handed over first (README: Autoscaling)")
+                     "unless handed over first (docs/05-day-2.md, Autoscaling)")
     if touched:
         if resource.kind == "NIMService":
             reasons = _nim_service_changes(resource, touched)

@@ -13,8 +13,8 @@ from .summary import summarize
 EXIT_PREVIEW_FAILED = 4
 STREAMING = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW"
 
-# The engine settings of the previews this runs (measured on pulumi 3.274, bench/preview.py; the
-# README's "Fast previews" says why each is safe). PULUMI_SKIP_CHECKPOINTS: a preview still has
+# The engine settings of the previews this runs (measured on pulumi 3.274, bench/preview.py;
+# docs/07-policy-and-ci-preview.md, "Fast previews", says why each is safe). PULUMI_SKIP_CHECKPOINTS: a preview still has
 # the engine re-serialise the whole would-be state after every step (quadratic in resources:
 # 47 s instead of 14 s at 100 models), and then throws it away: a preview writes no state, with
 # or without it (checked: the backend's files are byte-identical after either). A value the

@@ -1,6 +1,6 @@
 """RBAC: least privilege for whatever identity runs in the cluster for these workloads.
 
-Conventions (documented in the README): the identity that tears a model down is a Role or
+Conventions (documented in docs/06-security.md): the identity that tears a model down is a Role or
 ClusterRole labelled `app.kubernetes.io/component: teardown`; the backend router's is a Role
 labelled `app.kubernetes.io/component: backend-router`. Serving and puller pods use a
 ServiceAccount bound to nothing.

@@ -208,7 +208,7 @@ def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
 
 def test_a_switch_to_autoscaling_says_the_count_drops_unless_handed_over():
     """Fixed replicas → autoscaling: the Deployment loses spec.replicas, which server-side apply
-    resets to 1 (README: Autoscaling); the report must not call it a harmless scale."""
+    resets to 1 (docs/05-day-2.md, Autoscaling); the report must not call it a harmless scale."""
     graph = graph_of("deployment")
     (server,) = [r for r, _, parent in _children(graph) if parent == "scaled" and r.kind == "Deployment"]
     old, new = {"spec": {"replicas": 2, "template": {}}}, {"spec": {"template": {}}}
@@ -217,4 +217,4 @@ def test_a_switch_to_autoscaling_says_the_count_drops_unless_handed_over():
                               ("spec.replicas",), ("spec.replicas",)))
     (section,) = [s for s in summarize(preview, "s").sections if s.name == "scaled"]
     assert section.lines == ["scale only, **replicas 2 → left to the autoscaler**: the count drops to 1 at this "
-                             "`up` unless handed over first (README: Autoscaling)"]
+                             "`up` unless handed over first (docs/05-day-2.md, Autoscaling)"]

@@ -3,7 +3,7 @@
 What the engine leaves behind, measured here: the file backend's lock (the next `up` refuses:
 "the stack is currently locked"), a pending *create* of the gate in the state, and the killed
 engine's plugins (language host, Kubernetes provider, the dynamic-provider host still polling).
-The recovery procedure the README documents, run here exactly:
+The recovery procedure docs/08-troubleshooting.md documents, run here exactly:
 
     pulumi cancel --yes                            # remove the dead update's lock (no other update running!)
     pulumi refresh --yes --clear-pending-creates   # forget interrupted creates; re-read the rest

@@ -129,7 +129,7 @@ def test_preview_and_up_leave_the_autoscalers_count_alone(deployed, kube):
 
 
 def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(crd_installed, make_project, kube):
-    """What the README and the preview report warn of: the stack owned spec.replicas, the
+    """What docs/05-day-2.md and the preview report warn of: the stack owned spec.replicas, the
     autoscaled manifest leaves it out, server-side apply removes it and the API default (1)
     holds until an autoscaler raises it (none runs here)."""
     project = make_project(lambda ns: fixed_config(ns, 2))
@@ -144,8 +144,8 @@ def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(crd_
 def test_a_model_switched_from_fixed_replicas_keeps_its_pods_with_the_documented_handover(crd_installed, make_project, kube):
     """Fixed `replicas: 2` first: the stack owns spec.replicas. Dropping the field from an apply
     the stack owns would reset it to the API default, 1 (server-side apply removes what its
-    manager no longer declares). The README's handover (another manager applies the same count
-    first) keeps both pods through the switch."""
+    manager no longer declares). The handover of docs/05-day-2.md (another manager applies the
+    same count first) keeps both pods through the switch."""
     project = make_project(lambda ns: fixed_config(ns, 2))
     project.up()
     ns = project.namespace

@@ -80,6 +80,12 @@ EXPECTED = {
     },
     "local": pod_reader(),
     "render": {},
+    # The guides' tour: a NIM raw-path model, a two-replica one (its budget), network policies.
+    "tour": {
+        ("Role", "llm-serving-tour", "llm-serving-teardown"): (
+            *TEARDOWN_CORE, TEARDOWN_NIM, TEARDOWN_NETWORK_POLICIES, TEARDOWN_BUDGETS),
+        **pod_reader("llm-serving-tour"),
+    },
 }
 # (kind, namespace, name) -> (roleRef, subjects)
 EXPECTED_BINDINGS = {
@@ -95,6 +101,12 @@ EXPECTED_BINDINGS = {
     },
     "local": pod_reader_binding(),
     "render": {},
+    "tour": {
+        ("RoleBinding", "llm-serving-tour", "llm-serving-teardown"): (
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llm-serving-teardown"},
+            [{"kind": "ServiceAccount", "name": "llm-serving-teardown", "namespace": "llm-serving-tour"}]),
+        **pod_reader_binding("llm-serving-tour"),
+    },
 }
 
 MODEL = {"name": "chat", "source": {"repo": "acme/chat"}}
