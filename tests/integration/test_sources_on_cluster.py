@@ -11,7 +11,8 @@ themselves run against a real S3 server in tests/puller/test_s3_puller.py and te
 from __future__ import annotations
 
 import pytest
-from harness import small_model, stack_config
+
+from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
