@@ -5,7 +5,7 @@ medians and ratios; ``--json`` writes them.
 
     .venv/bin/python bench/s3_puller_throughput.py [--mb 1024] [--shards 4] [--runs 3] [--json out.json]
 
-Server: versitygw (posix backend) built by scripts/testtools/build.sh, serving files from the page
+Server: versitygw (posix backend; tests/support/s3_server.py) built by scripts/testtools/build.sh, serving files from the page
 cache. Plain parallel copy: one `curl --aws-sigv4` per object, all at once (the tool a human
 would reach for; no client logic of ours in the way); and the same followed by an `md5sum` of
 each object in parallel, which is the work the puller also does (rclone checks the MD5 of every
@@ -30,12 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "puller")]
-
-from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repo root
 
 from components.compile import common, weights  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
+from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin  # noqa: E402
 
 BUCKET, PREFIX = "bench", "model/"
 PULLER = "puller (rclone, rendered flags, MD5-checked)"

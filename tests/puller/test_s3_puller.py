@@ -26,8 +26,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cut_proxy import CutProxy
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 from components.compile import common, weights
 from components.config import load_stack_config
@@ -35,6 +33,8 @@ from components.config.sources import S3Object
 from components.preflight import PreflightError, preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
 from providers.projection import diagnose_puller_failure
+from tests.support.cut_proxy import CutProxy
+from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 BUCKET = "models"
 PREFIX = "llama-tiny/"
