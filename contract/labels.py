@@ -20,3 +20,16 @@ NIM_CACHE_PLURAL, NIM_SERVICE_PLURAL = "nimcaches", "nimservices"
 NIM_CRD_NAMES = (f"{NIM_CACHE_PLURAL}.{NIM_GROUP}", f"{NIM_SERVICE_PLURAL}.{NIM_GROUP}")
 # The operator selects the pods of a NIMService by this label (value: the NIMService's name).
 NIM_POD_SELECTOR_LABEL = "app"
+
+# --- LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1) --
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_VERSION = "v1"
+LWS_PLURAL = "leaderworkersets"
+LWS_CRD_NAME = f"{LWS_PLURAL}.{LWS_GROUP}"
+# Labels the LWS controller and its pod webhook put on every group pod.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" on the leader
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"  # unique per group (the pod webhook sets it)
+# The event the LWS controller records on the LeaderWorkerSet when it recreates a group.
+LWS_RECREATE_EVENT = "RecreateGroupOnPodRestart"

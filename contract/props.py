@@ -113,16 +113,36 @@ class OperatorObjects(Wire):
     service_revision: str = ""
 
 
-def _objects(props: Props) -> Union[RawObjects, OperatorObjects]:
-    # The recorded keys tell the path: only the operator path's status names a NIMService.
-    return OperatorObjects.from_dict(props) if props.get("nim_service") else RawObjects.from_dict(props)
+@dataclass(frozen=True)
+class GroupObjects(Wire):
+    """What a multi-node model's status reads: its LeaderWorkerSet (groups of ``group_size``
+    pods), the Service selecting the leaders, the puller; the revision is the LWS spec's digest."""
+
+    leader_worker_set: str
+    service: str
+    group_size: int
+    puller_job: str = ""
+    lws_revision: str = ""
+
+
+Objects = Union[RawObjects, OperatorObjects, GroupObjects]
+
+
+def _objects(props: Props) -> Objects:
+    # The recorded keys tell the path: only the operator path's status names a NIMService, only
+    # a multi-node model's a LeaderWorkerSet.
+    if props.get("nim_service"):
+        return OperatorObjects.from_dict(props)
+    if props.get("leader_worker_set"):
+        return GroupObjects.from_dict(props)
+    return RawObjects.from_dict(props)
 
 
 @dataclass(frozen=True)
 class StatusProps(Wire):
     namespace: str
     model: str
-    objects: Union[RawObjects, OperatorObjects]
+    objects: Objects
     endpoint_url: str = ""
     pending_timeout_seconds: int = 900
     ready_timeout_seconds: int = 1800
@@ -229,5 +249,5 @@ class RouterTargetsProps(Wire):
 
 
 # Nested fields, by annotation: each reads its part of the same flat dict.
-_NESTED = {"ClusterTarget": ClusterTarget.from_dict, "Union[RawObjects, OperatorObjects]": _objects,
+_NESTED = {"ClusterTarget": ClusterTarget.from_dict, "Objects": _objects,
            "tuple[CrdRequirement, ...]": _requirements}

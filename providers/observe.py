@@ -19,6 +19,9 @@ from typing import Any, Optional, Union
 
 from contract.labels import (
     COMPONENT_LABEL,
+    LWS_GROUP,
+    LWS_PLURAL,
+    LWS_VERSION,
     MODEL_LABEL,
     NIM_CACHE_PLURAL,
     NIM_GROUP,
@@ -27,10 +30,11 @@ from contract.labels import (
     NIM_VERSION,
     SERVER_COMPONENT,
 )
-from contract.props import StatusProps
+from contract.props import GroupObjects, StatusProps
 from contract.targets import SERVICE_NAME_LABEL
 
 from . import kube
+from .group_projection import GroupObservation, group_rollout_complete, groups_of, project_group_status
 from .nim_projection import NimObservation, project_nim_status
 from .projection import (
     ERROR,
@@ -42,6 +46,7 @@ from .projection import (
     log_tail,
     pods_needing_logs,
     project_status,
+    rollout_complete,
 )
 from .transience import DEFAULT_RESTART_THRESHOLD
 
@@ -75,6 +80,9 @@ class ModelRef:
 
     def project(self, seen: Observation) -> Status:
         return project_status(seen)
+
+    def complete(self, seen: Observation, min_replicas: Optional[int] = None) -> bool:
+        return rollout_complete(seen.deployment, min_replicas)
 
 
 @dataclass(frozen=True)
@@ -113,13 +121,61 @@ class OperatorRef:
     def project(self, seen: NimObservation) -> Status:
         return project_nim_status(seen)
 
+    def complete(self, seen: NimObservation, min_replicas: Optional[int] = None) -> bool:
+        return rollout_complete(seen.core.deployment, min_replicas)
 
-Observer = Union[ModelRef, OperatorRef]
+
+@dataclass(frozen=True)
+class GroupRef:
+    """A multi-node model's observer: its LeaderWorkerSet, every pod of its groups, the leaders'
+    EndpointSlices, and the LWS's events (a group the controller recreated)."""
+
+    namespace: str
+    model: str
+    leader_worker_set: str
+    service: str
+    group_size: int
+    puller_job: str = ""
+    pending_timeout_seconds: int = 900
+    restart_threshold: int = DEFAULT_RESTART_THRESHOLD
+
+    def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> GroupObservation:
+        core = Observation(model=self.model, pending_timeout_seconds=self.pending_timeout_seconds,
+                           restart_threshold=self.restart_threshold, now=now or datetime.now(UTC))
+        seen = GroupObservation(self.model, self.leader_worker_set, self.group_size, core=core)
+        seen.leader_worker_set = read_optional(clients, clients.custom.get_namespaced_custom_object, LWS_GROUP,
+                                               LWS_VERSION, self.namespace, LWS_PLURAL, self.leader_worker_set)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, self.namespace,
+                         label_selector=f"{MODEL_LABEL}={self.model}")
+        core.pods = [kube.to_dict(clients, p) for p in pods.items]
+        core.endpoint_slices = _slices(clients, self.namespace, self.service)
+        if seen.leader_worker_set is None:
+            if self.puller_job:
+                core.puller_job = read_optional(clients, clients.batch.read_namespaced_job, self.puller_job, self.namespace)
+        else:
+            seen.lws_events = read_events(clients, self.namespace, [self.leader_worker_set])
+        return seen
+
+    def core(self, seen: GroupObservation) -> Observation:
+        return seen.core
+
+    def project(self, seen: GroupObservation) -> Status:
+        return project_group_status(seen)
+
+    def complete(self, seen: GroupObservation, min_replicas: Optional[int] = None) -> bool:
+        return group_rollout_complete(seen.leader_worker_set, groups_of(seen))
+
+
+Observer = Union[ModelRef, OperatorRef, GroupRef]
 
 
 def observer_for(props: StatusProps) -> Observer:
     objects = props.objects
     threshold = props.restart_threshold or DEFAULT_RESTART_THRESHOLD
+    if isinstance(objects, GroupObjects):
+        # int(): the engine hands numbers back as floats.
+        return GroupRef(props.namespace, props.model, objects.leader_worker_set, objects.service,
+                        int(objects.group_size), objects.puller_job, props.pending_timeout_seconds, threshold)
     if props.on_operator:
         return OperatorRef(props.namespace, props.model, objects.nim_service, objects.nim_cache,
                            props.pending_timeout_seconds, threshold)

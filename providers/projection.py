@@ -290,6 +290,9 @@ def _pending_reason(pod: dict, events: list[dict]) -> tuple[str, str]:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             text = condition.get("message") or ""
+            if "anti-affinity" in text:  # a multi-node group's pods take one node each
+                return ("not-enough-nodes", "no free node for another pod of its group (one pod per node: "
+                        f"the group needs multiNode.nodes GPU nodes) ({cap(text, 200)})")
             if "nvidia.com/gpu" in text:
                 return "insufficient-gpus", f"no node has enough free GPUs ({cap(text, 200)})"
             return "unschedulable", f"it cannot be scheduled ({cap(text, 200)})"
@@ -391,3 +394,24 @@ def project_status(observation: Observation) -> Status:
     if desired == 0:
         return Status(PENDING, "scaled to zero replicas: no routable target", "scaled-to-zero")
     return Status(PENDING, f"model server starting: {ready}/{desired} replicas ready, no routable target yet", "starting", {}, ready)
+
+
+def rollout_complete(deployment: dict | None, min_replicas: int | None = None) -> bool:
+    """The Deployment controller has acted on the current spec, no old pod is left and every
+    desired replica is ready: what `up` promises when it returns (as the Kubernetes provider's
+    own Deployment await does), so a scale-up is not reported done at its first pod.
+
+    Autoscaled (``min_replicas`` set): the live count is the autoscaler's, not the stack's. The
+    rollout is whole when every pod runs the current spec and ``min_replicas`` of them are ready:
+    `up` neither returns below the configured floor nor waits on replicas the autoscaler added
+    for load (a scale-up waiting for GPUs is the autoscaler's business, not this deploy's)."""
+    if not deployment:
+        return False
+    meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
+    desired = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
+    observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+    pods, updated = int(status.get("replicas") or 0), int(status.get("updatedReplicas") or 0)
+    ready = int(status.get("readyReplicas") or 0)
+    if min_replicas is not None:
+        return observed and updated >= pods and ready >= min_replicas
+    return observed and updated >= desired and pods <= desired and ready >= desired

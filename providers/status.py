@@ -26,34 +26,13 @@ from . import kube
 from .failures import Reported, reported
 from .inputs import changed_inputs, inputs_only, now
 from .observe import add_evidence, current_status, observer_for
-from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica
+from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica, rollout_complete  # noqa: F401 (re-exported)
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 
 
 class ModelNotServing(Reported):
     """A model did not reach READY; the message says why and what to do."""
-
-
-def rollout_complete(deployment: dict | None, min_replicas: int | None = None) -> bool:
-    """The Deployment controller has acted on the current spec, no old pod is left and every
-    desired replica is ready: what `up` promises when it returns (as the Kubernetes provider's
-    own Deployment await does), so a scale-up is not reported done at its first pod.
-
-    Autoscaled (``min_replicas`` set): the live count is the autoscaler's, not the stack's. The
-    rollout is whole when every pod runs the current spec and ``min_replicas`` of them are ready:
-    `up` neither returns below the configured floor nor waits on replicas the autoscaler added
-    for load (a scale-up waiting for GPUs is the autoscaler's business, not this deploy's)."""
-    if not deployment:
-        return False
-    meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
-    desired = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
-    observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-    pods, updated = int(status.get("replicas") or 0), int(status.get("updatedReplicas") or 0)
-    ready = int(status.get("readyReplicas") or 0)
-    if min_replicas is not None:
-        return observed and updated >= pods and ready >= min_replicas
-    return observed and updated >= desired and pods <= desired and ready >= desired
 
 
 def rollout_note(deployment: dict | None, min_replicas: int | None) -> str:
@@ -114,7 +93,7 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
             try:
                 seen = observer.observe(clients)
                 note = rollout_note(observer.core(seen).deployment, wanted.min_replicas)
-                if rollout_complete(observer.core(seen).deployment, wanted.min_replicas):
+                if observer.complete(seen, wanted.min_replicas):
                     # Re-projected from the read that saw the rollout done: its targets are
                     # every ready replica, not the first one that made the model READY.
                     final = observer.project(seen)

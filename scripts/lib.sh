@@ -34,10 +34,15 @@ toolchain_env() {
   [ -f "$TOOLCHAIN_ENV" ] || return 1
   # shellcheck disable=SC1090
   source "$TOOLCHAIN_ENV"
+  # The LWS controller and the operators' CRDs (scripts/toolchain/operators.sh), when built.
+  # shellcheck disable=SC1090
+  if [ -f "$OPERATORS_ENV" ]; then source "$OPERATORS_ENV"; fi
 }
 
 setup_toolchain() {
   bash "$REPO/scripts/toolchain/bootstrap.sh"
+  # The LWS controller and the operators' CRDs: a cache of their own, after the toolchain.
+  bash "$REPO/scripts/toolchain/operators.sh"
   toolchain_env
 }
 

@@ -15,6 +15,11 @@ cd "$REPO"
 # The layers (config: .importlinter): providers and the contract never import the app, config
 # sections never import the aggregate. A broken contract fails the run like a failed test.
 "$VENV/bin/lint-imports" --no-cache
+# The real Stargate binaries of the conformance suite (tests/conformance), built from
+# ../shared/vendor/stargate when missing (cached under ~/.cache/llm-serving-stargate; a cold
+# build is ~15 min of 2 cores): a build failure stops the run here. Without the sources it says
+# so and the suite skips.
+PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py >&2
 set +e
 "$VENV/bin/python" -m pytest "$@"
 status=$?

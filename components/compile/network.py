@@ -78,9 +78,18 @@ def compile_model_network_policy(model: ModelConfig, stack: StackConfig) -> Opti
             "ingress": [{
                 "from": peers(stack),
                 "ports": [{"protocol": "TCP", "port": common.SERVER_PORT}],
-            }],
+            }, *_group_ingress(model)],
         },
     }
+
+
+def _group_ingress(model: ModelConfig) -> list[dict]:
+    """multiNode: the pods of a group reach each other on every port. Ray (its GCS port, then
+    node-manager, object-manager and worker ports it picks at start), vLLM's data-parallel RPC
+    port and NCCL's connections (ports chosen at run time) cannot be listed ahead."""
+    if model.multi_node is None:
+        return []
+    return [{"from": [{"podSelector": {"matchLabels": server_pods(model)}}]}]
 
 
 def puller_policy_name(model: ModelConfig) -> str:

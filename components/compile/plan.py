@@ -2,6 +2,7 @@
 and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
+                          (multiNode: a LeaderWorkerSet in place of the Deployment, the Service on its leaders)
                           (autoscaling: RequiredCrds first; ScaledObject after the Deployment)
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
 
@@ -23,6 +24,7 @@ from contract.props import (
     ClusterTarget,
     CrdRequirement,
     GateProps,
+    GroupObjects,
     NimOperatorCheckProps,
     OperatorObjects,
     RawObjects,
@@ -142,9 +144,12 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     monitor = metrics.compile_service_monitor(model, stack)  # platform.metrics
     gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
                      platform.pull_timeout_seconds, cluster)
+    revision = spec_revision(manifests.deployment)
+    multi = model.multi_node
+    objects = (GroupObjects(names.server, names.service, multi.nodes, names.puller, revision) if multi
+               else RawObjects(names.server, names.service, names.puller, revision))
     status = StatusProps(
-        platform.namespace, model.name,
-        RawObjects(names.server, names.service, names.puller, spec_revision(manifests.deployment)),
+        platform.namespace, model.name, objects,
         url, platform.pending_timeout_seconds,
         platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
         restart_threshold=_restart_threshold(platform),
@@ -173,7 +178,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_monitor(monitor),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
-        "weights": names.weights, "puller": names.puller, "deployment": names.server, "service": names.service,
+        "weights": names.weights, "puller": names.puller,
+        ("leader_worker_set" if multi else "deployment"): names.server, "service": names.service,
         **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
-from . import autoscaling, common, engines, network, server, weights
+from . import autoscaling, common, engines, multinode, network, server, weights
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class ModelManifests:
     names: common.ModelNames
     weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours)
     puller_job: dict
-    deployment: dict
+    deployment: dict  # the server: a Deployment, or a LeaderWorkerSet for a multi-node model
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
     puller_network_policy: Optional[dict] = None  # platform.networkPolicy: the puller's egress
@@ -38,13 +38,15 @@ class ModelManifests:
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
     """The raw objects of one model (vLLM, or NIM on the raw path)."""
     stack = engines.stack_for(model, stack)  # a model's own uid/gid reaches all of its pods
+    multi = model.multi_node is not None
     return ModelManifests(
         model=model,
         names=common.ModelNames.of(model),
         weights_pvc=weights.compile_weights_pvc(model, stack.platform),
         puller_job=weights.compile_puller_job(model, stack.platform),
-        deployment=server.compile_server_deployment(model, stack),
-        service=server.compile_service(model, stack.platform),
+        deployment=(multinode.compile_leader_worker_set(model, stack) if multi
+                    else server.compile_server_deployment(model, stack)),
+        service=multinode.compile_leader_service(model, stack) if multi else server.compile_service(model, stack.platform),
         network_policy=network.compile_model_network_policy(model, stack),
         puller_network_policy=network.compile_puller_network_policy(model, stack),
         pod_disruption_budget=server.compile_pod_disruption_budget(model, stack.platform),

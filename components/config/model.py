@@ -17,6 +17,7 @@ from . import managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
+from .multinode import MultiNode, multinode_problems
 from .sources import PvcSource, S3Source, source_problems, source_type
 from .types import (
     Dns1123Label,
@@ -215,6 +216,11 @@ class ModelConfig(Strict):
     disruption: Optional[DisruptionOverride] = Field(
         None, description="Overrides `platform.disruption` (drain seconds, topology spread) for this model.",
     )
+    multi_node: Optional[MultiNode] = Field(
+        None, description="Serve the model across nodes: a LeaderWorkerSet (the LWS controller must be "
+        "installed) instead of the Deployment, one group of `nodes` pods per replica; `gpus` is each "
+        "pod's (node's) share. vLLM only, ReadWriteMany weights only. See docs/multi-node.md.",
+    )
 
     def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
         """This model's drain and spread: its own keys, else the platform's."""
@@ -286,6 +292,7 @@ class ModelConfig(Strict):
         problems.extend(rules.nim_problems(self))
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
+        problems.extend(multinode_problems(self))
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine))
         problems.extend(managed.env_problems(self.env, self.engine))

@@ -27,7 +27,9 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
+from .router_lb import LoadBalancer
 from .router_names import Topology, resolve_topology
+from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
 from .types import Image, NonRootUid, PositiveQuantity, Strict
 from .values import Problem
 
@@ -248,7 +250,18 @@ class RouterConfig(Strict):
     name: RouterName = Field("llm-router", description="Name of the router's workload and Services.")
     image: Image = Field(
         description="Stargate image, fully qualified and pinned (the chart ships no registry "
-        "default); the backend router runs it too. The render follows chart 0.16.2's flags."
+        "default); the backend router runs it too. Its build must be of `release`'s line."
+    )
+    release: RouterRelease = Field(
+        DEFAULT_RELEASE,
+        description="The Stargate release line `image` is a build of, which decides the flags "
+        "rendered: `chart-0.16` (llm-request-router chart 0.16.2, Stargate 0.16.2; the default, "
+        "what every stack rendered before this setting) or `public-0.4` (the public Stargate "
+        "0.4.0 build, NVIDIA/nvcf@fadc0f8: no readiness-gate flags on the router, no "
+        "--advertised-grpc-port/--grpc-pylon-dial-addr/--watch-heartbeat-ms/"
+        "--shutdown-drain-timeout-ms on the backend router, no workerAuth.mode: token; `args` "
+        "and `pylon.args` are checked against its CLI). Not inferred from the image tag: the two "
+        "lines' version numbers overlap (the public workspace is 0.4.0, the chart's images 0.16.2).",
     )
     replicas: int = Field(1, ge=1, description="Router replicas; more than one needs peer discovery (see topology).")
     uid: NonRootUid = Field(1000, description="uid of router and backend-router pods (the chart's runAsUser).")
@@ -280,6 +293,13 @@ class RouterConfig(Strict):
         "period is this rounded up to seconds plus 5.",
     )
     metrics: RouterMetrics = Field(default_factory=RouterMetrics, description="Prometheus scraping.")
+    load_balancer: Optional[LoadBalancer] = Field(
+        None,
+        description="The load-balancing algorithm per model (rendered as the `--lb-config-path` "
+        "file, a ConfigMap; see components/config/router_lb.py). `pulsar` with "
+        "`requireCacheAffinityKey` is prefix-cache-aware routing on `x-cache-affinity-key`. "
+        "Unset: no file, every model `power-of-n`.",
+    )
     tls: RouterTls = Field(default_factory=RouterTls, description="The router's QUIC/gRPC TLS identity.")
     models: Optional[tuple[str, ...]] = Field(
         None, description="Names of the models the router fronts; unset: every model of the stack."
@@ -302,7 +322,7 @@ class RouterConfig(Strict):
 
     @model_validator(mode="after")
     def _topology(self) -> RouterConfig:
-        problems = topology_problems(self) + pylon_problems(self)
+        problems = topology_problems(self) + release_problems(self) + pylon_problems(self)
         if problems:
             raise values.Problems(problems)
         return self
@@ -354,7 +374,34 @@ def topology_problems(router: RouterConfig) -> list[Problem]:
                                     "alias that would override a managed flag); remove it"))
     for index, arg in enumerate(router.args):
         flag = arg.split("=", 1)[0]
-        if flag in MANAGED_FLAGS:
+        if flag == "--lb-config-path" and router.load_balancer is not None:
+            problems.append(Problem(f"args.{index}", "'--lb-config-path' is rendered from loadBalancer; "
+                                    "remove it, or remove loadBalancer to mount your own file"))
+        # A managed flag the release line lacks is reported as such (release_problems).
+        if flag in MANAGED_FLAGS and flag not in RELEASES[router.release].router_lacks:
             problems.append(Problem(f"args.{index}", f"'{flag}' is set by the router component from config; "
                                     "remove it (see the router section of the config reference)"))
+    return problems
+
+
+def release_problems(router: RouterConfig) -> list[Problem]:
+    """What the chosen release line lacks (paths relative to the router section)."""
+    line = RELEASES[router.release]
+    problems: list[Problem] = []
+    for index, flag in unknown_flags(router.args, line.router_flags):
+        problems.append(Problem(f"args.{index}", f"'{flag}' is not a flag of the {line.name} router "
+                                f"({line.describes}), which would refuse to start; remove it, or set "
+                                "router.release to the line that has it"))
+    if router.pylon is not None:
+        for index, flag in unknown_flags(router.pylon.args, line.pylon_flags):
+            problems.append(Problem(f"pylon.args.{index}", f"'{flag}' is not a flag of the {line.name} "
+                                    f"pylon ({line.describes}); remove it, or set router.release to the "
+                                    "line that has it"))
+    auth = router.worker_auth
+    if auth is not None and auth.mode == "token" and line.worker_auth_file is False:
+        problems.append(Problem("workerAuth.mode", f"mode: token renders --worker-auth-file, which the "
+                                f"{line.name} router ({line.describes}) does not have (its only "
+                                "authenticator is NVCF's --worker-auth-endpoint); set workerAuth.mode: "
+                                "open and keep its gRPC/QUIC ports to model pods with "
+                                "platform.networkPolicy, or run a router image with --worker-auth-file"))
     return problems

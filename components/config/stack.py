@@ -22,6 +22,7 @@ from .autoscaling import AutoscalingPlatform
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
 from .router import RouterConfig
+from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, within
 from .types import StackSecret, Strict
 from .values import Problem
@@ -138,6 +139,7 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
             "router.models" if router.models is not None else "router",
             "the router fronts no models; declare models, or remove the router section",
         ))
+    problems += [p.under("router") for p in lb_model_problems(router.load_balancer, fronted_models(router, names))]
     derived = {router.name, headless_name(router), backend_name(router)}
     for index, name in enumerate(names):
         if name in derived:

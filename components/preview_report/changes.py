@@ -153,7 +153,10 @@ def server_lines(resource: Resource, pods: str, who: str) -> list[str]:
         return [f"{who} deleted: the model stops serving"]
     if op != "update":
         return []
-    template_root = ["spec", "template"] if resource.kind != "NIMService" else ["spec"]
+    # Where the pods are described: a Deployment's template, a LeaderWorkerSet's leader and worker
+    # templates (multiNode), a NIMService's whole spec.
+    template_root = {"NIMService": ["spec"], "LeaderWorkerSet": ["spec", "leaderWorkerTemplate"]}.get(
+        resource.kind, ["spec", "template"])
     touched = [k for k in resource.diff if path_segments(k)[: len(template_root)] == template_root]
     if resource.kind == "NIMService":
         touched = [k for k in touched if path_segments(k)[:2] != ["spec", "replicas"]]

@@ -141,7 +141,7 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
         section.lines.append(f"**weights will be re-downloaded** ({change})" + (f": {how}" if how else ""))
         handled.update(r.urn for r in weights)
     for server in _in_roles(children, name, component_type, roles.MODEL_SERVER_ROLES):
-        who = "NIMService" if server.kind == "NIMService" else "server Deployment"
+        who = {"NIMService": "NIMService", "LeaderWorkerSet": "server LeaderWorkerSet"}.get(server.kind, "server Deployment")
         section.lines.extend(server_lines(server, pods="GPU pods", who=who))
         handled.add(server.urn)
     for resource in children:

@@ -103,6 +103,10 @@ class RequestRouter(pulumi.ComponentResource):
         # watches its EndpointSlices).
         headless = apply(roles.ROUTER_HEADLESS_SERVICE, manifests.headless_service, *base)
         workload_after.append(headless)
+        # The file the router reads once at start: there before the pods.
+        lb_config = apply(roles.ROUTER_LB_CONFIG, manifests.lb_config, *base)
+        if lb_config is not None:
+            workload_after.append(lb_config)
         tls_ready: tuple[pulumi.Resource, ...] = ()
         if manifests.certificate is not None:
             issued_by: tuple[pulumi.Resource, ...] = crd_check or base

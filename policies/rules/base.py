@@ -51,7 +51,7 @@ class Rule:
         if self.scope == "resource":
             if not isinstance(subject, K8sObject) or not self.applies_to(subject):
                 return []
-            return list(self.check(subject, settings))
+            return [finding for obj in subject.per_template() for finding in self.check(obj, settings)]
         if not isinstance(subject, Stack):
             raise TypeError(f"stack rule '{self.name}' takes a Stack")
         return list(self.check(subject, settings))

@@ -135,7 +135,9 @@ def no_latest(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @resource_rule(
     "llm-serving-image-pinned",
     "Every image carries a tag or a digest (a tag-less reference means `:latest`). Fix: append a "
-    "released tag (`:v0.11.0`) or a digest (`@sha256:...`).",
+    "released tag (`:v0.11.0`); to pin it for good, add the digest you read from your registry "
+    "for that tag (`crane digest <image>:<tag>`, then `<image>:<tag>@sha256:<digest>`). Never "
+    "write a digest you did not read: an invented one fails every pull.",
     KINDS,
 )
 def pinned(obj: K8sObject, config: dict) -> Iterator[Finding]:
@@ -143,4 +145,6 @@ def pinned(obj: K8sObject, config: dict) -> Iterator[Finding]:
         if problem is not None:
             yield problem
         elif ref is not None and ref.tag is None and ref.digest is None:
-            yield violation(f"{obj.display}: {where} '{image}' has no tag or digest; pin one")
+            yield violation(f"{obj.display}: {where} '{image}' has no tag or digest; pin a released "
+                            "tag, or tag@sha256:<digest> with the digest read from the registry "
+                            "(`crane digest <image>:<tag>`), never an invented one")

@@ -7,6 +7,7 @@ Pure: no Pulumi, no I/O. Values the engine cannot know during preview arrive as 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -124,6 +125,12 @@ POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "ReplicationController": ("spec", "template", "spec"),
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    # Two pod templates (leader, worker): rules see the object once per template (per_template).
+    "LeaderWorkerSet": ("spec", "leaderWorkerTemplate", "workerTemplate", "spec"),
+}
+MULTI_TEMPLATE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "LeaderWorkerSet": (("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"),
+                        ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")),
 }
 POD_KINDS = frozenset(POD_TEMPLATE_PATHS)
 NIM_KINDS = frozenset({"NIMService", "NIMCache"})
@@ -158,6 +165,15 @@ class K8sObject:
     props: dict
     name: str = ""
     urn: str = ""
+    template_path: Optional[tuple[str, ...]] = None  # which pod template, for a kind with several
+
+    def per_template(self) -> list[K8sObject]:
+        """This object once per pod template it holds (a LeaderWorkerSet's leader and worker), so a
+        pod rule checks each; itself alone for every other kind."""
+        paths = MULTI_TEMPLATE_PATHS.get(self.kind)
+        if not paths or self.template_path is not None:
+            return [self]
+        return [dataclasses.replace(self, template_path=path) for path in paths]
 
     @classmethod
     def from_manifest(cls, manifest: dict, name: str = "", urn: str = "") -> K8sObject:
@@ -199,7 +215,7 @@ class K8sObject:
         return UNKNOWN if (own is UNKNOWN or found is UNKNOWN) else None
 
     def pod_template_labels(self) -> Any:
-        path = POD_TEMPLATE_PATHS.get(self.kind)
+        path = self.template_path or POD_TEMPLATE_PATHS.get(self.kind)
         if path is None or self.kind == "Pod":
             return None
         return get(self.props, *path[:-1], "metadata", "labels")
@@ -210,7 +226,7 @@ class K8sObject:
 
     def pod_spec(self) -> tuple[str, Any]:
         """(path, pod spec) of a pod-bearing object; spec may be ``None`` or ``UNKNOWN``."""
-        path = POD_TEMPLATE_PATHS[self.kind]
+        path = self.template_path or POD_TEMPLATE_PATHS[self.kind]
         return ".".join(path), get(self.props, *path)
 
 

@@ -68,11 +68,11 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
         gates.setdefault(gate_model(resource), []).append(resource)
     servers, pullers = [], {}
     for resource, obj in stack.k8s_objects():
-        if obj.kind not in ("Deployment", "Job"):
+        if obj.kind not in ("Deployment", "LeaderWorkerSet", "Job"):
             continue
         component, findings = labelled(obj, COMPONENT_LABEL, "component")
         yield from (Finding(f.message, resource.urn, True) for f in findings)
-        if obj.kind == "Deployment" and component == SERVER:
+        if obj.kind in ("Deployment", "LeaderWorkerSet") and component == SERVER:
             servers.append((resource, obj))
         elif obj.kind == "Job" and component == PULLER:
             model = obj.label(MODEL_LABEL)

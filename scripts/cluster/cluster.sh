@@ -9,7 +9,9 @@
 #                                          EndpointSlice ready endpoints, PVC Bound
 #   scripts/cluster/cluster.sh reclaim     make Released local-weights / local-node PVs Available again
 #
-# Needs the toolchain from scripts/toolchain/bootstrap.sh (built into the cache dir).
+# Needs the toolchain from scripts/toolchain/bootstrap.sh (built into the cache dir) and the
+# operators from scripts/toolchain/operators.sh: `start` also installs the real LeaderWorkerSet
+# CRD and runs the real LWS controller manager (webhooks served on loopback, see start_lws).
 # Knobs: LLM_SERVING_GPU_NODES (2), LLM_SERVING_CPU_NODES (1), LLM_SERVING_PVS (20).
 set -euo pipefail
 
@@ -302,12 +304,150 @@ lease_renewed_since() { # <kube-system lease> <epoch seconds>
     && (( $(date -d "$rt" +%s) >= $2 ))
 }
 
+# --- the LeaderWorkerSet controller -------------------------------------------------------------
+# The manager runs as a host process next to the control plane (like KWOK's binary runtime), with
+# the kwokctl admin kubeconfig. Its webhooks are needed, not optional: the pod mutating webhook
+# is what labels group pods (worker-index, group-index, group-key) and injects LWS_LEADER_ADDRESS,
+# LWS_GROUP_SIZE and LWS_WORKER_INDEX; the LWS webhooks default and validate the spec. They are
+# served on 127.0.0.1:$LWS_WEBHOOK_PORT with a self-signed certificate made here (the manager's
+# own cert rotation needs an in-cluster Service and Secret, so it is off), and registered to the
+# API server by URL with that CA. Leader election is off (one manager); metrics are off.
+LWS_WEBHOOK_PORT=${LLM_SERVING_LWS_WEBHOOK_PORT:-19443}
+LWS_HEALTH_PORT=${LLM_SERVING_LWS_HEALTH_PORT:-18081}
+
+need_operators() {
+  local env_file
+  env_file="$(bash "$HERE/../toolchain/operators.sh" --env-path)" \
+    || die "operators missing: run scripts/toolchain/operators.sh"
+  # shellcheck disable=SC1090
+  source "$env_file"
+  LWS_DIR="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/lws"
+}
+lws_pidfile() { echo "$KWOK_WORKDIR/lws-manager.pid"; }
+
+lws_alive() { local pid; pid=$(cat "$(lws_pidfile)" 2>/dev/null) && alive "$pid"; }
+lws_healthy() { curl -fsS "http://127.0.0.1:$LWS_HEALTH_PORT/readyz" >/dev/null 2>&1; }
+
+lws_certs() {
+  local d="$LWS_DIR/certs"
+  [[ -f $d/tls.crt && -f $d/tls.key && -f $d/ca.crt ]] && return
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=llm-serving-lws-webhook-ca" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$d/tls.key" -out "$d/tls.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/ext.cnf"
+  openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 \
+    -extfile "$d/ext.cnf" -out "$d/tls.crt" >/dev/null 2>&1 || die "cannot make the LWS webhook certificate"
+}
+
+lws_webhooks_yaml() {
+  local ca url="https://127.0.0.1:$LWS_WEBHOOK_PORT" sel
+  ca=$(base64 -w0 <"$LWS_DIR/certs/ca.crt")
+  # Pods: only LeaderWorkerSet pods go to the manager (as upstream's webhook patches select).
+  sel='  objectSelector: {matchExpressions: [{key: leaderworkerset.sigs.k8s.io/name, operator: Exists}]}'
+  cat <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: llm-serving-lws-mutating}
+webhooks:
+- name: mleaderworkerset.kb.io
+  admissionReviewVersions: [v1]
+  clientConfig: {url: "$url/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: $ca}
+  failurePolicy: Fail
+  sideEffects: None
+  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [leaderworkersets]}]
+- name: mpod.kb.io
+  admissionReviewVersions: [v1]
+  clientConfig: {url: "$url/mutate--v1-pod", caBundle: $ca}
+  failurePolicy: Fail
+  sideEffects: None
+$sel
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: llm-serving-lws-validating}
+webhooks:
+- name: vleaderworkerset.kb.io
+  admissionReviewVersions: [v1]
+  clientConfig: {url: "$url/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: $ca}
+  failurePolicy: Fail
+  sideEffects: None
+  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [leaderworkersets]}]
+- name: vpod.kb.io
+  admissionReviewVersions: [v1]
+  clientConfig: {url: "$url/validate--v1-pod", caBundle: $ca}
+  failurePolicy: Fail
+  sideEffects: None
+$sel
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}]
+EOF
+}
+
+start_lws() {
+  need_operators
+  mkdir -p "$LWS_DIR"
+  # The CRD is ~1.3 MB: too big for client-side apply's last-applied annotation.
+  kc apply --server-side --force-conflicts -f "$LLM_SERVING_CRDS_DIR/lws/" >/dev/null
+  wait_for 60 "LeaderWorkerSet CRD" kc wait --for=condition=Established crd/leaderworkersets.leaderworkerset.x-k8s.io --timeout=1s
+  lws_certs
+  if lws_alive && lws_healthy; then
+    log "LWS controller $LLM_SERVING_LWS_VERSION already running (pid $(cat "$(lws_pidfile)"))"
+  else
+    if lws_alive; then kill "$(cat "$(lws_pidfile)")" 2>/dev/null || true; sleep 1; fi
+    cat >"$LWS_DIR/config.yaml" <<EOF
+apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $LWS_WEBHOOK_PORT, certDir: $LWS_DIR/certs}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$LWS_HEALTH_PORT"}
+EOF
+    # setsid + 9>&-: the manager outlives this script and must not hold the start/stop lock.
+    KUBECONFIG="$KUBECONFIG_PATH" setsid "$LLM_SERVING_LWS_MANAGER" --config "$LWS_DIR/config.yaml" \
+      --zap-log-level=info >>"$LWS_DIR/lws-manager.log" 2>&1 9>&- </dev/null &
+    echo $! >"$(lws_pidfile)"
+    wait_for 60 "the LWS controller's health endpoint (log: $LWS_DIR/lws-manager.log)" lws_healthy
+    log "LWS controller $LLM_SERVING_LWS_VERSION started (pid $(cat "$(lws_pidfile)"), log $LWS_DIR/lws-manager.log)"
+  fi
+  lws_webhooks_yaml | kc apply -f - >/dev/null
+  # The webhooks answer once the manager's TLS server is up: a server-side dry run of a
+  # LeaderWorkerSet goes through both LWS webhooks.
+  wait_for 60 "the LWS webhooks to answer (log: $LWS_DIR/lws-manager.log)" lws_webhooks_answer
+}
+
+lws_webhooks_answer() {
+  kc -n default create --dry-run=server -f - <<'EOF'
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: llm-serving-webhook-probe}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers: [{name: c, image: registry.k8s.io/pause:3.10}]
+EOF
+}
+
+stop_lws() {
+  local pid
+  if pid=$(cat "$(lws_pidfile)" 2>/dev/null) && alive "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    wait_until 15 bash -c "st=\$(ps -o stat= -p $pid); [[ -z \$st || \$st == Z* ]]" || kill -9 "$pid" 2>/dev/null || true
+    log "LWS controller stopped"
+  fi
+  rm -f "$(lws_pidfile)"
+}
+
 cmd_start() {
   need_toolchain
   local t0=$SECONDS
   mkdir -p "$KWOK_WORKDIR" "$(dirname "$KUBECONFIG_PATH")"
   if cluster_exists && [[ "$(cat "$STAMP" 2>/dev/null)" != "$TOOLCHAIN_VERSION_KEY" ]]; then
     log "cluster $CLUSTER_NAME was made by another toolchain version; recreating"
+    stop_lws
     delete_cluster
   fi
   if cluster_exists && api_ready; then
@@ -327,11 +467,13 @@ cmd_start() {
   wait_for 60 "default service account" kc -n default get serviceaccount default
   apply_manifests
   reclaim_pvs
+  start_lws
   log "ready in $((SECONDS - t0))s; export KUBECONFIG=$KUBECONFIG_PATH"
 }
 
 cmd_stop() {
   need_toolchain
+  stop_lws
   if cluster_exists; then
     delete_cluster
     log "cluster $CLUSTER_NAME deleted"

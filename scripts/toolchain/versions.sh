@@ -28,3 +28,17 @@ TOOLCHAIN_ROOT="${LLM_SERVING_TOOLCHAIN_DIR:-$HOME/.cache/llm-serving-toolchain}
 TOOLCHAIN_DIR="$TOOLCHAIN_ROOT/$TOOLCHAIN_VERSION_KEY"
 TOOLCHAIN_BIN="$TOOLCHAIN_DIR/bin"
 TOOLCHAIN_ENV="$TOOLCHAIN_DIR/env.sh"
+
+# Operators on the simulated cluster (scripts/toolchain/operators.sh): the LeaderWorkerSet
+# manager built from its module, and the real CRDs of the operators the program targets, taken
+# from the same modules. A separate cache key: changing these never rebuilds the pieces above.
+LWS_VERSION=v0.8.0
+KEDA_VERSION=v2.16.1            # the KEDA release the autoscaling code follows
+# prometheus-operator: the code follows v0.84.1, which the module proxy refuses (403); v0.85.0 is
+# the nearest served release (ServiceMonitor is monitoring.coreos.com/v1 in both).
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+CERT_MANAGER_VERSION=v1.19.1    # router TLS issues cert-manager Certificates
+OPERATORS_RECIPE=1
+OPERATORS_VERSION_KEY="lws${LWS_VERSION#v}-keda${KEDA_VERSION#v}-promop${PROMETHEUS_OPERATOR_VERSION#v}-certmanager${CERT_MANAGER_VERSION#v}-r${OPERATORS_RECIPE}"
+OPERATORS_DIR="$TOOLCHAIN_ROOT/operators/$OPERATORS_VERSION_KEY"
+OPERATORS_ENV="$OPERATORS_DIR/env.sh"

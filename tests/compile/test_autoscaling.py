@@ -16,11 +16,13 @@ from components.compile.plan import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.autoscaling import KEDA_CRD, replica_ceiling
 from tests.support import builders
-from tests.support.builders import FIXTURES, model, nim_model
+from tests.support.builders import model, nim_model
+from tests.support.real_crds import operator_crd
 
 RWX = {"accessMode": "ReadWriteMany"}
 SCALED = {"enabled": True, "maxReplicas": 4}
-KEDA_CRD_FIXTURE = FIXTURES / "crds" / "keda.sh_scaledobjects.yaml"
+# KEDA 2.16.1's own CRD (the operators cache; see tests/real_crds.py).
+KEDA_CRD_FIXTURE = operator_crd("keda", "keda.sh_scaledobjects.yaml")
 
 
 def scaled(name: str = "m", **fields) -> dict:

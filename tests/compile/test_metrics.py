@@ -22,11 +22,13 @@ from components.compile import metrics, nim, server
 from components.compile.plan import compile_stack, model_plan
 from components.config import ConfigError
 from tests.fixtures import nim_llm_metrics, vllm_0_11_metrics
-from tests.support.builders import FIXTURES, model, nim_model, stack
+from tests.support.builders import model, nim_model, stack
+from tests.support.real_crds import operator_crd
 
 ON = {"metrics": {"enabled": True}}
 OPERATOR = {"path": "operator", "nim": {"authSecret": "ngc-api"}}
-CRD_FILE = FIXTURES / "crds" / "prometheus-operator" / "monitoring.coreos.com_servicemonitors.yaml"
+# prometheus-operator v0.85.0's own CRD (the operators cache; see tests/real_crds.py).
+CRD_FILE = operator_crd("prometheus-operator", "monitoring.coreos.com_servicemonitors.yaml")
 K8S_VERSION = kubernetes_validate.latest_version()
 
 
@@ -255,7 +257,7 @@ def test_the_vllm_queries_use_the_label_the_prometheus_operator_sets_not_an_engi
                     assert extra in vllm_0_11_metrics.EXTRA_LABELS["vllm:request_success"]
 
 
-# --- the ServiceMonitor against the CRD fixture the cluster test installs ---------------------------
+# --- the ServiceMonitor against the real CRD the cluster test installs ---------------------------
 
 def _undeclared(value, schema: dict, path: str) -> list[str]:
     """Keys of ``value`` the structural schema does not declare (what server-side apply refuses)."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 
+import jsonschema
 import kubernetes_validate
 import pytest
 
 from components.compile import common, compile_stack, nim
 from tests.support.builders import NIM_IMAGE, container, env_of, model, nim_model, pod_manifests, pod_spec, stack
+from tests.support.real_crds import NIM_CRDS_ABSENT, NIM_OPERATOR_RELEASES, nim_operator_crds, structural_schema
 
 K8S_VERSION = kubernetes_validate.latest_version()
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
@@ -138,6 +140,22 @@ def test_custom_resources_use_only_the_operators_fields(raw):
         "env": "env", "resources": "resources", "startupProbe": "startupProbe",
         "readinessProbe": "readinessProbe", "livenessProbe": "livenessProbe",
     })
+
+
+@pytest.mark.parametrize("release", NIM_OPERATOR_RELEASES)
+@pytest.mark.parametrize("raw", CASES.values(), ids=CASES.keys())
+def test_custom_resources_validate_against_the_operators_own_crds(raw, release):
+    """The operator's generated CRDs (vendored in ../shared; its module is not served), at the
+    newest tag and at main: undeclared fields, types, enums, bounds and required keys."""
+    files = nim_operator_crds(release)
+    if files is None:
+        pytest.skip(NIM_CRDS_ABSENT)
+    objects = operator_objects(raw, imagePullSecrets=["registry"])
+    for manifest, crd in zip((objects.cache, objects.service), files, strict=True):
+        jsonschema.validate(manifest, structural_schema(crd, nim.VERSION))
+    broken = {**objects.service, "spec": {**objects.service["spec"], "replica": 2}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, structural_schema(files[1], nim.VERSION))
 
 
 @pytest.mark.parametrize("raw", CASES.values(), ids=CASES.keys())

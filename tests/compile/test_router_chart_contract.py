@@ -273,9 +273,17 @@ def test_tls_identity_reaches_both_workloads(tls):
         assert "--tls-cert-path=/etc/stargate/tls/tls.crt" in found
         assert "--tls-key-path=/etc/stargate/tls/tls.key" in found
         assert "--quic-insecure" not in found
-        (volume,), (mount,) = tls_parts(workload)
-        assert volume["secret"]["secretName"] == secret
-        assert (mount["mountPath"], mount["readOnly"]) == ("/etc/stargate/tls", True)
+    (volume,), (mount,) = tls_parts(rendered.workload)
+    assert volume["secret"]["secretName"] == secret
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/stargate/tls", True)
+    # Where we depart from the chart: the backend router reads the same Secret, but its
+    # /etc/stargate/tls is the serving chain (tls.crt + ca.crt) a sidecar assembles, because the
+    # real binary trusts only that file for its onward hop (tests/conformance/test_backend_router.py).
+    backend = spec(rendered.backend_deployment)
+    (volume,) = [v for v in backend["volumes"] if v["name"] == "stargate-tls"]
+    assert volume["secret"]["secretName"] == secret
+    (mount,) = backend["containers"][0]["volumeMounts"]
+    assert (mount["name"], mount["mountPath"], mount["readOnly"]) == ("stargate-tls-chain", "/etc/stargate/tls", True)
     # VAL tls.mode existingSecret: no Certificate is rendered.
     assert (rendered.certificate is None) == ("existingSecret" in tls)
 

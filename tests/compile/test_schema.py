@@ -43,13 +43,24 @@ def rich_config():
 # compiler is tested: the NIM operator's field by field against its API (test_nim_compile.py),
 # cert-manager's and the router's ServiceMonitors in the router's compiler tests, the models'
 # ServiceMonitor against the prometheus-operator CRD fixture (test_metrics.py), the ScaledObject
-# against KEDA's CRD fixture (test_autoscaling.py).
-CRD_GROUPS = ("apps.nvidia.com/", "cert-manager.io/", "monitoring.coreos.com/", "keda.sh/")
+# against KEDA's CRD fixture (test_autoscaling.py), a LeaderWorkerSet against the LWS CRD
+# (test_multinode.py). A LeaderWorkerSet's two pod templates are core/v1 and checked here.
+CRD_GROUPS = ("apps.nvidia.com/", "cert-manager.io/", "monitoring.coreos.com/", "keda.sh/", "leaderworkerset.x-k8s.io/")
+
+
+def _pod_templates(manifest: dict) -> list[dict]:
+    """A LeaderWorkerSet's leader and worker templates, as core/v1 PodTemplates."""
+    if manifest["kind"] != "LeaderWorkerSet":
+        return []
+    lwt = manifest["spec"]["leaderWorkerTemplate"]
+    return [{"apiVersion": "v1", "kind": "PodTemplate",
+             "metadata": {"name": f"{manifest['metadata']['name']}-{role}"}, "template": lwt[f"{role}Template"]}
+            for role in ("leader", "worker")]
 
 
 def assert_strictly_valid(manifests: list[dict]) -> None:
     assert manifests, "nothing rendered"
-    for manifest in manifests:
+    for manifest in [*manifests, *(t for m in manifests for t in _pod_templates(m))]:
         if manifest["apiVersion"].startswith(CRD_GROUPS):
             continue
         name = f"{manifest['kind']}/{manifest['metadata']['name']}"

@@ -1,7 +1,7 @@
 """Autoscaling on the real engine and the simulated cluster (issue 16 item 2).
 
-No KEDA controller runs here (nor Prometheus): the module installs KEDA's ScaledObject CRD from
-tests/fixtures/crds (KEDA 2.16.1's, trimmed; see the README there) and plays the autoscaler by
+No KEDA controller runs here (nor Prometheus): the module installs KEDA 2.16.1's own ScaledObject
+CRD (from its Go module, see tests/real_crds.py) and plays the autoscaler by
 scaling the Deployment through its scale subresource, as the HPA KEDA creates does. What it
 proves is the stack's side: the CRD is checked at preview, the ScaledObject is accepted by KEDA's
 schema, and `pulumi preview` / `up` leave the autoscaler's replica count alone.
@@ -17,11 +17,12 @@ import pytest
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
 from tests.support.fixture_crds import WAIT, FixtureCrds, wait_for
-from tests.support.harness import REPO, small_model, stack_config
+from tests.support.harness import small_model, stack_config
+from tests.support.real_crds import operator_crd
 
 pytestmark = pytest.mark.integration
 
-KEDA_CRD = FixtureCrds([REPO / "tests" / "fixtures" / "crds" / "keda.sh_scaledobjects.yaml"], "keda-crds")
+KEDA_CRD = FixtureCrds([operator_crd("keda", "keda.sh_scaledobjects.yaml")], "keda-crds")
 RWX = {"size": "1Gi", "accessMode": "ReadWriteMany"}  # several replicas share one weights volume
 # No Prometheus (nor its Operator's CRDs) here: these tests are about the replica count, so the
 # stacks say the pods are scraped another way instead of turning platform.metrics on.

@@ -4,8 +4,8 @@ ServiceMonitor (selecting its Service, on the port that serves /metrics) and the
 ConfigMap, and a second preview plans no change (the dashboard JSON is deterministic) and passes
 the policy pack.
 
-The CRD is the hand-written subset in tests/fixtures/crds/prometheus-operator (it follows
-prometheus-operator v0.84.1, see the README there). Order matters and is the file's order: first
+The CRD is prometheus-operator v0.85.0's own (from its Go module, see tests/real_crds.py; the code
+follows v0.84.1, which the module proxy does not serve). Order matters and is the file's order: first
 the cluster without the CRD, then with it. The module installs the CRD only when the cluster has
 none, and deletes only the one it installed, after its stacks are destroyed.
 """
@@ -18,11 +18,12 @@ import pytest
 
 from components.compile import dashboard as dash
 from tests.support.fixture_crds import FixtureCrds
-from tests.support.harness import REPO, small_model, stack_config
+from tests.support.harness import small_model, stack_config
+from tests.support.real_crds import operator_crd
 
 pytestmark = pytest.mark.integration
 
-CRD_FILE = REPO / "tests" / "fixtures" / "crds" / "prometheus-operator" / "monitoring.coreos.com_servicemonitors.yaml"
+CRD_FILE = operator_crd("prometheus-operator", "monitoring.coreos.com_servicemonitors.yaml")
 MONITOR_CRD = FixtureCrds([CRD_FILE], "prometheus-operator-crds")
 CRD_NAME = "servicemonitors.monitoring.coreos.com"
 

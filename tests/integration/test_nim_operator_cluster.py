@@ -1,7 +1,7 @@
 """Operator-path NIM models on the simulated cluster, under the real engine (issue 5).
 
-There is no NIM operator here: the module installs its CRDs (tests/fixtures/crds, a faithful
-minimal stand-in, see the README there) and plays the operator itself. It writes NIMCache and
+There is no NIM operator here: the module installs its real CRDs (vendored in
+../shared/vendor/nim-operator-crds, see tests/real_crds.py) and plays the operator itself. It writes NIMCache and
 NIMService status through the status subresource the way the operator does (its state strings
 and condition types, from ../shared/nim-crd-notes.md) and renders the NIMService's Deployment and
 Service, owned by the NIMService, as the operator would.
@@ -39,13 +39,14 @@ from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
 from tests.support.fixture_crds import FixtureCrds, wait_for
 from tests.support.harness import REPO, small_model, stack_config
-
-pytestmark = pytest.mark.integration
+from tests.support.real_crds import NIM_CRDS_ABSENT, nim_operator_crds
 
 GROUP, VERSION = nim_compile.GROUP, nim_compile.VERSION
-# One fixture file per CRD the stack checks for, named <group>_<plural>.yaml.
-NIM_CRDS = FixtureCrds([REPO / "tests" / "fixtures" / "crds" / f"{GROUP}_{name.split('.')[0]}.yaml"
-                        for name in nim_compile.CRD_NAMES], "nim-operator-crds")
+# The operator's own CRDs (main at f63f74d7ad22, the API the compiler follows), vendored in
+# ../shared; without them the module skips, saying why.
+NIM_FILES = nim_operator_crds()
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(NIM_FILES is None, reason=NIM_CRDS_ABSENT)]
+NIM_CRDS = FixtureCrds(NIM_FILES or [], "nim-operator-crds")
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 WAIT = 120  # seconds for any one step the engine or the cluster takes
 

@@ -38,7 +38,7 @@ def test_fails_on_one_mutation(case):
 @pytest.mark.parametrize("rendering", [False, True], ids=["cluster", "rendering"])
 def test_the_compiled_stack_with_metrics_passes(rendering):
     world = compliant(rendering)
-    assert sum(m["kind"] == "ServiceMonitor" for m in world.manifests) == 3  # the raw-path models
+    assert sum(m["kind"] == "ServiceMonitor" for m in world.manifests) == 4  # the raw-path models (multi-node too)
     assert run(metrics.monitor_selects_service, world) == []
 
 

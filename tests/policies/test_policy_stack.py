@@ -24,6 +24,9 @@ FAIL_CASES = [
     Case(stack.server_weights_gate, "no dependencies at all",
          lambda w: w.removed_edges.add(("llama-server", "llama-weights-gate")),
          "Deployment 'llama' does not depend on WeightsGate"),
+    Case(stack.server_weights_gate, "a multi-node model's LeaderWorkerSet without its gate",
+         lambda w: w.removed_edges.add(("llama-405b-server", "llama-405b-weights-gate")),
+         "LeaderWorkerSet 'llama-405b-lws' does not depend on WeightsGate 'llama-405b-weights-gate'"),
     Case(stack.server_weights_gate, "gate missing from a cluster stack",
          lambda w: w.removed.add("nim-llama-weights-gate"),
          "the stack has no WeightsGate for model 'nim-llama' ('nim-llama-weights-gate')"),
@@ -85,4 +88,4 @@ def test_unknown_provider_mode_is_reported_not_guessed():
 def test_gate_type_is_pack_config():
     world = compliant()
     found = violations(run(stack.server_weights_gate, world, {"gateType": "pulumi-python:dynamic/other:Gate"}))
-    assert len(found) == 3 and "has no WeightsGate" in found[0].message
+    assert len(found) == 4 and "has no WeightsGate" in found[0].message  # llama, llama-405b, qwen, nim-llama

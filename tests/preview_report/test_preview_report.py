@@ -306,3 +306,19 @@ def test_previews_run_without_per_step_checkpoints_and_streaming(monkeypatch):
     assert seen[-1]["PATH"] == "/bin"
     runner.run_preview("local", env={"PULUMI_SKIP_CHECKPOINTS": "false"})
     assert seen[-1]["PULUMI_SKIP_CHECKPOINTS"] == "false"
+
+
+def test_a_multi_node_models_template_change_restarts_its_groups():
+    # A LeaderWorkerSet (multiNode) keeps its pods under spec.leaderWorkerTemplate.
+    from components.preview_report.changes import server_lines
+    from components.preview_report.parsing import Resource, Step
+
+    urn = "urn:pulumi:capture::llm-serving::llm-serving:index:VllmModel$kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet::big-server"
+    path = ["spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers", 0, "args"]
+    old = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [{"args": ["/model-store"]}]}}}}}
+    new = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+        {"args": ["/model-store", "--max-model-len", "4096"]}]}}}}}
+    step = Step("update", urn, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", old=old, new=new,
+                diff=(".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path).replace(".[", "["),))
+    lines = server_lines(Resource(urn, step.type, "big-server", [step]), "GPU pods", "server LeaderWorkerSet")
+    assert lines == ["**GPU pods will restart** (args: +`--max-model-len 4096`)"], lines

@@ -1,12 +1,14 @@
-"""Test CRDs from tests/fixtures/crds on the shared simulated cluster, and the polling helper the
-cluster modules wait with.
+"""The operators' real CRDs on the shared simulated cluster, installed by the test modules that
+need them, and the polling helper the cluster modules wait with.
 
 A module that needs a CRD no controller here installs (KEDA's ScaledObject, the Prometheus
-Operator's ServiceMonitor, the NIM operator's kinds) creates it from the fixture files, which
-carry the label ``llm-serving.dev/test-fixture: <value>``. The label is how a module tells its own
-copy (possibly left by an interrupted run) from a foreign one (a real operator's, or another
-module's): it deletes only its own, and waits until it is gone so that the next module sees the
-cluster as it was.
+Operator's ServiceMonitor, the NIM operator's kinds) creates it from the operator's own generated
+file (``tests/real_crds.py`` says where each comes from), adding the label
+``llm-serving.dev/test-fixture: <value>`` as it creates it. The API server then enforces the
+operator's real schema, defaults and CEL rules on everything the tests apply. The label is how a
+module tells its own copy (possibly left by an interrupted run) from a foreign one (a real
+operator's, or another module's): it deletes only its own, and waits until it is gone so that the
+next module sees the cluster as it was.
 """
 
 from __future__ import annotations
@@ -42,15 +44,17 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str,
 
 
 class FixtureCrds:
-    """The CRDs in ``files``, every one labelled ``FIXTURE_LABEL: label_value``."""
+    """The CRDs in ``files`` (one CRD per file, as the operators ship them), each created with the
+    label ``FIXTURE_LABEL: label_value``."""
 
     def __init__(self, files: Sequence[Path], label_value: str):
         self.label_value = label_value
         self.documents = [yaml.safe_load(Path(path).read_text()) for path in files]
         for path, document in zip(files, self.documents, strict=True):
+            if (document or {}).get("kind") != "CustomResourceDefinition":
+                raise ValueError(f"{path} is not one CustomResourceDefinition")
             # Unlabelled, the module would take its own CRD for a foreign one and never delete it.
-            if not self.ours(document):
-                raise ValueError(f"{path} lacks the label {FIXTURE_LABEL}: {label_value}")
+            document["metadata"].setdefault("labels", {})[FIXTURE_LABEL] = label_value
         self.names = [document["metadata"]["name"] for document in self.documents]
 
     def ours(self, crd: dict) -> bool:

@@ -40,6 +40,10 @@ STACK = {
          "gpus": 2, "tensorParallelSize": 2, "replicas": 2, "resources": {"memory": "48Gi"},
          "weights": {"accessMode": "ReadWriteMany"}, "lora": {"enabled": True}},
         {"name": "qwen", "source": {"repo": "Qwen/Qwen2.5-0.5B-Instruct"}, "resources": {"memory": "8Gi"}},
+        # Across two nodes (multiNode): a LeaderWorkerSet, its leader and worker pod templates.
+        {"name": "llama-405b", "source": {"repo": "meta-llama/Llama-3.1-405B-Instruct"}, "gpus": 8,
+         "tensorParallelSize": 8, "resources": {"memory": "512Gi"},
+         "weights": {"accessMode": "ReadWriteMany", "size": "1Ti"}, "multiNode": {"nodes": 2}},
         # NIM on the raw path: same objects, NIM's image and identity (1000/2000).
         {"name": "nim-llama", "engine": "nim", "image": NIM_IMAGE,
          "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"}},
@@ -89,7 +93,8 @@ def _logical_name(manifest: dict) -> str:
     kind = manifest["kind"]
     if model and manifest["apiVersion"] != "apps.nvidia.com/v1alpha1":
         role = {("PersistentVolumeClaim", "weights"): "weights", ("Job", "weights-puller"): "puller",
-                ("Deployment", "server"): "server", ("Service", "server"): "service",
+                ("Deployment", "server"): "server", ("LeaderWorkerSet", "server"): "server",
+                ("Service", "server"): "service",
                 ("PodDisruptionBudget", "server"): "pdb",
                 ("ScaledObject", "autoscaler"): "scaled-object",
                 ("ServiceMonitor", "metrics"): "service-monitor"}[(kind, component)]
@@ -145,7 +150,7 @@ class World:
         if "platform-model-service-account" in deps and "platform-namespace" in names:
             deps["platform-model-service-account"].append("platform-namespace")
         models = {name.removesuffix("-server") for name, m in names.items()
-                  if m["kind"] == "Deployment" and name.endswith("-server")}
+                  if m["kind"] in ("Deployment", "LeaderWorkerSet") and name.endswith("-server")}
         gates: dict[str, StackResource] = {}
         for model in sorted(models):
             if not self.rendering:
@@ -199,9 +204,11 @@ def messages(findings: list[Finding]) -> str:
 
 # ---- mutations ----------------------------------------------------------------------------
 
-def pod(manifest: dict) -> dict:
+def pod(manifest: dict, role: str = "worker") -> dict:
     if manifest["kind"] == "CronJob":
         return manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    if manifest["kind"] == "LeaderWorkerSet":  # its leader's or its workers' pod template
+        return manifest["spec"]["leaderWorkerTemplate"][f"{role}Template"]["spec"]
     return manifest["spec"]["template"]["spec"]
 
 

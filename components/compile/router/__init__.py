@@ -8,6 +8,7 @@ llm-request-router chart 0.16.2 does (see ``names.CHART``):
 - ``flags``: the router's and backend router's command lines;
 - ``workload``: router pods, workload, Services, PDB, ServiceAccount and Role;
 - ``backend``: backend router, ServiceMonitors, TLS objects;
+- ``lb``: the load-balancer file (``router.loadBalancer``) and its ConfigMap;
 - ``network``: NetworkPolicies.
 """
 
@@ -32,6 +33,7 @@ from .backend import (
     compile_self_signed_issuer,
     compile_service_monitor,
 )
+from .lb import compile_lb_config
 from .names import (
     BACKEND_COMPONENT,
     CHART,
@@ -82,11 +84,12 @@ class RouterManifests:
     certificate: Optional[dict] = None
     network_policy: Optional[dict] = None
     backend_network_policy: Optional[dict] = None
+    lb_config: Optional[dict] = None
 
     ORDER = (
         "network_policy", "backend_network_policy", "service_account", "role", "role_binding",
         "backend_service_account", "backend_role", "backend_role_binding", "issuer", "certificate",
-        "headless_service", "backend_deployment", "backend_service", "backend_pod_disruption_budget",
+        "lb_config", "headless_service", "backend_deployment", "backend_service", "backend_pod_disruption_budget",
         "backend_service_monitor", "workload", "service", "pod_disruption_budget", "service_monitor",
     )
 
@@ -149,6 +152,9 @@ def compile_router(stack: StackConfig) -> RouterManifests:
         if router.metrics.service_monitor:
             parts["backend_service_monitor"] = compile_service_monitor(
                 stack, names.backend_metrics, BACKEND_COMPONENT, "health")
+    lb_config = compile_lb_config(stack)
+    if lb_config is not None:
+        parts["lb_config"] = lb_config
     if router.tls.issued:
         if router.tls.issuer is None:
             parts["issuer"] = compile_self_signed_issuer(stack, names)

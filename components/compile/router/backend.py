@@ -26,6 +26,9 @@ from .names import (
     BACKEND_QUIC_PORT,
     READY_PATH,
     ROUTER_COMPONENT,
+    TLS_CERT,
+    TLS_MOUNT,
+    TLS_SECRET_MOUNT,
     RouterNames,
     container_security_context,
     grace_seconds,
@@ -43,6 +46,70 @@ CERT_RENEW_BEFORE = "360h"  # 15 days
 # chart 0.16.2 templates/backend-router-rbac.yaml: <backend>-endpointslice-reader.
 ENDPOINTSLICE_RULE = {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
                       "verbs": ["get", "list", "watch"]}
+
+
+TLS_CHAIN_CONTAINER = "tls-chain"
+TLS_CHAIN_VOLUME = "stargate-tls-chain"
+TLS_CHAIN_INTERVAL_S = 10
+# busybox sh. Writes tls.crt = the Secret's tls.crt + its ca.crt (unless tls.crt already carries
+# it: a self-signed certificate, or a Secret holding the full chain) and tls.key, each by rename,
+# only when they changed, so the backend router's 30 s reload sees a renewal.
+TLS_CHAIN_SCRIPT = f"""set -eu
+umask 077
+src={TLS_SECRET_MOUNT} dst={TLS_MOUNT}
+while :; do
+  if [ -s "$src/tls.crt" ] && [ -s "$src/tls.key" ]; then
+    cat "$src/tls.crt" > "$dst/.tls.crt"
+    if [ -s "$src/ca.crt" ] && ! grep -qxF "$(sed -n 2p "$src/ca.crt")" "$src/tls.crt"; then
+      cat "$src/ca.crt" >> "$dst/.tls.crt"
+    fi
+    if ! cmp -s "$dst/.tls.crt" "$dst/tls.crt" || ! cmp -s "$src/tls.key" "$dst/tls.key"; then
+      cp "$src/tls.key" "$dst/.tls.key"
+      mv -f "$dst/.tls.key" "$dst/tls.key"
+      mv -f "$dst/.tls.crt" "$dst/tls.crt"
+    fi
+  fi
+  sleep {TLS_CHAIN_INTERVAL_S}
+done
+"""
+
+
+def tls_chain_sidecar(stack: StackConfig, names: RouterNames) -> tuple[dict, list[dict]]:
+    """(native sidecar, pod volumes): the backend router's serving chain.
+
+    stargate-k8s-router verifies its onward QUIC hop to the router pods against the certificates
+    in its own ``--tls-cert-path`` file and nothing else (NVIDIA/nvcf@fadc0f8
+    ``crates/stargate-k8s-router/src/quic.rs``: the client config is built from that file; its
+    ``--upstream-tls-cert-path`` is refused with ``--tunnel-protocol=raw-quic``). cert-manager's CA
+    issuer writes only the leaf to ``tls.crt`` and the CA to ``ca.crt``, so with the Secret
+    mounted as-is the router pods' leaf has no trusted issuer and every tunnel fails ("peer QUIC
+    connect failed"). The file it gets is the chain ``tls.crt`` + ``ca.crt``: served to pylons
+    (which trust ``ca.crt``) and trusted for the onward hop (the CA signs every router pod's
+    leaf). Proven with a CA-issued leaf against the real binary in
+    ``tests/conformance/test_backend_router.py``.
+
+    A native sidecar (an init container with ``restartPolicy: Always``; Kubernetes 1.29+) rather
+    than a one-shot init container: it keeps the chain current when cert-manager renews the
+    leaf, and its startup probe holds the backend router back until the first chain is written.
+    A new CA still needs a restart (the onward trust is read at start, as pylons read theirs).
+    """
+    router = stack.router
+    secret, _ = tls_volume(names)
+    secret = {"name": secret["name"], "secret": {"secretName": names.tls_secret, "defaultMode": 0o440}}
+    sidecar = {
+        "name": TLS_CHAIN_CONTAINER,
+        "image": stack.platform.busybox_image,
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c", TLS_CHAIN_SCRIPT],
+        "startupProbe": {"exec": {"command": ["test", "-s", TLS_CERT]}, "periodSeconds": 1,
+                         "failureThreshold": 60},
+        "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"cpu": "50m", "memory": "16Mi"}},
+        "volumeMounts": [{"name": secret["name"], "mountPath": TLS_SECRET_MOUNT, "readOnly": True},
+                         {"name": TLS_CHAIN_VOLUME, "mountPath": TLS_MOUNT}],
+        "securityContext": container_security_context(router),
+    }
+    chain = {"name": TLS_CHAIN_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+    return sidecar, [secret, chain]
 
 
 def compile_backend_deployment(stack: StackConfig, names: RouterNames) -> dict:
@@ -80,9 +147,10 @@ def compile_backend_deployment(stack: StackConfig, names: RouterNames) -> dict:
         }]}},
     }
     if router.tls.enabled:
-        volume, mount = tls_volume(names)
-        container["volumeMounts"] = [mount]
-        pod_spec["volumes"] = [volume]
+        sidecar, volumes = tls_chain_sidecar(stack, names)
+        container["volumeMounts"] = [{"name": TLS_CHAIN_VOLUME, "mountPath": TLS_MOUNT, "readOnly": True}]
+        pod_spec["initContainers"] = [sidecar]
+        pod_spec["volumes"] = volumes
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:
         pod_spec["imagePullSecrets"] = pull_secrets

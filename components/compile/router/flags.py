@@ -1,4 +1,11 @@
-"""Stargate's and stargate-k8s-router's command lines, as chart 0.16.2 renders them.
+"""Stargate's and stargate-k8s-router's command lines, per release line (``router.release``).
+
+``chart-0.16`` is chart 0.16.2's render, flag for flag. ``public-0.4`` (the public Stargate 0.4.0
+build, NVIDIA/nvcf@fadc0f8) is the same render without the flags that build does not define
+(``components.config.router_release``: the router's readiness gate, the backend router's
+``--advertised-grpc-port``, ``--grpc-pylon-dial-addr``, ``--watch-heartbeat-ms`` and
+``--shutdown-drain-timeout-ms``); every flag it keeps is in that build's CLI, and the conformance
+suite (``tests/conformance``) starts the real binaries with it.
 
 Source of every flag: devilkun/nvcf@e07119fa, chart 0.16.2, ``templates/deployment.yaml`` (the
 router's ``args``) and ``templates/backend-router.yaml`` (the backend router's). Values the chart
@@ -16,8 +23,10 @@ tagged 0.16.x or older, so a 0.16.2 stack never renders a flag its binary would 
 from __future__ import annotations
 
 from ...config.router_names import Topology, advertised_hostname
+from ...config.router_release import RELEASES, flag_name
 from ...config.stack import StackConfig
 from ..pylon import backend_grpc_uri, router_worker_auth
+from .lb import lb_args
 from .names import (
     BACKEND_GRPC_PORT,
     BACKEND_HEALTH_PORT,
@@ -55,7 +64,24 @@ def tls_args(stack: StackConfig) -> list[str]:
     return ["--quic-insecure"]
 
 
+def for_release(stack: StackConfig, args: list[str], lacks: tuple[str, ...]) -> list[str]:
+    """``args`` without the flags of the chart render that the stack's release line lacks."""
+    if not lacks:
+        return args
+    return [arg for arg in args if flag_name(arg) not in lacks]
+
+
 def router_args(stack: StackConfig, names: RouterNames, topology: Topology) -> list[str]:
+    lacks = RELEASES[stack.router.release].router_lacks
+    return for_release(stack, chart_router_args(stack, names, topology), lacks)
+
+
+def backend_args(stack: StackConfig, names: RouterNames) -> list[str]:
+    lacks = RELEASES[stack.router.release].backend_lacks
+    return for_release(stack, chart_backend_args(stack, names), lacks)
+
+
+def chart_router_args(stack: StackConfig, names: RouterNames, topology: Topology) -> list[str]:
     router, namespace = stack.router, stack.platform.namespace
     args = [
         "--stargate-id=$(POD_NAME)",
@@ -90,12 +116,13 @@ def router_args(stack: StackConfig, names: RouterNames, topology: Topology) -> l
         # Each pod hands pylons its own address for the tunnel.
         args.append(f"--reverse-tunnel-pylon-dial-addr=$(POD_IP):{QUIC_PORT}")
     args.append(f"--reverse-tunnel-connect-timeout-ms={REVERSE_CONNECT_TIMEOUT_MS}")
+    args += lb_args(router)
     # Token mode: --worker-auth-file (the pod gets the Secret's volume in workload.py from the same
     # router_worker_auth call); open mode: nothing.
     return args + tls_args(stack) + router_worker_auth(router).args + list(router.args)
 
 
-def backend_args(stack: StackConfig, names: RouterNames) -> list[str]:
+def chart_backend_args(stack: StackConfig, names: RouterNames) -> list[str]:
     router, namespace = stack.router, stack.platform.namespace
     return [
         f"--listen-addr=0.0.0.0:{BACKEND_GRPC_PORT}",

@@ -46,6 +46,9 @@ TLS_MOUNT = "/etc/stargate/tls"
 TLS_CERT = f"{TLS_MOUNT}/tls.crt"
 TLS_KEY = f"{TLS_MOUNT}/tls.key"
 BACKEND_COMMAND = "/usr/local/bin/stargate-k8s-router"
+# The backend router's copy of the Secret; TLS_MOUNT there is the serving chain assembled from it
+# (backend.tls_chain_sidecar).
+TLS_SECRET_MOUNT = "/etc/stargate/tls-secret"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ...config.stack import StackConfig
 from .. import common
 from ..pylon import router_worker_auth
 from .flags import router_args
+from .lb import lb_pod_parts
 from .names import (
     GRPC_PORT,
     HTTP_PORT,
@@ -87,6 +88,9 @@ def router_pod_template(stack: StackConfig, names: RouterNames, topology: Topolo
     auth = router_worker_auth(router)
     volumes += auth.volumes
     mounts += auth.mounts
+    lb_volumes, lb_mounts, annotations = lb_pod_parts(router)
+    volumes += lb_volumes
+    mounts += lb_mounts
     container = {
         "name": "router",
         "image": router.image,
@@ -114,7 +118,10 @@ def router_pod_template(stack: StackConfig, names: RouterNames, topology: Topolo
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:
         spec["imagePullSecrets"] = pull_secrets
-    return {"metadata": {"labels": labels(router, ROUTER_COMPONENT)}, "spec": spec}
+    meta: dict = {"labels": labels(router, ROUTER_COMPONENT)}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": spec}
 
 
 def compile_router_workload(stack: StackConfig, names: RouterNames, topology: Topology) -> dict:
