@@ -49,6 +49,12 @@ BACKEND = "backend"
 BACKEND_SERVICE = "backend-service"
 BACKEND_PDB = "backend-pdb"
 BACKEND_SERVICE_MONITOR = "backend-service-monitor"
+# The gateway (router.gateway): the OpenAI front door, a child of the router component.
+GATEWAY = "gateway"
+GATEWAY_CONFIG = "gateway-config"
+GATEWAY_SERVICE = "gateway-service"
+GATEWAY_PDB = "gateway-pdb"
+GATEWAY_NETWORK_POLICY = "gateway-network-policy"
 
 # --- the platform's children ------------------------------------------------------------------
 NAMESPACE = "namespace"
@@ -90,6 +96,6 @@ ROUTER_ROLES = _longest_first((
     ROUTER_HEADLESS_SERVICE, ROUTER_ISSUER, ROUTER_CERTIFICATE, BACKEND_SERVICE_ACCOUNT, BACKEND_ROLE,
     BACKEND_ROLE_BINDING, BACKEND, BACKEND_SERVICE, BACKEND_PDB, BACKEND_SERVICE_MONITOR,
     ROUTER_SERVICE_ACCOUNT, ROUTER_ROLE, ROUTER_ROLE_BINDING, ROUTER_SERVICE_MONITOR, ROUTER_NETWORK_POLICY, ROUTER_LB_CONFIG,
-    BACKEND_NETWORK_POLICY,
+    BACKEND_NETWORK_POLICY, GATEWAY, GATEWAY_CONFIG, GATEWAY_SERVICE, GATEWAY_PDB, GATEWAY_NETWORK_POLICY,
 ))
 PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT, METRICS_CRD_CHECK, DASHBOARD))

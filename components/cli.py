@@ -63,6 +63,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if stack.router is not None:
         topology = compile_router(stack).topology
         line += f"; router {stack.router.name}: {topology.reason}"
+        if stack.router.gateway.enabled:
+            from .compile.gateway import endpoint_url
+
+            keys = "API keys" if stack.router.gateway.api_keys else "open, no API keys"
+            line += f"; clients call the gateway at {endpoint_url(stack)}/v1 ({keys})"
     print(line)
     return 0
 

@@ -37,6 +37,7 @@ from ..config.model import ModelConfig
 from ..config.stack import StackConfig
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
+from .gateway import compile_gateway
 from .rbac import compile_teardown_identity
 from .router import compile_router
 from .stack import compile_model, compile_model_service_account, compile_namespace
@@ -227,4 +228,7 @@ def compile_stack(stack: StackConfig) -> list[dict]:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:
         manifests += compile_router(stack).in_order()
+        gateway = compile_gateway(stack)
+        if gateway is not None:
+            manifests += gateway.in_order()
     return manifests

@@ -26,6 +26,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from . import values
+from .gateway import GatewayConfig
 from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .router_lb import LoadBalancer
 from .router_names import Topology, resolve_topology
@@ -310,6 +311,10 @@ class RouterConfig(Strict):
         None, description="The pylon sidecar that registers each fronted model with the router "
         "(see components/config/pylon.py).")
     worker_auth: Optional[WorkerAuth] = Field(None, description="How the router authenticates pylons; required with `pylon`.")
+    gateway: GatewayConfig = Field(
+        default_factory=GatewayConfig,
+        description="The OpenAI front door clients call (see components/config/gateway.py): it sets "
+        "the headers the router requires, answers non-streaming requests from the stream, API keys.")
 
     @model_validator(mode="before")
     @classmethod

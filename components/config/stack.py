@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from . import rules, stack_secrets, values
 from .autoscaling import AutoscalingPlatform
+from .gateway import gateway_problems
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
 from .router import RouterConfig
@@ -140,7 +141,21 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
             "the router fronts no models; declare models, or remove the router section",
         ))
     problems += [p.under("router") for p in lb_model_problems(router.load_balancer, fronted_models(router, names))]
-    derived = {router.name, headless_name(router), backend_name(router)}
+    gateway = router.gateway
+    if gateway.enabled:
+        problems += [p.under("router.gateway") for p in gateway_problems(gateway, fronted_models(router, names))]
+        requiring = sorted(name for name, choice in (router.load_balancer.models if router.load_balancer else {}).items()
+                           if not isinstance(choice, str) and choice.require_cache_affinity_key)
+        if requiring and not gateway.affinity.enabled:
+            problems.append(Problem("router.gateway.affinity.enabled", "the load balancer requires "
+                                    f"x-cache-affinity-key for {', '.join(requiring)} (requireCacheAffinityKey), "
+                                    "which the gateway then never sends: every request would get 400; enable "
+                                    "affinity, or drop requireCacheAffinityKey"))
+        if gateway.resolved_name(router.name) in (router.name, headless_name(router), backend_name(router)):
+            problems.append(Problem("router.gateway.name", f"'{gateway.resolved_name(router.name)}' is already "
+                                    "a name of the router's objects; choose another, or remove it"))
+    derived = {router.name, headless_name(router), backend_name(router),
+               *((gateway.resolved_name(router.name),) if gateway.enabled else ())}
     for index, name in enumerate(names):
         if name in derived:
             problems.append(Problem(

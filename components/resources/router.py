@@ -9,6 +9,7 @@ pulumi-kubernetes with ``parent=self`` and wires the order:
                         backend Deployment ─▶ backend Service, PDB, ServiceMonitor ─────────┤
     workload-kind guard, the fronted models ────────────────────────────────────────────────┴▶ router workload
     router workload ─▶ Service ─▶ ServiceMonitor; PDB; RouterTargets
+    gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
 update from the earlier render (port 8080, invented env) keeps every object's name and selector,
@@ -46,6 +47,8 @@ from providers.router_targets import RouterTargetsProvider
 
 from .. import children as roles
 from ..children import child as child_name
+from ..compile.gateway import compile_gateway
+from ..compile.gateway import endpoint_url as gateway_url
 from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
 from ..config.stack import StackConfig, fronted_models
 from . import kubernetes as kube_resources
@@ -136,6 +139,17 @@ class RequestRouter(pulumi.ComponentResource):
         apply(roles.ROUTER_PDB, manifests.pod_disruption_budget, self.workload)
         apply(roles.ROUTER_SERVICE_MONITOR, manifests.service_monitor, self.service, *crd_check)
 
+        # The gateway starts after the router Service exists (nginx resolves its name at start);
+        # the router Service itself is unchanged, so clients move to the gateway at their pace.
+        gateway = compile_gateway(stack)
+        if gateway is not None:
+            gateway_policy = apply(roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, *base)
+            config = apply(roles.GATEWAY_CONFIG, gateway.config_map, *base)
+            deployment = apply(roles.GATEWAY, gateway.deployment, self.service, config,
+                               *[p for p in (gateway_policy,) if p is not None])
+            apply(roles.GATEWAY_SERVICE, gateway.service, deployment)
+            apply(roles.GATEWAY_PDB, gateway.pod_disruption_budget, deployment)
+
         if not deploy.rendering:
             # Read, not awaited: each fronted model already waited for its rollout. The models'
             # recorded targets are inputs, so whenever a model's status is re-recorded (a
@@ -145,12 +159,14 @@ class RequestRouter(pulumi.ComponentResource):
                 tuple(front.status.targets for front in fronts if getattr(front, "status", None) is not None), cluster,
             ).to_dict(), RouterTargetsProvider(), after(self.workload))
 
-        url = endpoint_url(stack)
+        url = gateway_url(stack) if gateway is not None else endpoint_url(stack)
         pylon = pylon_address(router, stack.platform.namespace)
         self.endpoint_url = pulumi.Output.from_input(url)
         self.workload_kind = pulumi.Output.from_input(topology.kind)
         self.outputs = {
+            # What clients call: the gateway when it runs, else the router Service.
             "endpoint_url": url,
+            "router_url": endpoint_url(stack),
             "workload_kind": topology.kind,
             # Which of the chart's topologies runs, and why.
             "topology": topology.name,
@@ -167,6 +183,7 @@ class RequestRouter(pulumi.ComponentResource):
                 "headless_service": names.headless,
                 "service_account": names.service_account,
                 **({"backend_router": names.backend} if topology.backend_router else {}),
+                **({"gateway": gateway.names.gateway} if gateway is not None else {}),
                 **({"certificate": names.certificate} if router.tls.issued else {}),
                 **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
             },

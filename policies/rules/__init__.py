@@ -3,7 +3,7 @@ policies and ``policies/__main__.py`` only assembles them."""
 
 from __future__ import annotations
 
-from . import disruption, gpu, images, metrics, pods, rbac, router, stack
+from . import disruption, gateway, gpu, images, metrics, pods, rbac, router, stack
 from .base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -27,6 +27,9 @@ ALL_RULES: tuple[Rule, ...] = (
     router.topology,
     router.backend_target,
     router.drain,
+    gateway.read_only_root,
+    gateway.strips_caller_headers,
+    gateway.router_behind_gateway,
     stack.server_weights_gate,
     disruption.drain_grace,
     disruption.topology_spread,

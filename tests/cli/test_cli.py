@@ -45,6 +45,7 @@ def test_validate_names_the_router_topology_it_decided(tmp_path, capsys):
     assert cli.main(["validate", "--config", str(stack_file(tmp_path, config))]) == 0
     out = capsys.readouterr().out
     assert "router llm-router: Deployment with 2 replicas: pylons reach each pod through the backend router" in out
+    assert "clients call the gateway at http://llm-router-gateway.inference.svc.cluster.local:8000/v1 (open, no API keys)" in out
 
 
 def test_validate_bad_config_exits_2_with_one_line_per_problem(tmp_path, capsys):

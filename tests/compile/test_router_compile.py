@@ -288,7 +288,12 @@ def test_compile_stack_renders_the_router_after_the_models():
     manifests = compile_stack(config(**DEPLOYMENT_MULTI))
     names = [(m["kind"], m["metadata"]["name"]) for m in manifests]
     assert names.index(("Service", "code")) < names.index(("ServiceAccount", "llm-router"))
-    assert names[-3:] == [("Deployment", "llm-router"), ("Service", "llm-router"), ("PodDisruptionBudget", "llm-router")]
+    router = names.index(("Deployment", "llm-router"))
+    assert names[router:router + 3] == [("Deployment", "llm-router"), ("Service", "llm-router"),
+                                        ("PodDisruptionBudget", "llm-router")]
+    # The gateway last: it resolves the router Service's name when it starts.
+    assert names[router + 3:] == [("ConfigMap", "llm-router-gateway-config"), ("Deployment", "llm-router-gateway"),
+                                  ("Service", "llm-router-gateway"), ("PodDisruptionBudget", "llm-router-gateway")]
 
 
 def test_the_gpu_cluster_stack_has_a_multi_replica_deployment_with_backend_router_and_tls():

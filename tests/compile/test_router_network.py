@@ -12,6 +12,7 @@ from typing import Optional
 import pytest
 
 from components.compile import compile_stack
+from components.compile.gateway import compile_gateway
 from components.compile.router import compile_router
 from components.config import load_stack_config
 from tests.support.builders import model
@@ -86,8 +87,8 @@ def test_router_policy_selects_the_router_pods_only():
     assert objects.network_policy["spec"]["policyTypes"] == ["Ingress"]
 
 
-def test_clients_reach_http_from_anywhere_and_nothing_else_is_open():
-    policy = compile_router(stack()).network_policy
+def test_without_the_gateway_clients_reach_http_from_anywhere_and_nothing_else_is_open():
+    policy = compile_router(stack(gateway={"enabled": False})).network_policy
     assert ingress(policy, 8000)  # no pod, no namespace: any client
     for port, protocol in ((50071, "TCP"), (50072, "UDP"), (9090, "TCP")):
         assert not ingress(policy, port, protocol, labels={"app": "stranger"}), port
@@ -141,3 +142,28 @@ def test_the_model_policy_still_admits_the_pylon_side_router():
                         and m["metadata"]["name"] == "chat-ingress")
     assert any(selects(p["podSelector"], pods(raw)["llm-router"])
                for p in model_policy["spec"]["ingress"][0]["from"] if "podSelector" in p)
+
+
+def test_with_the_gateway_only_the_gateway_and_allowed_peers_reach_http():
+    """The router trusts x-model, x-routing-key and the other contract headers: once the gateway
+    sets them, a client beside it must not reach the router and set its own."""
+    raw = stack()
+    policy, labels = compile_router(raw).network_policy, pods(raw)
+    assert ingress(policy, 8000, labels=labels["llm-router-gateway"])
+    assert ingress(policy, 8000, namespace=MONITORING)
+    assert not ingress(policy, 8000)
+    assert not ingress(policy, 8000, labels={"app": "stranger"})
+    assert not ingress(policy, 8000, labels=labels["chat"])
+
+
+def test_gateway_policy_lets_clients_in_and_only_the_router_out():
+    raw = stack()
+    policy, labels = compile_gateway(raw).network_policy, pods(raw)
+    assert selects(policy["spec"]["podSelector"], labels["llm-router-gateway"])
+    assert not selects(policy["spec"]["podSelector"], labels["llm-router"])
+    assert ingress(policy, 8080)  # the front door: any client
+    assert ingress(policy, 8081, namespace=MONITORING) and not ingress(policy, 8081)
+    assert egress(policy, 8000, labels=labels["llm-router"])
+    assert not egress(policy, 8000, labels=labels["chat"])  # never straight to a model
+    assert egress(policy, 53, "UDP")
+    assert compile_gateway(stack(enabled=False)).network_policy is None

@@ -43,11 +43,12 @@ MODELS = [
 ]
 STACKS = {
     # Every optional child: the models' NetworkPolicy and ServiceMonitor, the platform's metrics
-    # CRD check and dashboard, the backend router, its ServiceMonitor, TLS (issuer, certificate).
+    # CRD check and dashboard, the backend router, its ServiceMonitor, TLS (issuer, certificate),
+    # the load-balancer file.
     "deployment": ({"networkPolicy": {"enabled": True}, "metrics": {"enabled": True}},
                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
                     "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
-                    "tls": {"enabled": True}}),
+                    "tls": {"enabled": True}, "loadBalancer": {"default": "power-of-n"}}),
     # A StatefulSet adds the headless Service.
     "statefulset": ({"metrics": {"enabled": True}},
                     {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "workload": {"kind": "StatefulSet"}}),

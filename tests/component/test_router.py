@@ -112,7 +112,7 @@ def _check_fronted(lists):
 def test_every_child_is_parented_to_the_router(graph):
     component = deploy_stack(graph, MULTI)
     mine = [n for n in graph.opts if n.startswith("llm-router-")]
-    assert len(mine) == 20
+    assert len(mine) == 24  # 20 router objects, and the gateway's ConfigMap, Deployment, Service, PDB
     for name in mine:
         assert graph.opts[name].parent is component, name
 
@@ -130,6 +130,7 @@ def test_every_child_is_parented_to_the_router(graph):
 def test_single_replica_has_no_backend_router_objects(graph):
     deploy_stack(graph, {"image": ROUTER_IMAGE})
     assert sorted(n for n in graph.opts if n.startswith("llm-router-")) == [
+        "llm-router-gateway", "llm-router-gateway-config", "llm-router-gateway-pdb", "llm-router-gateway-service",
         "llm-router-headless-service", "llm-router-role", "llm-router-role-binding", "llm-router-service",
         "llm-router-service-account", "llm-router-targets", "llm-router-workload", "llm-router-workload-kind",
     ]
@@ -209,9 +210,13 @@ def test_outputs(graph):
     assert component.outputs["pylon_address"] == "http://llm-router-backend-router.llm-serving.svc.cluster.local:50071"
     assert component.outputs["objects"]["headless_service"] == "llm-router-headless"
 
+    # Clients call the gateway; the router Service stays (TLS covers the pylon-facing QUIC/gRPC
+    # identity; both speak plain HTTP on 8000).
+    assert component.outputs["router_url"] == "http://llm-router.llm-serving.svc.cluster.local:8000"
+    assert component.outputs["objects"]["gateway"] == "llm-router-gateway"
+
     def check(url):
-        # TLS covers the pylon-facing QUIC/gRPC identity; clients speak plain HTTP on 8000.
-        assert url == "http://llm-router.llm-serving.svc.cluster.local:8000"
+        assert url == "http://llm-router-gateway.llm-serving.svc.cluster.local:8000"
 
     return component.endpoint_url.apply(check)
 
@@ -259,3 +264,16 @@ def test_the_guard_provider_pickles_with_dill_as_the_engine_does():
 
     restored = dill.loads(base64.b64decode(serialize_provider(WorkloadKindGuardProvider())))
     assert restored.check(guard_props("StatefulSet"), guard_props("Deployment")).failures
+
+
+@pulumi.runtime.test
+def test_the_gateway_starts_after_the_router_service_and_its_config(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE})
+    assert {"llm-router-service", "llm-router-gateway-config"} <= set(graph.depends("llm-router-gateway"))
+    assert graph.depends("llm-router-gateway-service") == ["llm-router-gateway"]
+
+
+@pulumi.runtime.test
+def test_gateway_off_declares_none_of_its_objects(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE, "gateway": {"enabled": False}})
+    assert not [n for n in graph.opts if "gateway" in n]

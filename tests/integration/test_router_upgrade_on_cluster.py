@@ -116,7 +116,9 @@ def test_the_local_stacks_router_runs_with_the_charts_probes(baseline, kube):
     assert headless.spec.cluster_ip == "None" and headless.spec.publish_not_ready_addresses is True
     outputs = project.outputs()["router"]
     assert outputs["topology"] == "single-deployment"
-    assert outputs["endpoint_url"] == f"http://{ROUTER}.{project.namespace}.svc.cluster.local:8000"
+    assert outputs["router_url"] == f"http://{ROUTER}.{project.namespace}.svc.cluster.local:8000"
+    # Clients call the gateway the local stack puts in front of it (docs/gateway.md).
+    assert outputs["endpoint_url"] == f"http://{ROUTER}-gateway.{project.namespace}.svc.cluster.local:8000"
 
 
 def test_a_second_up_changes_nothing(baseline):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import test_policy_disruption
+import test_policy_gateway
 import test_policy_gpu
 import test_policy_images
 import test_policy_metrics
@@ -19,7 +20,7 @@ from tests.support.policy_helpers import compliant, messages, run
 FAIL_CASES = [
     case
     for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
-                   test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics)
+                   test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics, test_policy_gateway)
     for case in module.FAIL_CASES
 ]
 

@@ -1,9 +1,10 @@
 """NetworkPolicies of the router and backend router pods (``platform.networkPolicy.enabled``).
 
 What each pod must accept, and from whom (ports: chart 0.16.2 values.yaml):
-- router: HTTP 8000 from anywhere (it is the stack's front door: its clients are the users of
-  the models); gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the
-  backend router and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
+- router: HTTP 8000 from the gateway pods and ``allowFrom`` when the gateway runs (the router
+  trusts the contract headers, which only the gateway sets safely), else from anywhere;
+  gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the backend router
+  and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
   Egress stays open: Stargate may be pointed at endpoints (``args``) this program cannot know.
 - backend router: gRPC 50071/TCP and QUIC 50072/UDP from the pylons; health/metrics 8080 from
   ``allowFrom``. Egress only to the router pods' gRPC and QUIC ports, to the Kubernetes API
@@ -40,6 +41,8 @@ from .names import (
 PYLON_PODS = {"matchLabels": {"app.kubernetes.io/component": "server"},
               "matchExpressions": [{"key": common.MODEL_LABEL, "operator": "Exists"}]}
 API_SERVER_PORTS = (443, 6443)
+# The gateway's pods (compile.gateway imports it from here: the other way would cycle).
+GATEWAY_COMPONENT = "gateway"
 
 
 def _ports(*pairs: tuple[int, str]) -> list[dict]:
@@ -60,8 +63,14 @@ def compile_router_policy(stack: StackConfig, names: RouterNames, backend: bool)
                     {"podSelector": {"matchLabels": selector_labels(router, ROUTER_COMPONENT)}}]
     if backend:
         tunnel_peers.append({"podSelector": {"matchLabels": selector_labels(router, BACKEND_COMPONENT)}})
+    # HTTP: from anywhere without the gateway; with it, only the gateway and allowFrom (the
+    # router trusts its request headers, which only the gateway sets safely).
+    http: dict = {"ports": _ports((HTTP_PORT, "TCP"))}
+    if router.gateway.enabled:
+        http = {"from": [{"podSelector": {"matchLabels": selector_labels(router, GATEWAY_COMPONENT)}},
+                         *allowed_peers(stack)], **http}
     ingress = [
-        {"ports": _ports((HTTP_PORT, "TCP"))},
+        http,
         {"from": tunnel_peers, "ports": _ports((GRPC_PORT, "TCP"), (QUIC_PORT, "UDP"))},
     ]
     monitors = allowed_peers(stack)

@@ -1,0 +1,227 @@
+"""The gateway (``router.gateway``): the OpenAI front door in front of the request router.
+
+Pure: typed config in, wire-shape dicts out. A stock nginx image with its njs module runs files
+rendered here (``nginx``: nginx.conf, gateway.js, gateway_config.js) from a ConfigMap; nothing
+else configures it. Objects: ConfigMap, Deployment, Service (the URL clients call), a
+PodDisruptionBudget and node spread with more than one replica, and a NetworkPolicy with
+``platform.networkPolicy.enabled``. With the gateway on, the router's own NetworkPolicy admits
+its HTTP port only from the gateway pods and ``allowFrom`` (``compile.router.network``).
+
+Metrics: nginx open source has no Prometheus endpoint without a third-party module or an
+exporter sidecar (another image to pin), so no ServiceMonitor is rendered. Instead each request
+is one JSON access-log line (request id, tenant, model, status, total and upstream first-byte
+time) and ``stub_status`` (connection counters) is served on the health port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from contract.labels import DOMAIN
+
+from ...config.gateway import admitted_models
+from ...config.stack import StackConfig, fronted_models
+from .. import common
+from ..network import allowed_peers
+from ..router.names import HTTP_PORT as ROUTER_HTTP_PORT
+from ..router.names import POLICY_COMPONENT, ROUTER_COMPONENT, in_cluster, labels, selector_labels
+from ..router.network import GATEWAY_COMPONENT
+from ..router.workload import spread
+from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
+
+CONTAINER = "gateway"
+# The Service port clients call: the same as the router's and vLLM's (`http://<svc>:8000/v1`).
+SERVICE_PORT = 8000
+CONFIG_HASH_ANNOTATION = f"{DOMAIN}/gateway-config-hash"
+# SIGTERM makes nginx drop open streams; the preStop hook first lets the endpoint removal reach
+# every proxy, then asks for a graceful stop (open requests finish) and waits for it.
+PRE_STOP = ("sleep 5; nginx -e stderr -c /etc/llm-gateway/nginx.conf -s quit; "
+            "while [ -e /tmp/nginx.pid ]; do sleep 1; done")
+GRACE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class GatewayNames:
+    gateway: str
+    config: str
+    policy: str
+
+    @classmethod
+    def of(cls, stack: StackConfig) -> GatewayNames:
+        name = stack.router.gateway.resolved_name(stack.router.name)
+        return cls(gateway=name, config=f"{name}-config", policy=f"{name}-ingress")
+
+
+@dataclass(frozen=True)
+class GatewayManifests:
+    names: GatewayNames
+    config_map: dict
+    deployment: dict
+    service: dict
+    pod_disruption_budget: Optional[dict] = None
+    network_policy: Optional[dict] = None
+
+    def in_order(self) -> list[dict]:
+        """Policy first (pods never run without it), the config before the pods that mount it."""
+        return [m for m in (self.network_policy, self.config_map, self.deployment, self.service,
+                            self.pod_disruption_budget) if m is not None]
+
+
+def enabled(stack: StackConfig) -> bool:
+    return stack.router is not None and stack.router.gateway.enabled
+
+
+def settings(stack: StackConfig) -> GatewaySettings:
+    router = stack.router
+    fronted = fronted_models(router, [m.name for m in stack.models])
+    upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
+    return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
+                              router.gateway.replicas)
+
+
+def endpoint_url(stack: StackConfig) -> str:
+    """The URL clients call (OpenAI base URL: this plus ``/v1``)."""
+    return f"http://{in_cluster(GatewayNames.of(stack).gateway, stack.platform.namespace)}:{SERVICE_PORT}"
+
+
+def _metadata(stack: StackConfig, name: str, component: str = GATEWAY_COMPONENT) -> dict:
+    return {"name": name, "namespace": stack.platform.namespace, "labels": labels(stack.router, component)}
+
+
+def compile_config_map(stack: StackConfig, names: GatewayNames, files: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(stack, names.config),
+            "data": dict(sorted(files.items()))}
+
+
+def config_hash(files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _security_context(uid: int) -> dict:
+    ident = common.Identity(uid, uid)
+    return common.container_security_context(ident, read_only_root=True)
+
+
+def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str, str]) -> dict:
+    router, gateway, platform = stack.router, stack.router.gateway, stack.platform
+    selector = selector_labels(router, GATEWAY_COMPONENT)
+    volumes = [
+        {"name": "config", "configMap": {"name": names.config}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+    ]
+    mounts = [
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if gateway.api_keys is not None:
+        keys = gateway.api_keys
+        volumes.append({"name": "api-keys", "secret": {
+            "secretName": keys.secret_name, "defaultMode": 0o444,
+            "items": [{"key": keys.secret_key, "path": keys.secret_key}]}})
+        mounts.append({"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True})
+    probe = {"httpGet": {"path": HEALTH_PATH, "port": "health"}}
+    amounts = gateway.resources
+    container = {
+        "name": CONTAINER,
+        "image": gateway.image,
+        # Not the image's entrypoint script: it edits files under /etc/nginx (read-only here).
+        "command": ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"],
+        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+                  {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": amounts.requests.cpu, "memory": amounts.requests.memory},
+                      "limits": {"cpu": amounts.limits.cpu, "memory": amounts.limits.memory}},
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", PRE_STOP]}}},
+        "volumeMounts": mounts,
+        "securityContext": _security_context(gateway.uid),
+    }
+    spec: dict = {
+        "automountServiceAccountToken": False,
+        **common.POD_DEFAULTS,
+        "securityContext": common.pod_security_context(common.Identity(gateway.uid, gateway.uid), fs_group=False),
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "containers": [container],
+        "volumes": volumes,
+        **spread(selector, gateway.replicas),
+    }
+    pull_secrets = common.image_pull_secrets(platform)
+    if pull_secrets:
+        spec["imagePullSecrets"] = pull_secrets
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(stack, names.gateway),
+        "spec": {
+            "replicas": gateway.replicas,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": labels(router, GATEWAY_COMPONENT),
+                             # A changed file rolls the pods (nginx reads its files at start).
+                             "annotations": {CONFIG_HASH_ANNOTATION: config_hash(files)}},
+                "spec": spec,
+            },
+        },
+    }
+
+
+def compile_service(stack: StackConfig, names: GatewayNames) -> dict:
+    gateway = stack.router.gateway
+    metadata = _metadata(stack, names.gateway)
+    if gateway.service_annotations:
+        metadata["annotations"] = dict(sorted(gateway.service_annotations.items()))
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+            "spec": {"type": gateway.service_type, "selector": selector_labels(stack.router, GATEWAY_COMPONENT),
+                     "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+
+
+def compile_pdb(stack: StackConfig, names: GatewayNames) -> Optional[dict]:
+    if stack.router.gateway.replicas < 2:
+        return None
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _metadata(stack, names.gateway),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(stack.router, GATEWAY_COMPONENT)}}}
+
+
+def gateway_pods(stack: StackConfig) -> dict:
+    """The peer the router's NetworkPolicy admits on its HTTP port."""
+    return {"podSelector": {"matchLabels": selector_labels(stack.router, GATEWAY_COMPONENT)}}
+
+
+def compile_network_policy(stack: StackConfig, names: GatewayNames) -> Optional[dict]:
+    """Ingress: the API port from anywhere (it is the front door, with its own authentication);
+    the health port from ``allowFrom``. Egress: the router pods' HTTP port, and DNS (nginx
+    resolves the router Service's name at start)."""
+    if not stack.platform.network_policy.enabled:
+        return None
+    router = stack.router
+    ingress: list[dict] = [{"ports": [{"protocol": "TCP", "port": HTTP_PORT}]}]
+    monitors = allowed_peers(stack)
+    if monitors:
+        ingress.append({"from": monitors, "ports": [{"protocol": "TCP", "port": HEALTH_PORT}]})
+    egress = [
+        {"to": [{"podSelector": {"matchLabels": selector_labels(router, ROUTER_COMPONENT)}}],
+         "ports": [{"protocol": "TCP", "port": ROUTER_HTTP_PORT}]},
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+    ]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _metadata(stack, names.policy, POLICY_COMPONENT),
+            "spec": {"podSelector": {"matchLabels": selector_labels(router, GATEWAY_COMPONENT)},
+                     "policyTypes": ["Ingress", "Egress"], "ingress": ingress, "egress": egress}}
+
+
+def compile_gateway(stack: StackConfig) -> Optional[GatewayManifests]:
+    """The gateway's objects, or None when the stack has no router or the gateway is off."""
+    if not enabled(stack):
+        return None
+    names = GatewayNames.of(stack)
+    files = render_files(settings(stack))
+    return GatewayManifests(
+        names=names,
+        config_map=compile_config_map(stack, names, files),
+        deployment=compile_deployment(stack, names, files),
+        service=compile_service(stack, names),
+        pod_disruption_budget=compile_pdb(stack, names),
+        network_policy=compile_network_policy(stack, names),
+    )

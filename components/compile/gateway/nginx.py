@@ -1,0 +1,346 @@
+"""The gateway's files: nginx.conf, the njs script and its settings module.
+
+Pure: settings in, file texts out. ``render_files`` is also what the tests run on a real nginx
+(Debian's 1.22.1 with njs 0.7.9) with loopback addresses in place of the in-cluster ones, so
+the configuration that ships is the one that was exercised.
+
+What nginx does and what the njs script does:
+- nginx: listens, limits body size (413), keeps the client's ``x-request-id`` when it is a plain
+  token of at most 128 characters (else its own ``$request_id``) and echoes it, rate-limits per
+  tenant (``limit_req``, one zone per tenant: njs 0.7.9 has no shared dictionary), proxies to
+  the router with only the headers it sets (``proxy_pass_request_headers off``: every
+  caller-supplied trusted or internal header is dropped by construction), hides the router's
+  internal response headers, and turns its own errors into OpenAI error JSON;
+- njs (``gateway.js``): API key -> tenant, body checks, ``x-model``, ``x-input-tokens``,
+  ``x-cache-affinity-key``, ``x-stargate-max-wait-ms``; the non-streaming answer folded from
+  the stream (header and body filters on the proxied request, so a client that leaves still
+  closes the upstream connection); ``/v1/models`` in OpenAI's list format.
+
+No retries: nginx's ``proxy_next_upstream`` is off, because the one upstream address is the
+router Service and a request that reached it may have reached an engine (the contract forbids
+blind retries after that); the router retries internally within ``x-stargate-max-wait-ms``.
+A client that disconnects closes the upstream connection (``proxy_ignore_client_abort`` off),
+which the router propagates through the tunnel.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Optional
+
+from ...config.gateway import GatewayConfig
+
+CONFIG_DIR = "/etc/llm-gateway"
+KEYS_DIR = f"{CONFIG_DIR}/keys"
+SCRATCH_DIR = "/tmp"
+# The official image and Debian's package both install dynamic modules here.
+JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+HTTP_PORT = 8080
+HEALTH_PORT = 8081
+HEALTH_PATH = "/healthz"
+
+SCRIPT = "gateway.js"
+SETTINGS = "gateway_config.js"
+NGINX_CONF = "nginx.conf"
+
+# Response headers the router adds or forwards that stay internal (api-gateway-contract.md,
+# "Responses": the serving instance, its URL and cluster; the error code and retry metadata).
+HIDDEN_RESPONSE_HEADERS = (
+    "x-inference-server-id", "x-inference-server-url", "x-stargate-cluster-id", "x-stargate-error-code",
+    "x-stargate-retryable", "x-stargate-retry-reason", "x-stargate-retry-after-ms",
+    "x-stargate-upstream-retryable", "x-request-id", "server",
+)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    routing_key: Optional[str]
+    models: Optional[tuple[str, ...]]
+    # Per gateway replica: the tenant's rate divided among replicas, rounded up.
+    requests_per_minute: Optional[int]
+    burst: int
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Everything the files depend on, resolved (tests build it with loopback addresses)."""
+
+    upstream: str                 # host:port of the router's HTTP port
+    models: tuple[str, ...]       # what the gateway admits
+    worker_processes: int = 2
+    listen: str = str(HTTP_PORT)
+    health_listen: str = str(HEALTH_PORT)
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_response_bytes: int = 16 * 1024 * 1024
+    timeout_seconds: int = 600
+    retry_after_seconds: int = 2
+    keys_file: Optional[str] = None
+    tenants: tuple[Tenant, ...] = ()
+    affinity: bool = True
+    affinity_max_leading: int = 4
+    session_header: Optional[str] = None
+    config_dir: str = CONFIG_DIR
+    scratch_dir: str = SCRATCH_DIR
+    js_module: str = JS_MODULE
+
+    @classmethod
+    def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...], replicas: int) -> GatewaySettings:
+        keys = gateway.api_keys
+        tenants = tuple(
+            Tenant(t.name, t.routing_key, t.models,
+                   -(-t.rate_limit.requests_per_minute // replicas) if t.rate_limit else None,
+                   t.rate_limit.burst if t.rate_limit else 0)
+            for t in (keys.tenants if keys else ()))
+        return cls(
+            upstream=upstream, models=models, worker_processes=gateway.worker_processes,
+            max_body_bytes=gateway.max_body_bytes, max_response_bytes=gateway.max_response_bytes,
+            timeout_seconds=gateway.request_timeout_seconds, retry_after_seconds=gateway.retry_after_seconds,
+            keys_file=f"{KEYS_DIR}/{keys.secret_key}" if keys else None, tenants=tenants,
+            affinity=gateway.affinity.enabled, affinity_max_leading=gateway.affinity.max_leading_messages,
+            session_header=gateway.affinity.session_header,
+        )
+
+
+@cache
+def script() -> str:
+    """gateway.js, shipped beside this module."""
+    return resources.files(__package__).joinpath(SCRIPT).read_text(encoding="utf-8")
+
+
+def settings_module(s: GatewaySettings) -> str:
+    """gateway_config.js: the settings the script imports (generated, JSON in an ES module)."""
+    settings = {
+        "models": list(s.models),
+        "apiKeys": {"file": s.keys_file} if s.keys_file else None,
+        "tenants": {t.name: {"routingKey": t.routing_key, "models": list(t.models) if t.models is not None else None}
+                    for t in s.tenants},
+        "affinity": ({"maxLeadingMessages": s.affinity_max_leading, "sessionHeader": s.session_header}
+                     if s.affinity else None),
+        "timeoutMs": s.timeout_seconds * 1000,
+        "retryAfterSeconds": s.retry_after_seconds,
+        "maxResponseBytes": s.max_response_bytes,
+    }
+    return ("// Generated by llm-serving from the stack's router.gateway settings; do not edit.\n"
+            f"export default {json.dumps(settings, indent=2, sort_keys=True)};\n")
+
+
+def _error_json(message: str, kind: str, code: str) -> str:
+    # nginx `return` text: single-quoted, so the JSON may not contain a single quote.
+    text = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    if "'" in text:
+        raise ValueError("error text may not contain a single quote")
+    return text
+
+
+def nginx_conf(s: GatewaySettings) -> str:
+    tmp = s.scratch_dir
+    rate_zones, rate_maps, rate_limits, retry_after = [], [], [], []
+    for index, tenant in enumerate(s.tenants):
+        if tenant.requests_per_minute is None:
+            continue
+        var = f"$gw_rate_key_{index}"
+        rate_maps.append(f'    map $gw_tenant {var} {{\n        "{tenant.name}" "{tenant.name}";\n        default "";\n    }}')
+        rate_zones.append(f"    limit_req_zone {var} zone=gw_tenant_{index}:1m rate={tenant.requests_per_minute}r/m;")
+        burst = f" burst={tenant.burst} nodelay" if tenant.burst else ""
+        rate_limits.append(f"limit_req zone=gw_tenant_{index}{burst};")
+        retry_after.append(f'        "{tenant.name}" "{max(1, -(-60 // tenant.requests_per_minute))}";')
+    limits = "".join(f"\n            {line}" for line in rate_limits)
+    hide = "".join(f"\n            proxy_hide_header {name};" for name in HIDDEN_RESPONSE_HEADERS)
+    too_large = _error_json(f"The request body is larger than {s.max_body_bytes} bytes.",
+                            "invalid_request_error", "request_too_large")
+    unavailable = _error_json("No server can take requests for this model right now; retry later.",
+                              "service_unavailable", "service_unavailable")
+    timeout = _error_json("The request timed out upstream.", "timeout", "timeout")
+    limited = _error_json("Rate limit reached for your API key; retry after the time in Retry-After.",
+                          "rate_limit_error", "rate_limit_exceeded")
+    bad_request = _error_json("The request could not be read.", "invalid_request_error", "bad_request")
+    internal = _error_json("The gateway failed to handle the request.", "server_error", "internal_error")
+    retry_map = "\n".join(retry_after)
+    upstream_common = f"""proxy_pass http://gw_router;
+            proxy_http_version 1.0;
+            proxy_pass_request_headers off;
+            proxy_set_header Host $proxy_host;
+            proxy_set_header Content-Type "application/json";
+            proxy_set_header Accept $http_accept;
+            proxy_set_header x-request-id $gw_request_id;
+            proxy_set_header x-model $gw_model;
+            proxy_set_header x-input-tokens $gw_input_tokens;
+            proxy_set_header x-stargate-max-wait-ms $gw_max_wait;
+            proxy_set_header x-routing-key $gw_routing_key;
+            proxy_set_header x-cache-affinity-key $gw_affinity;
+            proxy_set_body $gw_body;
+            proxy_next_upstream off;
+            proxy_connect_timeout 5s;
+            proxy_read_timeout {s.timeout_seconds}s;
+            proxy_send_timeout {s.timeout_seconds}s;{hide}"""
+    return f"""# Generated by llm-serving (router.gateway); see components/compile/gateway/nginx.py.
+load_module {s.js_module};
+worker_processes {s.worker_processes};
+daemon off;
+pid {tmp}/nginx.pid;
+error_log stderr warn;
+
+events {{
+    worker_connections 4096;
+}}
+
+http {{
+    server_tokens off;
+    default_type application/json;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    # Bodies stay in memory (njs reads them there); larger ones get 413.
+    client_max_body_size {s.max_body_bytes};
+    client_body_buffer_size {s.max_body_bytes};
+    keepalive_timeout 75s;
+
+    log_format gw escape=json '{{"time":"$time_iso8601","request_id":"$gw_request_id","method":"$request_method",'
+        '"uri":"$uri","status":$status,"tenant":"$gw_tenant","model":"$gw_model","bytes":$bytes_sent,'
+        '"request_time":$request_time,"upstream_status":"$upstream_status",'
+        '"upstream_first_byte":"$upstream_header_time"}}';
+    access_log /dev/stdout gw;
+
+    js_path {s.config_dir};
+    js_import gw from {SCRIPT};
+    js_set $gw_tenant gw.tenant;
+    js_var $gw_model;
+    js_var $gw_input_tokens;
+    js_var $gw_max_wait;
+    js_var $gw_routing_key;
+    js_var $gw_affinity;
+    js_var $gw_body;
+    js_var $gw_kind;
+    js_var $gw_fold;
+
+    # The client's request id when it is a plain token, else nginx's own (32 hex digits).
+    map $http_x_request_id $gw_request_id {{
+        "~^[A-Za-z0-9._:-]{{1,128}}$" $http_x_request_id;
+        default $request_id;
+    }}
+    map $gw_tenant $gw_retry_after {{
+{retry_map}
+        default "1";
+    }}
+{chr(10).join(rate_maps)}
+{chr(10).join(rate_zones)}
+    limit_req_status 429;
+
+    # HTTP/1.0 to the router, one connection per request: its answer then ends when it closes the
+    # connection. Over HTTP/1.1 its chunked stream ends with a terminator the router writes after
+    # the last event without TCP_NODELAY (the public build sets none), which Nagle holds until the
+    # receiver's delayed ACK: ~40 ms added to most non-streaming answers, measured by
+    # bench/gateway.py (2026-12-01: fold median 55 ms over HTTP/1.1, 8-15 ms over HTTP/1.0).
+    upstream gw_router {{
+        server {s.upstream};
+    }}
+
+    server {{
+        listen {s.listen};
+        add_header x-request-id $gw_request_id always;
+        error_page 413 = @gw_too_large;
+        error_page 429 = @gw_rate_limited;
+        error_page 400 = @gw_bad_request;
+        error_page 500 = @gw_internal;
+
+        location = /v1/chat/completions {{{limits}
+            js_content gw.chat;
+        }}
+        location = /v1/responses {{{limits}
+            js_content gw.responses;
+        }}
+        location = /v1/embeddings {{{limits}
+            js_content gw.embeddings;
+        }}
+        location = /v1/models {{
+            js_content gw.models;
+        }}
+        location / {{
+            js_content gw.unsupported;
+        }}
+
+        # Streaming chat / Responses and embeddings: the body as the client sent it, unbuffered.
+        location @gw_stream {{
+            {upstream_common}
+            proxy_buffering off;
+            proxy_request_buffering on;
+            proxy_intercept_errors on;
+            error_page 404 502 503 = @gw_unavailable;
+            error_page 504 = @gw_timeout;
+            error_page 413 = @gw_too_large;
+        }}
+        # Non-streaming chat / Responses: sent as a stream, folded into one answer by gateway.js.
+        location @gw_fold {{
+            {upstream_common}
+            proxy_buffering on;
+            proxy_intercept_errors on;
+            error_page 404 502 503 = @gw_unavailable;
+            error_page 504 = @gw_timeout;
+            error_page 413 = @gw_too_large;
+            js_header_filter gw.foldHeaders;
+            js_body_filter gw.foldBody buffer_type=buffer;
+        }}
+        location = /_gw/models {{
+            internal;
+            proxy_pass http://gw_router/v1/models;
+            proxy_http_version 1.0;
+            proxy_pass_request_headers off;
+            proxy_pass_request_body off;
+            proxy_set_header Host $proxy_host;
+            proxy_set_header Content-Length "";
+            proxy_connect_timeout 5s;
+            proxy_read_timeout 10s;
+            subrequest_output_buffer_size 1m;
+        }}
+        location @gw_unavailable {{
+            add_header x-request-id $gw_request_id always;
+            add_header Retry-After {s.retry_after_seconds} always;
+            return 503 '{unavailable}\\n';
+        }}
+        location @gw_timeout {{
+            add_header x-request-id $gw_request_id always;
+            return 504 '{timeout}\\n';
+        }}
+        location @gw_too_large {{
+            add_header x-request-id $gw_request_id always;
+            return 413 '{too_large}\\n';
+        }}
+        location @gw_rate_limited {{
+            add_header x-request-id $gw_request_id always;
+            add_header Retry-After $gw_retry_after always;
+            return 429 '{limited}\\n';
+        }}
+        location @gw_bad_request {{
+            add_header x-request-id $gw_request_id always;
+            return 400 '{bad_request}\\n';
+        }}
+        location @gw_internal {{
+            add_header x-request-id $gw_request_id always;
+            return 500 '{internal}\\n';
+        }}
+    }}
+
+    # Probes (and nginx's connection counters): a port of its own, outside the API's logs.
+    server {{
+        listen {s.health_listen};
+        access_log off;
+        location = {HEALTH_PATH} {{
+            return 200 '{{"status":"ok"}}\\n';
+        }}
+        location = /stub_status {{
+            stub_status;
+        }}
+    }}
+}}
+"""
+
+
+def render_files(s: GatewaySettings) -> dict[str, str]:
+    """The ConfigMap's data: file name -> text."""
+    return {NGINX_CONF: nginx_conf(s), SCRIPT: script(), SETTINGS: settings_module(s)}

@@ -1,0 +1,218 @@
+"""The `router.gateway` section: the OpenAI front door in front of the request router.
+
+Stargate is a backend router meant to sit behind a gateway that owns public authentication,
+the model allow-list, ``x-request-id``, ``x-input-tokens`` and the streaming body rule
+(``docs/api-gateway-contract.md`` of the Stargate sources). We publish no images, so the gateway
+is a stock, pinned nginx image with its njs module, configured only by files we render
+(``components.compile.gateway``). This module holds its typed settings and their checks.
+
+API keys: the Secret named by ``apiKeys.secretName`` holds, under ``apiKeys.secretKey``, one line
+per key: ``<sha256 hex of the key> <tenant>``. Only hashes are stored; the gateway hashes the
+bearer token of each request and looks it up (re-reading the mounted file, so a rotated Secret
+takes effect without a restart). Tenants, their routing keys, models and rate limits are config.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field, model_validator
+
+from . import values
+from .types import Image, NonRootUid, PositiveQuantity, Strict
+from .values import Problem
+
+# The official nginx image ships ngx_http_js_module (njs) at /usr/lib/nginx/modules. Tag only:
+# its digest could not be verified from here, and a fabricated digest would never pull. 1.26.3
+# (stable line) carries njs 0.8.9 (its Dockerfile: NGINX_VERSION 1.26.3, NJS_VERSION 0.8.9).
+DEFAULT_IMAGE = "docker.io/library/nginx:1.26.3"
+# The official image's unprivileged user (uid/gid 101, `nginx`).
+DEFAULT_UID = 101
+
+GatewayName = Annotated[str, AfterValidator(values.check_router_name)]
+Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
+
+# Headers the gateway writes for the router, or the router and pylon use internally: a caller's
+# copy is always dropped, so none may be chosen as the session header either.
+TRUSTED_HEADERS = (
+    "x-request-id", "x-model", "x-input-tokens", "x-routing-key", "x-routing-method",
+    "x-cache-affinity-key", "x-priority", "x-request-slo-ms", "x-max-wait-ms",
+    "x-stargate-max-wait-ms", "x-stargate-expected-queue-ms", "x-dynamo-request-priority",
+    "x-dynamo-request-strict-priority",
+)
+
+
+def check_header_name(name: str) -> str:
+    lowered = name.lower()
+    if not lowered or any(not (c.isalnum() or c in "-_") for c in lowered):
+        raise ValueError(f"'{name}' is not a header name; use letters, digits and '-', e.g. 'x-session-id'")
+    if lowered in TRUSTED_HEADERS or lowered in ("authorization", "content-type", "content-length", "host"):
+        raise ValueError(f"'{name}' is a header the gateway sets or consumes itself; choose another "
+                         "name, e.g. 'x-session-id'")
+    return lowered
+
+
+# A request header name the platform lets clients use as a session id (lowercased).
+HeaderName = Annotated[str, AfterValidator(check_header_name)]
+
+
+class GatewayResourceAmounts(Strict):
+    cpu: PositiveQuantity = Field(description="CPU.")
+    memory: PositiveQuantity = Field(description="Memory.")
+
+
+class GatewayResources(Strict):
+    requests: GatewayResourceAmounts = Field(
+        default_factory=lambda: GatewayResourceAmounts(cpu="100m", memory="64Mi"),
+        description="What the scheduler reserves (default 100m/64Mi).")
+    limits: GatewayResourceAmounts = Field(
+        default_factory=lambda: GatewayResourceAmounts(cpu="1", memory="512Mi"),
+        description="The ceiling (default 1 CPU/512Mi: a non-streaming answer is held in memory "
+        "until it is complete, up to `maxResponseBytes` per request).")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> GatewayResources:
+        problems = [
+            Problem(f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
+                    f"({getattr(self.limits, key)}); lower the request or raise the limit")
+            for key in ("cpu", "memory")
+            if values.parse_quantity(getattr(self.requests, key)) > values.parse_quantity(getattr(self.limits, key))
+        ]
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+
+class RateLimit(Strict):
+    requests_per_minute: int = Field(
+        ge=1, description="Requests a tenant may send per minute across all gateway replicas (each "
+        "replica enforces its share, rounded up); beyond it: 429 with `Retry-After`.")
+    burst: int = Field(0, ge=0, description="Requests above the rate accepted at once before 429.")
+
+
+class Tenant(Strict):
+    name: Label = Field(description="Tenant name, as written after the key hash in the keys Secret.")
+    routing_key: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9._:-]{1,128}$",
+        description="`x-routing-key` sent to the router for this tenant's requests (its routing "
+        "scope: only workers registered under this key serve them); unset: unscoped (no header).")
+    models: Optional[tuple[str, ...]] = Field(
+        None, description="Models this tenant may call (others answer 404 model_not_found); unset: "
+        "every model the gateway fronts.")
+    rate_limit: Optional[RateLimit] = Field(None, description="Request rate limit; unset: none.")
+
+
+class ApiKeys(Strict):
+    secret_name: Label = Field(
+        description="Existing Secret holding the key hashes: lines `<sha256 hex of key> <tenant>` "
+        "(`printf %s \"$KEY\" | sha256sum`). The gateway re-reads it per request, so rotation needs "
+        "no restart.")
+    secret_key: str = Field("keys", pattern=r"^[-._a-zA-Z0-9]+$", description="Key inside the Secret.")
+    tenants: tuple[Tenant, ...] = Field(
+        min_length=1, description="The tenants keys map to; a key naming another tenant is refused (401).")
+
+    @model_validator(mode="after")
+    def _unique(self) -> ApiKeys:
+        seen: set[str] = set()
+        problems = []
+        for index, tenant in enumerate(self.tenants):
+            if tenant.name in seen:
+                problems.append(Problem(f"tenants.{index}.name", f"tenant '{tenant.name}' is listed twice; "
+                                        "merge the entries"))
+            seen.add(tenant.name)
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+
+class Affinity(Strict):
+    """Where `x-cache-affinity-key` comes from; the router's load balancer uses it for
+    cache-affinity algorithms (a model configured for another algorithm ignores it)."""
+
+    enabled: bool = Field(
+        True, description="Send `x-cache-affinity-key`: a hash of the conversation's leading "
+        "messages (system/developer messages up to and including the first user message), so every "
+        "turn of one chat carries the same key.")
+    max_leading_messages: int = Field(
+        4, ge=1, le=64, description="At most this many leading messages enter the hash.")
+    session_header: Optional[HeaderName] = Field(
+        None, description="A request header the platform allows as a session id (e.g. "
+        "`x-session-id`); when a request carries it, the key is a hash of tenant and its value "
+        "instead. Never forwarded as is.")
+
+
+class GatewayConfig(Strict):
+    """The OpenAI-compatible front door (nginx + njs) clients call instead of the router."""
+
+    enabled: bool = Field(
+        True, description="Deploy the gateway. Off: no gateway objects, and the router's HTTP port "
+        "keeps accepting any client (which must then send the contract headers itself).")
+    name: Optional[GatewayName] = Field(None, description="Name of its Deployment and Service; unset: `<router name>-gateway`.")
+    image: Image = Field(
+        DEFAULT_IMAGE, description="nginx image with ngx_http_js_module (the official image ships it), "
+        "fully qualified and pinned.")
+    replicas: int = Field(2, ge=1, description="Gateway replicas (more than one: PDB and node spread).")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        "ClusterIP", description="Type of the gateway's Service (port 8000). `LoadBalancer` exposes it "
+        "outside the cluster: set `apiKeys` then, and terminate TLS in front of it (the gateway speaks "
+        "plain HTTP).")
+    service_annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of the gateway's Service (e.g. a cloud load "
+        "balancer's settings).")
+    uid: NonRootUid = Field(DEFAULT_UID, description="uid and gid of the gateway pods (the official image's `nginx` user).")
+    worker_processes: int = Field(2, ge=1, le=64, description="nginx worker processes per pod.")
+    resources: GatewayResources = Field(default_factory=GatewayResources, description="Requests and limits.")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+        description="Largest request body accepted (413 beyond); held in memory.")
+    max_response_bytes: int = Field(
+        16 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024,
+        description="Largest upstream stream a non-streaming answer is assembled from; beyond it the "
+        "answer is an error object (`response_too_large`: use `stream: true`).")
+    request_timeout_seconds: int = Field(
+        600, ge=1, le=86400, description="Deadline of a request; a client's shorter deadline "
+        "(`x-stainless-read-timeout`, which the OpenAI SDKs send) wins. It becomes `x-stargate-max-wait-ms`.")
+    retry_after_seconds: int = Field(
+        2, ge=1, le=3600, description="`Retry-After` of a 503 (router down or no serving target).")
+    models: Optional[tuple[str, ...]] = Field(
+        None, description="Models the gateway admits (`x-model`); unset: every model the router fronts.")
+    api_keys: Optional[ApiKeys] = Field(None, description="Require API keys (401 without a valid one); unset: open.")
+    affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
+
+    @model_validator(mode="after")
+    def _exposed_needs_keys(self) -> GatewayConfig:
+        if self.service_type != "ClusterIP" and self.api_keys is None:
+            raise values.Problems([Problem("serviceType", f"{self.service_type} exposes the gateway outside the "
+                                    "cluster, and without apiKeys anyone reaching it can use every model; "
+                                    "set apiKeys, or keep serviceType: ClusterIP")])
+        return self
+
+    def resolved_name(self, router_name: str) -> str:
+        return self.name or f"{router_name}-gateway"
+
+
+def gateway_problems(gateway: GatewayConfig, fronted: tuple[str, ...]) -> list[Problem]:
+    """Checks against the router's fronted models (paths relative to `router.gateway`)."""
+    problems: list[Problem] = []
+    known = set(fronted)
+    for index, name in enumerate(gateway.models or ()):
+        if name not in known:
+            problems.append(Problem(f"models.{index}", f"'{name}' is not a model the router fronts "
+                                    f"({', '.join(fronted) or 'none'}); remove it or add it to router.models"))
+    admitted = set(gateway.models) if gateway.models is not None else known
+    for t_index, tenant in enumerate(gateway.api_keys.tenants if gateway.api_keys else ()):
+        for m_index, name in enumerate(tenant.models or ()):
+            if name not in admitted:
+                problems.append(Problem(
+                    f"apiKeys.tenants.{t_index}.models.{m_index}",
+                    f"'{name}' is not a model the gateway admits ({', '.join(sorted(admitted)) or 'none'}); "
+                    "remove it or add it to gateway.models"))
+    return problems
+
+
+def admitted_models(gateway: GatewayConfig, fronted: tuple[str, ...]) -> tuple[str, ...]:
+    if gateway.models is None:
+        return fronted
+    wanted = set(gateway.models)
+    return tuple(name for name in fronted if name in wanted)
+

@@ -1,0 +1,87 @@
+"""The router.gateway section: defaults, and refusals reported at the field to change."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.config import ConfigError, load_stack_config
+from components.config.gateway import DEFAULT_IMAGE
+from tests.support.builders import model
+
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+TWO_MODELS = (model("chat"), model("code"))
+KEYS = {"secretName": "gateway-keys", "tenants": [{"name": "team-a"}]}
+
+
+def load(gateway: dict, models=TWO_MODELS, **router):
+    return load_stack_config({"models": list(models), "router": {"image": ROUTER_IMAGE, "gateway": gateway, **router}})
+
+
+def problems_of(gateway: dict, **router) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load(gateway, **router)
+    return caught.value.problems
+
+
+BAD = [
+    ("unknown-key", {"port": 80}, "router.gateway.port", ""),
+    ("short-image", {"image": "nginx:1.26.3"}, "router.gateway.image", "not fully qualified"),
+    ("latest-image", {"image": "docker.io/library/nginx:latest"}, "router.gateway.image", ":latest"),
+    ("root", {"uid": 0}, "router.gateway.uid", "no pod runs as root"),
+    ("zero-replicas", {"replicas": 0}, "router.gateway.replicas", ""),
+    ("service-type", {"serviceType": "ExternalName"}, "router.gateway.serviceType", "ClusterIP"),
+    ("exposed-without-keys", {"serviceType": "LoadBalancer"}, "router.gateway.serviceType", "set apiKeys"),
+    ("model-not-fronted", {"models": ["chat", "nope"]}, "router.gateway.models.1", "not a model the router fronts"),
+    ("tenant-model-not-admitted", {"models": ["chat"], "apiKeys": {**KEYS, "tenants": [{"name": "a", "models": ["code"]}]}},
+     "router.gateway.apiKeys.tenants.0.models.0", "add it to gateway.models"),
+    ("tenant-twice", {"apiKeys": {**KEYS, "tenants": [{"name": "a"}, {"name": "a"}]}},
+     "router.gateway.apiKeys.tenants.1.name", "listed twice"),
+    ("no-tenants", {"apiKeys": {**KEYS, "tenants": []}}, "router.gateway.apiKeys.tenants", ""),
+    ("bad-routing-key", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "routingKey": "has space"}]}},
+     "router.gateway.apiKeys.tenants.0.routingKey", ""),
+    ("zero-rate", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"requestsPerMinute": 0}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.requestsPerMinute", ""),
+    ("session-header-is-trusted", {"affinity": {"sessionHeader": "x-routing-key"}},
+     "router.gateway.affinity.sessionHeader", "sets or consumes itself"),
+    ("session-header-not-a-name", {"affinity": {"sessionHeader": "x session"}},
+     "router.gateway.affinity.sessionHeader", "not a header name"),
+    ("name-is-the-routers", {"name": "llm-router"}, "router.gateway.name", "already a name of the router"),
+    ("requests-above-limits", {"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
+     "router.gateway.resources.requests.cpu", "exceeds limits.cpu"),
+]
+
+
+@pytest.mark.parametrize("gateway, path, fragment", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_gateway_config_is_reported_at_its_field(gateway, path, fragment):
+    problems = problems_of(gateway)
+    at_path = [p for p in problems if p.startswith(f"{path}: ")]
+    assert at_path, f"no problem reported at {path!r}; got {problems}"
+    assert any(fragment in p for p in at_path), f"{fragment!r} not in {at_path}"
+
+
+def test_a_model_named_like_the_gateway_collides():
+    with pytest.raises(ConfigError) as caught:
+        load({}, models=(model("chat"), model("llm-router-gateway")))
+    assert any("collides with model 'llm-router-gateway'" in p for p in caught.value.problems)
+
+
+def test_defaults():
+    gateway = load({}).router.gateway
+    assert gateway.enabled and gateway.image == DEFAULT_IMAGE and gateway.replicas == 2
+    assert gateway.uid == 101 and gateway.api_keys is None and gateway.affinity.enabled
+    assert gateway.resolved_name("llm-router") == "llm-router-gateway"
+
+
+def test_session_header_is_lowercased():
+    assert load({"affinity": {"sessionHeader": "X-Session-Id"}}).router.gateway.affinity.session_header == "x-session-id"
+
+
+def test_gateway_off_skips_its_checks():
+    assert not load({"enabled": False, "models": ["nope"]}).router.gateway.enabled
+
+
+def test_affinity_off_is_refused_where_the_load_balancer_requires_the_key():
+    lb = {"models": {"code": {"algorithm": "pulsar", "requireCacheAffinityKey": True}}}
+    problems = problems_of({"affinity": {"enabled": False}}, loadBalancer=lb)
+    assert any(p.startswith("router.gateway.affinity.enabled: ") and "for code" in p for p in problems), problems
+    assert load({}, loadBalancer=lb).router.gateway.affinity.enabled
