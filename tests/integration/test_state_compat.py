@@ -44,6 +44,13 @@ ALLOWED_CREATES: dict[str, str] = {
     "edge-role": "issue 17: the chart's pod-reader Role",
     "edge-role-binding": "issue 17: binds it",
     "edge-headless-service": "issue 17: always rendered; the backend router and pylons watch it",
+    # Issue 21: the OpenAI front door in front of the router, on by default; the router's own
+    # objects are not touched by it (its NetworkPolicy only when networkPolicy is on).
+    "edge-gateway": "issue 21: the gateway's nginx Deployment",
+    "edge-gateway-config": "issue 21: its nginx.conf and njs script",
+    "edge-gateway-service": "issue 21: the URL clients call",
+    "edge-gateway-pdb": "issue 21: two gateway replicas by default",
+    "edge-gateway-network-policy": "issue 21: networkPolicy covers the gateway",
 }
 ALLOWED_REPLACES: dict[str, str] = {
     # A Job's pod template is immutable: the puller's new template (no service links, read-only

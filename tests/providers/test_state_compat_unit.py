@@ -59,6 +59,12 @@ ADDED_SINCE_BASELINE = {
     "llm-router-service-monitor": "metrics.serviceMonitor covers the router too",
     "llm-router-network-policy": "networkPolicy covers the router",
     "llm-router-backend-network-policy": "networkPolicy covers the backend router",
+    # Issue 21: the OpenAI front door, on by default, in front of the router (new objects only).
+    "llm-router-gateway": "the gateway's nginx Deployment",
+    "llm-router-gateway-config": "its nginx.conf and njs script",
+    "llm-router-gateway-service": "the URL clients call",
+    "llm-router-gateway-pdb": "two gateway replicas by default: one disruption at a time",
+    "llm-router-gateway-network-policy": "networkPolicy covers the gateway",
 }
 # Dynamic-resource inputs changed on purpose since the baseline: (resource, input) -> why. Each
 # makes that resource update once (a status record waits again for the rolled-out Deployment).
