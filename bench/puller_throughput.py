@@ -73,6 +73,20 @@ def timed_copy(files: list[Path], work: Path) -> float:
     return elapsed
 
 
+def timed_plain(url: str, names: list[str], work: Path) -> float:
+    """A plain parallel copy from the same server: one curl per file, all at once."""
+    target = work / f"plain-{time.monotonic_ns()}"
+    target.mkdir()
+    start = time.perf_counter()
+    procs = [subprocess.Popen(["curl", "-sfL", "-o", str(target / name.replace("/", "_")),
+                               f"{url}/bench/model/resolve/main/{name}"]) for name in names]
+    if any(p.wait() != 0 for p in procs):
+        raise SystemExit("plain copy failed")
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(target)
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200, help="total size of the generated safetensors")
@@ -93,6 +107,7 @@ def main() -> None:
                 arms.update({"puller --max-workers 1": ["--max-workers", "1"],
                              "puller --max-workers 16": ["--max-workers", "16"]})
             results = {}
+            plain = statistics.median(timed_plain(hub.url, list(files), work) for _ in range(args.runs))
             noop = statistics.median(timed_pull(hub.url, work, [], rerun=True) for _ in range(args.runs))
             for name, extra in arms.items():
                 results[name] = statistics.median(timed_pull(hub.url, work, extra) for _ in range(args.runs))
@@ -103,8 +118,10 @@ def main() -> None:
           f"Python {platform.python_version()}; {mb:.0f} MB in {args.shards} safetensors shards + config, "
           f"median of {args.runs} runs")
     print(f"  {'plain file copy':40s} {copy:7.3f} s  {mb / copy:8.1f} MB/s")
+    print(f"  {'plain parallel copy from the server':40s} {plain:7.3f} s  {mb / plain:8.1f} MB/s  (curl per file)")
     for name, seconds in results.items():
-        print(f"  {name:40s} {seconds:7.3f} s  {mb / seconds:8.1f} MB/s  ratio to copy {copy / seconds:.2f}")
+        print(f"  {name:40s} {seconds:7.3f} s  {mb / seconds:8.1f} MB/s  ratio to copy {copy / seconds:.2f}, "
+              f"to the plain parallel copy {plain / seconds:.2f}")
     print(f"  {'puller re-run (no-op: fixed cost)':40s} {noop:7.3f} s")
     default = next(iter(results.values()))
     print(f"  transfer alone (default minus fixed cost): {mb / (default - noop):.1f} MB/s, "

@@ -119,6 +119,42 @@ _PULL_DIAGNOSES = (
 )
 
 
+# Object-store and existing-volume sources (components/compile/object_store.py): the `verify` and
+# `pull` scripts end with one `llm-serving:` line naming the keys; rclone's own S3 errors name the
+# store's error code. Checked before the hub's patterns (a 403 from a store is not a gated repo).
+_SOURCE_DIAGNOSES = (
+    (re.compile(r"llm-serving: source changed since preview:([^\n]*)"), "source-changed",
+     "objects changed in the store since preview:{0}; run `pulumi up` again: preview lists the store "
+     "again, and the new objects go into a new volume"),
+    (re.compile(r"llm-serving: missing:([^\n]*)"), "weights-incomplete",
+     "the weights are incomplete, missing:{0}; the copy was cut short or the store lost them: run "
+     "`pulumi up` again to re-run the puller"),
+    (re.compile(r"llm-serving: wrong size:([^\n]*)"), "weights-incomplete",
+     "weights files of the wrong size:{0}; run `pulumi up` again to re-run the puller"),
+    (re.compile(r"(SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|ExpiredToken|InvalidToken"
+                r"|operation error S3: \w+, https response error StatusCode: 40[13])"),
+     "source-unauthorized", "the store refused the puller ({0}): fix the keys in the source.credentials "
+     "Secret, or the cloud identity of the puller's ServiceAccount"),
+    (re.compile(r"(NoSuchBucket|error reading source root directory: directory not found)"), "source-not-found",
+     "nothing in the store at the source's bucket and prefix ({0}): check source.bucket, source.prefix and "
+     "source.endpoint"),
+)
+
+
+def _terminated_messages(pods: list[dict]) -> str:
+    """The termination messages of the containers that failed (init containers included): a
+    failed `pull` init container has no log under the pod's default container, and
+    FallbackToLogsOnError puts its last lines here."""
+    lines = []
+    for pod in pods:
+        for container in _container_statuses(pod):
+            for state in (container.get("state") or {}, container.get("lastState") or {}):
+                terminated = state.get("terminated") or {}
+                if terminated.get("exitCode") not in (None, 0) and terminated.get("message"):
+                    lines.append(f"[{container.get('name')}] {terminated['message'].strip()}")
+    return "\n".join(lines)
+
+
 def _job_condition(job: dict, kind: str) -> Optional[dict]:
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("type") == kind and condition.get("status") == "True":
@@ -148,10 +184,19 @@ def diagnose_puller_failure(job: dict, pods: list[dict], logs: dict[str, str], e
         reason, message = ("deadline-exceeded",
                            "weights download exceeded its deadline; raise platform.pullTimeoutSeconds or use a closer mirror")
     else:
-        for pattern, kind, template in _PULL_DIAGNOSES:
-            if pattern.search(tail):
-                reason, message = kind, template.format(repo=repo)
+        terminated = _terminated_messages(puller_pods[-1:])
+        if terminated:
+            tail = log_tail(f"{tail}\n{terminated}".strip())
+        for pattern, kind, template in _SOURCE_DIAGNOSES:
+            found = pattern.search(tail)
+            if found:
+                reason, message = kind, template.format(*found.groups())
                 break
+        else:
+            for pattern, kind, template in _PULL_DIAGNOSES:
+                if pattern.search(tail):
+                    reason, message = kind, template.format(repo=repo)
+                    break
     details = {
         "job": _name(job), "pod": pod, "condition": cap(condition.get("message") or "", 300),
         "logTail": tail, "events": _event_lines(_events_for(events, pod)),

@@ -154,13 +154,29 @@ def nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def rows(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str, str, str]]:
+def union_models(annotation: Any) -> list[type[BaseModel]]:
+    """The models of a union of several (a tagged union such as ``source``); [] otherwise."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) not in (Union, types.UnionType):
+        return []
+    found = [nested_model(arg)[0] for arg in typing.get_args(annotation)]
+    models = [m for m in found if m is not None]
+    return models if len(models) > 1 else []
+
+
+def rows(model: type[BaseModel], prefix: str, variant: str = "") -> Iterator[tuple[str, str, str, str]]:
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
-        yield key, describe_type(field.annotation, field.metadata), describe_default(field), field.description or ""
+        members = union_models(field.annotation)
+        kind = "one of the objects below, by `type`" if members else describe_type(field.annotation, field.metadata)
+        yield key, kind, describe_default(field), variant + (field.description or "")
+        for member in members:
+            tag = typing.get_args(member.model_fields["type"].annotation)[0]
+            yield from rows(member, f"{key}.", f"(`type: {tag}`) ")
         child, is_list = nested_model(field.annotation)
-        if child is not None:
-            yield from rows(child, f"{key}[]." if is_list else f"{key}.")
+        if child is not None and not members:
+            yield from rows(child, f"{key}[]." if is_list else f"{key}.", variant)
 
 
 def _cell(text: str) -> str:

@@ -46,6 +46,12 @@ setup_toolchain() {
   toolchain_env
 }
 
+setup_testtools() {
+  # rclone and an S3-compatible server for the weight-source tests (tests/puller), built from the
+  # Go module proxy when missing (cached like the toolchain; warm run = instant).
+  bash "$REPO/scripts/testtools/build.sh"
+}
+
 pulumi_env() {
   mkdir -p "$LLM_SERVING_STATE_DIR"
   export PULUMI_BACKEND_URL="file://$LLM_SERVING_STATE_DIR"

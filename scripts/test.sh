@@ -5,6 +5,7 @@ source "$(dirname "$0")/lib.sh"
 
 setup_python
 setup_toolchain
+setup_testtools
 start_cluster
 pulumi_env
 cd "$REPO"

@@ -71,13 +71,14 @@ class ModelNames:
     @classmethod
     def of(cls, model: ModelConfig) -> ModelNames:
         digest = source_hash(model)
+        claim = getattr(model.source, "claim_name", None)  # a pvc source: the existing claim
         return cls(
             # A multi-node model's LeaderWorkerSet may not take the model's name: the LWS controller
             # creates a headless Service named after it (the leader's address), which would take
             # over the model's Service.
             server=model.name if model.multi_node is None else f"{model.name}-lws",
             service=model.name,
-            weights=f"{model.name}-weights-{digest}",
+            weights=claim or f"{model.name}-weights-{digest}",
             puller=f"{model.name}-pull-{digest}",
             gate=child(model.name, WEIGHTS_GATE),
         )

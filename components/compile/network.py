@@ -25,6 +25,7 @@ from typing import Optional
 from urllib.parse import urlparse
 
 from ..config.model import ModelConfig
+from ..config.sources import source_type
 from ..config.stack import StackConfig
 from . import common
 
@@ -122,7 +123,12 @@ def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Opt
     """The puller's NetworkPolicy (raw path), or None when ``platform.networkPolicy`` is off."""
     if not stack.platform.network_policy.enabled or model.on_operator:
         return None
-    endpoint = model.hf_endpoint or stack.platform.hf_endpoint
+    kind = source_type(model.source)
+    if kind == "pvc":
+        egress: list[dict] = []  # the verify step reads its volume only
+    else:
+        endpoint = model.source.endpoint_url if kind == "s3" else (model.hf_endpoint or stack.platform.hf_endpoint)
+        egress = [{"ports": [dict(p) for p in DNS_PORTS]}, hub_egress(endpoint)]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -131,6 +137,6 @@ def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Opt
             "podSelector": {"matchLabels": puller_pods(model)},
             # Ingress listed with no rule: nothing may connect to the puller.
             "policyTypes": ["Ingress", "Egress"],
-            "egress": [{"ports": [dict(p) for p in DNS_PORTS]}, hub_egress(endpoint)],
+            "egress": egress,
         },
     }

@@ -158,7 +158,9 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     )
     return ModelPlan(model, (
         *_crd_check(model, cluster),
-        Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),
+        # A `pvc` source has no weights volume of ours: its existing claim is never a resource here,
+        # so nothing this program does (destroy included) can delete it.
+        *(() if manifests.weights_pvc is None else (Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),)),
         *_puller_policy(manifests.puller_network_policy),
         # A Job's pod template is immutable, so any change to it replaces the Job, and
         # a changed template under the same source keeps the Job's name (an upgrade of this

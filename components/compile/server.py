@@ -54,7 +54,8 @@ def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[di
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": stack.shm_limit(model)}},
     ]
     mounts = [
-        {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True},
+        {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
+         **({"subPath": model.source.sub_path} if getattr(model.source, "sub_path", None) else {})},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
     if model.engine == "nim":

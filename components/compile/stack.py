@@ -17,7 +17,7 @@ class ModelManifests:
 
     model: ModelConfig
     names: common.ModelNames
-    weights_pvc: dict
+    weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours)
     puller_job: dict
     deployment: dict  # the server: a Deployment, or a LeaderWorkerSet for a multi-node model
     service: dict
@@ -31,7 +31,8 @@ class ModelManifests:
         puller_policy = [self.puller_network_policy] if self.puller_network_policy is not None else []
         pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
         scaler = [self.scaled_object] if self.scaled_object is not None else []
-        return [self.weights_pvc, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb, *scaler]
+        weights = [self.weights_pvc] if self.weights_pvc is not None else []
+        return [*weights, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb, *scaler]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:

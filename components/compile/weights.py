@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
-from . import common
+from ..config.sources import source_type
+from . import common, object_store
 
 PULLER_COMPONENT = "weights-puller"
 WEIGHTS_COMPONENT = "weights"
 
 
-def compile_weights_pvc(model: ModelConfig, platform: PlatformConfig) -> dict:
+def compile_weights_pvc(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
+    """The weights volume, or None for a `pvc` source (its claim exists and is never ours)."""
+    if source_type(model.source) == "pvc":
+        return None
     names = common.ModelNames.of(model)
     spec: dict = {
         "accessModes": [model.weights.access_mode],
@@ -98,32 +104,26 @@ def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
 
 
 def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
+    """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
+    rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py)."""
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)
     tmp, tmp_mount = common.tmp_volume()
-    container = {
-        "name": "puller",
-        "image": platform.puller_image,
-        # The image's entrypoint may be the server; run the hub CLI explicitly.
-        "command": ["hf"],
-        "args": puller_args(model),
-        "env": puller_env(model, platform),
-        "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, tmp_mount],
-        "resources": {
-            "requests": {"cpu": "1", "memory": "2Gi"},
-            "limits": {"memory": "4Gi"},
-        },
-        "securityContext": common.container_security_context(ident, read_only_root=True),
-    }
+    if source_type(model.source) == "hf":
+        init_containers, containers = [], [hub_container(model, platform, ident, tmp_mount)]
+    else:
+        init_containers, containers = object_store.containers(model, ident)
     pod_spec: dict = {
         **common.POD_DEFAULTS,
         "restartPolicy": "Never",
-        "serviceAccountName": platform.service_account_name,
+        "serviceAccountName": object_store.service_account(model, platform),
         "automountServiceAccountToken": False,
-        # Same uid/gid as the server so the server can read what the puller wrote.
-        "securityContext": common.pod_security_context(ident, fs_group=True),
-        "containers": [container],
-        "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": names.weights}}, tmp],
+        # Same uid/gid as the server so the server can read what the puller wrote; fsGroup lets
+        # it write a fresh volume (never set on an existing claim: it would chown the user's files).
+        "securityContext": common.pod_security_context(ident, fs_group=object_store.writes_volume(model)),
+        **({"initContainers": init_containers} if init_containers else {}),
+        "containers": containers,
+        "volumes": [object_store.claim_volume(model, names), tmp],
         **puller_scheduling(model, platform),
     }
     pull_secrets = common.image_pull_secrets(platform)
@@ -136,13 +136,28 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
     meta["labels"][common.SOURCE_HASH_LABEL] = common.source_hash(model)
     template_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
     meta["annotations"].update(common.SKIP_AWAIT)
+    spec: dict = {
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": platform.pull_timeout_seconds,
+        "template": {"metadata": template_meta, "spec": pod_spec},
+    }
+    if source_type(model.source) == "s3":
+        spec["podFailurePolicy"] = object_store.FAILURE_POLICY
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def hub_container(model: ModelConfig, platform: PlatformConfig, ident: common.Identity, tmp_mount: dict) -> dict:
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": 2,
-            "activeDeadlineSeconds": platform.pull_timeout_seconds,
-            "template": {"metadata": template_meta, "spec": pod_spec},
+        "name": "puller",
+        "image": platform.puller_image,
+        # The image's entrypoint may be the server; run the hub CLI explicitly.
+        "command": ["hf"],
+        "args": puller_args(model),
+        "env": puller_env(model, platform),
+        "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, tmp_mount],
+        "resources": {
+            "requests": {"cpu": "1", "memory": "2Gi"},
+            "limits": {"memory": "4Gi"},
         },
+        "securityContext": common.container_security_context(ident, read_only_root=True),
     }

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
+from .sources import SOURCE_TYPES, source_class
 from .stack import StackConfig
 from .types import Shape, given
 from .values import Problems
@@ -106,10 +107,20 @@ def _join(*parts: Any) -> str:
     return ".".join(str(p) for p in parts if p != "")
 
 
+def _untagged(loc: tuple) -> tuple:
+    """``loc`` without the tag pydantic inserts after a tagged union (``source.s3.bucket`` is the
+    stack file's ``source.bucket``)."""
+    return tuple(part for i, part in enumerate(loc)
+                 if not (i and loc[i - 1] == "source" and part in SOURCE_TYPES))
+
+
 def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
-    """The config model that holds the key at ``loc`` (a pydantic error location), if any."""
+    """The config model that holds the key at ``loc`` (a pydantic error location, tags kept), if any."""
     annotation: Any = StackConfig
-    for part in loc:
+    for index, part in enumerate(loc):
+        if index and loc[index - 1] == "source" and part in SOURCE_TYPES:
+            annotation = source_class(part)
+            continue
         model = _unwrap(annotation)
         if isinstance(part, int) or model is None:
             annotation = _item(annotation)
@@ -153,6 +164,11 @@ def _unknown_key(loc: tuple) -> str:
     if model is None:
         return "unknown field; remove it or fix its spelling (see docs/config-reference.md)"
     keys = [field.alias or name for name, field in model.model_fields.items()]
+    if len(loc) >= 2 and loc[-2] in SOURCE_TYPES:  # a key of another source type: say which
+        owners = [tag for tag in SOURCE_TYPES if tag != loc[-2] and any(
+            (f.alias or n) == loc[-1] for n, f in source_class(tag).model_fields.items())]
+        if owners:
+            return f"a key of `type: {owners[0]}` sources; set `type: {owners[0]}` (this source is `{loc[-2]}`)"
     match = closest(str(loc[-1]), keys)
     if match:
         return f"unknown field; did you mean `{match}`?"
@@ -167,6 +183,8 @@ def _message(item: dict) -> str:
         return _type_message(item)
     if kind in _TYPE_FIX:
         return _TYPE_FIX[kind]
+    if kind == "union_tag_invalid":
+        return f"'{ctx.get('tag', '')}' is not a source type; use one of {', '.join(SOURCE_TYPES)} (unset: hf)"
     if kind == "literal_error":
         return f"use one of {ctx.get('expected', '')}"
     if kind in _BOUNDS:
@@ -179,7 +197,10 @@ def _message(item: dict) -> str:
 def format_validation_error(error: ValidationError) -> list[str]:
     lines: list[str] = []
     for item in error.errors():
-        where = _join(*item["loc"])
+        loc = _untagged(tuple(item["loc"]))
+        if item["type"] == "union_tag_invalid":
+            loc += ("type",)
+        where = _join(*loc)
         cause = (item.get("ctx") or {}).get("error")
         if isinstance(cause, Problems):
             lines.extend(f"{_join(where, problem.path)}: {problem.message}" for problem in cause.problems)

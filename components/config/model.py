@@ -9,15 +9,16 @@ need another section (the platform, the router, the other models) belong to the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from . import effect, kube, managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
 from .multinode import MultiNode, multinode_problems
+from .sources import PvcSource, S3Source, source_problems, source_type
 from .types import (
     Dns1123Label,
     HealthPath,
@@ -42,6 +43,9 @@ DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckp
 
 
 class ModelSource(Strict):
+    """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`."""
+
+    type: Literal["hf"] = Field("hf", description="`hf` (the default; may be left out).")
     repo: Annotated[str, AfterValidator(values.check_hf_repo)] = Field(
         description="Hugging Face repo id, `owner/name`."
     )
@@ -75,6 +79,13 @@ class ModelSource(Strict):
     @property
     def ref(self) -> str:
         return f"{self.repo}@{self.revision}"
+
+
+# `source.type` picks the kind; without it, the Hub (stack files from before the other kinds).
+WeightSource = Annotated[
+    Union[Annotated[ModelSource, Tag("hf")], Annotated[S3Source, Tag("s3")], Annotated[PvcSource, Tag("pvc")]],
+    Discriminator(source_type),
+]
 
 
 class WeightsStorage(Strict):
@@ -150,7 +161,9 @@ class ModelConfig(Strict):
         description="Model name: stem of every object name and the served model name."
     )
     engine: str = Field("vllm", description="`vllm` or `nim` (`generic` is not supported on Kubernetes).")
-    source: ModelSource = Field(description="Where the weights come from.")
+    source: WeightSource = Field(
+        description="Where the weights come from: `type: hf` (the default), `s3` or `pvc`; see "
+        "docs/weight-sources.md.")
     gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
     tensor_parallel_size: int = Field(
         1, ge=1, description="Tensor-parallel degree; must divide `gpus`. vLLM, and the NIM operator's ngc "
@@ -282,6 +295,7 @@ class ModelConfig(Strict):
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
         problems.extend(rules.nim_problems(self))
+        problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
         problems.extend(rules.identity_problems(self))

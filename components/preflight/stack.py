@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..config.model import ModelConfig
+from ..config.sources import source_type
 from ..config.stack import StackConfig
 from ..config.stack_secrets import HF_TOKEN_SECRET
-from . import hub
+from . import hub, s3
 from .adapters import preflight_adapters
 from .decide import Check, Verdict, decide
 
@@ -45,9 +46,27 @@ class PreflightReport:
 
 
 def downloads_with_puller(model: ModelConfig) -> bool:
-    """vLLM and NIM raw models: their puller Job runs `hf download` of ``source``. (The NIM
-    operator path caches through the operator's NIMCache instead.)"""
-    return not getattr(model, "on_operator", False)
+    """vLLM and NIM raw models with a Hub source: their puller Job runs `hf download` of
+    ``source``. (The NIM operator path caches through the operator's NIMCache instead; s3 and pvc
+    sources are checked by ``s3_check`` / not at preview.)"""
+    return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"
+
+
+def s3_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
+             list_objects: Callable = s3.list_objects) -> s3.S3Verdict:
+    """List an s3 source's prefix from this machine; the verdict pins the listing when ``pin``."""
+    source = model.source
+    endpoint = (env.get(s3.ENDPOINT_ENV) or source.endpoint_url).rstrip("/")
+    creds = s3.Credentials.from_env(env)
+    # AWS: virtual-hosted requests (path style is deprecated there); other stores: path style.
+    answer = list_objects(endpoint, source.region, source.bucket, source.prefix, creds,
+                          virtual_host=source.endpoint is None and not env.get(s3.ENDPOINT_ENV))
+    preflight = stack.platform.preflight
+    return s3.decide_s3(
+        source, answer, endpoint=endpoint, pin=stack.platform.pin if model.pin is None else model.pin,
+        volume_size=model.weights.size, volume_size_default="size" not in model.weights.model_fields_set,
+        headroom_percent=preflight.headroom_percent, on_unreachable=preflight.on_unreachable,
+        has_credentials=creds is not None)
 
 
 def preflight_endpoint(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) -> str:
@@ -91,7 +110,8 @@ def pinned(model: ModelConfig, revision: str) -> ModelConfig:
 
 def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
                     env: Optional[Mapping[str, str]] = None, token=None,
-                    stack_token: Optional[str] = None) -> PreflightReport:
+                    stack_token: Optional[str] = None,
+                    list_objects: Callable = s3.list_objects) -> PreflightReport:
     """Check every puller-downloaded model; raise ``PreflightError`` listing every problem, or
     return the stack to deploy (revisions pinned where ``pin``).
 
@@ -104,6 +124,15 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
     report = PreflightReport(stack)
     models: list[ModelConfig] = []
     for index, model in enumerate(stack.models):
+        if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):
+            found = s3_check(model, stack, env, list_objects)
+            problems.extend(f"models.{index}.{p.field}: {p.message}" for p in found.errors)
+            report.warnings.extend(f"model '{model.name}': {w}" for w in found.warnings)
+            report.notes.extend(f"model '{model.name}': {n}" for n in found.notes)
+            if found.manifest is not None:
+                model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": found.manifest})})
+            models.append(model)
+            continue
         if not downloads_with_puller(model):
             models.append(model)
             continue

@@ -1,0 +1,263 @@
+"""The puller of the object-store and existing-volume sources (``source.type`` s3 / pvc).
+
+s3: the puller Job's init container ``pull`` copies ``bucket/prefix`` onto the weights volume with
+rclone (the image ``sources.RCLONE_IMAGE``), in parallel (``COPY_FLAGS``); its container
+``verify`` then checks the volume. pvc: no pull, only ``verify`` (the claim mounted read-only).
+
+``verify`` refuses, with one ``llm-serving:`` line naming the keys, a volume that misses a file
+or holds one of another size than expected; for s3 it also refuses when the store's MD5 ETags
+differ from the ones preview listed (the copy is not what preview saw). The expected list is
+preview's listing (``source.manifest``) or, for pvc, ``expectFiles`` plus the shards the volume's
+``model.safetensors.index.json`` names. The gate (providers/gate.py) reports those lines.
+
+Both containers run ``sh -c <script> <name> <args>`` in the rclone image (Alpine: busybox sh and
+stat), so the tests run the very same command line with the rclone binary built from the module
+proxy. rclone reads its remote ``src`` from ``RCLONE_CONFIG_SRC_*`` variables: no config file.
+Pure: no Pulumi, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.sources import RCLONE_IMAGE, PvcSource, S3Source
+from . import common
+
+REMOTE = "src"
+# Parallelism of the copy, tuned with bench/s3_puller_throughput.py against a plain parallel copy
+# (docs/weight-sources.md): whole files in parallel, and every file over 64 MiB (safetensors
+# shards) in 8 parallel ranged streams of 64 MiB chunks written in place. No read-ahead buffer
+# (--buffer-size=0): with ranged streams it is one more copy of every byte, and the sweep ran
+# 2-3x faster without it.
+COPY_FLAGS = (
+    "--transfers=16",
+    "--checkers=16",
+    "--multi-thread-streams=8",
+    "--multi-thread-cutoff=64M",
+    "--multi-thread-chunk-size=64M",
+    "--buffer-size=0",
+    "--fast-list",
+    # A cut connection: rclone re-opens the object at the offset it reached (low-level retries),
+    # then whole-run retries skip every file already complete.
+    "--low-level-retries=20",
+    "--retries=3",
+    "--stats=30s",
+    "--stats-one-line",
+    "--stats-log-level=NOTICE",
+)
+# Exit codes of the scripts' own refusals (rclone's own are 1-9).
+SOURCE_CHANGED_EXIT = 42
+INCOMPLETE_EXIT = 43
+# The store no longer holds what preview listed: another attempt copies the same refusal, so the
+# Job fails at once instead of retrying twice (a missing key, 43, is retried: the next attempt's
+# copy fetches what an interrupted one left out).
+FAILURE_POLICY = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [SOURCE_CHANGED_EXIT]}}]}
+
+# $1: the remote path, $2: the weights dir; then rclone's flags. LLM_SERVING_KEYS (preview's
+# keys, one a line) restricts the copy to exactly them; LLM_SERVING_MD5SUMS (md5  key lines, the
+# objects whose ETag is an MD5) is checked against the store before anything is copied.
+PULL_SCRIPT = r"""set -eu
+src=$1 dest=$2; shift 2
+if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
+  printf '%s\n' "$LLM_SERVING_MD5SUMS" > /tmp/expected.md5
+  if ! rclone checksum md5 /tmp/expected.md5 "$src" --one-way --log-level ERROR 2> /tmp/check.log; then
+    cat /tmp/check.log >&2
+    echo "llm-serving: source changed since preview:$(sed -n 's/^.*ERROR : \([^:]*\): .*$/ \1/p' /tmp/check.log | sort -u | tr -d '\n')" >&2
+    exit 42
+  fi
+fi
+if [ -n "${LLM_SERVING_KEYS:-}" ]; then
+  printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
+  set -- --files-from-raw /tmp/keys "$@"
+fi
+exec rclone copy "$src" "$dest" "$@"
+"""
+
+# $1: the weights dir, $2 (s3): the remote path. LLM_SERVING_EXPECT: `size<TAB>path` lines (size
+# `-`: any). LLM_SERVING_SHARDS=index: also every shard model.safetensors.index.json names, or at
+# least one *.safetensors without an index.
+VERIFY_SCRIPT = r"""set -u
+cd "$1" || { echo "llm-serving: missing: the weights folder $1" >&2; exit 43; }
+tab=$(printf '\t')
+missing="" wrong=""
+check() {
+  if [ ! -f "$2" ]; then missing="$missing $2"
+  elif [ "$1" != "-" ]; then
+    got=$(stat -c %s "$2")
+    [ "$got" = "$1" ] || wrong="$wrong $2($got bytes, expected $1)"
+  fi
+}
+while IFS="$tab" read -r size path; do
+  [ -n "$path" ] && check "$size" "$path"
+done <<EOF
+${LLM_SERVING_EXPECT:-}
+EOF
+if [ "${LLM_SERVING_SHARDS:-}" = index ]; then
+  if [ -f model.safetensors.index.json ]; then
+    for shard in $(grep -o '"[^"]*\.safetensors"' model.safetensors.index.json | tr -d '"' | sort -u); do
+      check - "$shard"
+    done
+  elif [ -z "$(find . -maxdepth 1 -name '*.safetensors' -type f | head -n 1)" ]; then
+    missing="$missing *.safetensors"
+  fi
+fi
+if [ -z "${LLM_SERVING_EXPECT:-}" ] && [ -n "${2:-}" ]; then
+  # No listing from preview (pin off, or preview could not list): the store as it is now.
+  if ! rclone check "$2" . --one-way --size-only --log-level ERROR 2> /tmp/check.log; then
+    cat /tmp/check.log >&2
+    missing="$missing$(sed -n 's/^.*ERROR : \([^:]*\): file not in .*$/ \1/p' /tmp/check.log | tr -d '\n')"
+    wrong="$wrong$(sed -n 's/^.*ERROR : \([^:]*\): sizes differ.*$/ \1/p' /tmp/check.log | tr -d '\n')"
+    [ -n "$missing$wrong" ] || missing=" (rclone check failed: see above)"
+  fi
+fi
+status=0
+[ -z "$missing" ] || { echo "llm-serving: missing:$missing" >&2; status=43; }
+[ -z "$wrong" ] || { echo "llm-serving: wrong size:$wrong" >&2; status=43; }
+if [ "$status" = 0 ] && [ -n "${LLM_SERVING_MD5SUMS:-}" ] && [ -n "${2:-}" ]; then
+  printf '%s\n' "$LLM_SERVING_MD5SUMS" > /tmp/expected.md5
+  if ! rclone checksum md5 /tmp/expected.md5 "$2" --one-way --log-level ERROR 2> /tmp/check.log; then
+    cat /tmp/check.log >&2
+    echo "llm-serving: source changed since preview:$(sed -n 's/^.*ERROR : \([^:]*\): .*$/ \1/p' /tmp/check.log | sort -u | tr -d '\n')" >&2
+    status=42
+  fi
+fi
+[ "$status" = 0 ] && echo "llm-serving: verified $(printf '%s\n' "${LLM_SERVING_EXPECT:-}" | grep -c .) listed files in $1"
+exit "$status"
+"""
+
+_MD5 = re.compile(r'^"?([0-9a-f]{32})"?$')
+
+
+def remote_path(source: S3Source) -> str:
+    return f"{REMOTE}:{source.bucket}/{source.prefix}".rstrip("/")
+
+
+def remote_env(source: S3Source) -> list[dict]:
+    """rclone's remote ``src`` from variables, and the store's credentials (if a Secret holds them)."""
+    prefix = f"RCLONE_CONFIG_{REMOTE.upper()}_"
+    env = [
+        {"name": prefix + "TYPE", "value": "s3"},
+        {"name": prefix + "PROVIDER", "value": source.rclone_provider},
+        # Credentials from the environment: the Secret's keys below, or the pod's cloud identity
+        # (IRSA's web identity token, EKS Pod Identity, the instance role).
+        {"name": prefix + "ENV_AUTH", "value": "true"},
+        {"name": prefix + "REGION", "value": source.region},
+        # The source is read, never written: no bucket creation probe (a read-only key fails it).
+        {"name": prefix + "NO_CHECK_BUCKET", "value": "true"},
+    ]
+    if source.endpoint:
+        env.append({"name": prefix + "ENDPOINT", "value": source.endpoint})
+    if source.credentials:
+        creds = source.credentials
+        for name, key in (("AWS_ACCESS_KEY_ID", creds.access_key_id_key),
+                          ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key_key)):
+            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": creds.secret, "key": key}}})
+    return env
+
+
+def md5_sums(source: S3Source) -> str:
+    """`md5  key` lines for the listed objects whose ETag is an MD5 (one-part uploads)."""
+    lines = []
+    for obj in source.manifest or ():
+        match = _MD5.match(obj.etag)
+        if match:
+            lines.append(f"{match.group(1)}  {obj.key}")
+    return "\n".join(lines)
+
+
+def expected_lines(model: ModelConfig) -> str:
+    source = model.source
+    if isinstance(source, PvcSource):
+        return "\n".join(f"-\t{path}" for path in source.expect_files)
+    return "\n".join(f"{obj.size}\t{obj.key}" for obj in source.manifest or ())
+
+
+def _base_env() -> list[dict]:
+    # rclone's cache and config lookups go under $HOME: the /tmp emptyDir (read-only root).
+    return [{"name": "HOME", "value": common.TMP_MOUNT}]
+
+
+def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
+    source: S3Source = model.source  # type: ignore[assignment]
+    env = _base_env() + remote_env(source)
+    if source.manifest is not None:
+        env.append({"name": "LLM_SERVING_KEYS", "value": "\n".join(o.key for o in source.manifest)})
+        sums = md5_sums(source)
+        if sums:
+            env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
+    return {
+        "name": "pull",
+        "image": RCLONE_IMAGE,
+        "command": ["sh", "-c", PULL_SCRIPT, "pull"],
+        "args": [remote_path(source), common.WEIGHTS_MOUNT, *COPY_FLAGS],
+        "env": env,
+        "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, common.tmp_volume()[1]],
+        "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "6Gi"}},
+        "securityContext": common.container_security_context(ident, read_only_root=True),
+        # A failed init container has no log under the pod's default container: its last lines
+        # become its termination message, which the gate reads from the pod's status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def verify_container(model: ModelConfig, ident: common.Identity) -> dict:
+    source = model.source
+    env = _base_env()
+    args = [common.WEIGHTS_MOUNT]
+    mount: dict = {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True}
+    if isinstance(source, S3Source):
+        env += remote_env(source)
+        args.append(remote_path(source))
+        sums = md5_sums(source)
+        if sums:
+            env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
+    else:
+        env.append({"name": "LLM_SERVING_SHARDS", "value": "index"})
+        if source.sub_path:
+            mount["subPath"] = source.sub_path
+    expected = expected_lines(model)
+    if expected:
+        env.append({"name": "LLM_SERVING_EXPECT", "value": expected})
+    return {
+        "name": "verify",
+        "image": RCLONE_IMAGE,
+        "command": ["sh", "-c", VERIFY_SCRIPT, "verify"],
+        "args": args,
+        "env": env,
+        "volumeMounts": [mount, common.tmp_volume()[1]],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": common.container_security_context(ident, read_only_root=True),
+        # A refusal's last lines (the keys) become the termination message the gate shows.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def containers(model: ModelConfig, ident: common.Identity) -> tuple[list[dict], list[dict]]:
+    """(init containers, containers) of the puller Job of an s3 or pvc source."""
+    if isinstance(model.source, S3Source):
+        return [pull_container(model, ident)], [verify_container(model, ident)]
+    return [], [verify_container(model, ident)]
+
+
+def claim_volume(model: ModelConfig, names: common.ModelNames) -> dict:
+    read_only: Optional[bool] = True if isinstance(model.source, PvcSource) else None
+    claim: dict = {"claimName": names.weights}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": "weights", "persistentVolumeClaim": claim}
+
+
+def writes_volume(model: ModelConfig) -> bool:
+    """Whether the Job writes its volume; never an existing claim."""
+    return not isinstance(model.source, PvcSource)
+
+
+def service_account(model: ModelConfig, platform: PlatformConfig) -> str:
+    """The puller's ServiceAccount: an s3 source's own (one carrying a cloud identity), else the platform's."""
+    source = model.source
+    if isinstance(source, S3Source) and source.service_account_name:
+        return source.service_account_name
+    return platform.service_account_name

@@ -1,0 +1,248 @@
+"""Where a model's weights come from besides the Hugging Face Hub: an S3-compatible object store,
+or an existing PersistentVolumeClaim that already holds them.
+
+``source.type`` picks the kind; a source without ``type`` is the Hub (``hf``), so stack files
+written before these kinds existed read, validate and render exactly as before. The Hub source
+itself is ``model.ModelSource``; this module holds the others and the discriminator.
+
+Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
+does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
+store (``platform.pin``) — a digest of every key, size and ETag it read: a changed object is a
+new volume and a new pull, an unchanged store keeps the weights. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal, Optional
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator
+
+from . import values
+from .types import Dns1123Label, Strict
+from .values import Problem
+
+# The tags of ``source.type``; the Hub is the default.
+SOURCE_TYPES = ("hf", "s3", "pvc")
+DEFAULT_SOURCE_TYPE = "hf"
+
+# One pinned public image for object stores: rclone's own, at the release the tests build from the
+# Go module proxy (scripts/testtools/versions.sh RCLONE_VERSION). Alpine-based: it has `sh` and
+# `stat`, which the verify step uses.
+RCLONE_IMAGE = "docker.io/rclone/rclone:1.76.0"
+# A preview listing of more keys than this is refused: the manifest rides in a ConfigMap (1 MiB).
+MAX_MANIFEST_KEYS = 5000
+
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html (the common subset).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def source_type(value: Any) -> str:
+    """The tag of a source value (a stack file's mapping, or an already-built source)."""
+    if isinstance(value, dict):
+        kind = value.get("type", DEFAULT_SOURCE_TYPE)
+        return kind if isinstance(kind, str) else repr(kind)
+    return getattr(value, "type", DEFAULT_SOURCE_TYPE)
+
+
+def check_bucket(bucket: str) -> str:
+    if not _BUCKET.match(bucket or "") or ".." in bucket:
+        raise ValueError(f"'{bucket}' is not a bucket name; write 3-63 lowercase letters, digits, '.' or '-', "
+                         "e.g. 'models'")
+    return bucket
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix naming a folder: no leading '/', ends with '/' (added), no '..' or '//'."""
+    prefix = prefix.strip()
+    if prefix.startswith("/") or ".." in prefix.split("/") or "//" in prefix or any(c in prefix for c in "*?[\n"):
+        raise ValueError(f"'{prefix}' is not a key prefix; write the folder of the weights without a leading "
+                         "'/' or wildcards, e.g. 'llama-3.1-8b-instruct/'")
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+def check_relative_path(path: str) -> str:
+    parts = path.split("/")
+    if not path or path.startswith("/") or ".." in parts or "" in parts or any(c in path for c in "\n\t"):
+        raise ValueError(f"'{path}' is not a relative path inside the volume; write e.g. 'llama-3.1-8b' "
+                         "(no leading '/', no '..')")
+    return path
+
+
+class S3Credentials(Strict):
+    """A Secret with the store's access keys (the AWS names, whatever the store)."""
+
+    secret: Dns1123Label = Field(description="Name of an existing Secret in the stack's namespace.")
+    access_key_id_key: str = Field("AWS_ACCESS_KEY_ID", description="Key of the access key id in the Secret.")
+    secret_access_key_key: str = Field("AWS_SECRET_ACCESS_KEY", description="Key of the secret access key in the Secret.")
+
+
+class S3Object(Strict):
+    """One object preview listed (key relative to the prefix)."""
+
+    key: str = Field(description="Key below the prefix.")
+    size: int = Field(ge=0, description="Bytes.")
+    etag: str = Field("", description="The store's ETag (an MD5 hex for objects uploaded in one part).")
+
+
+class S3Source(Strict):
+    """Weights in an S3-compatible object store (AWS S3, MinIO, Ceph RGW, Cloudflare R2, GCS's S3
+    interoperability endpoint...), copied onto the weights volume by rclone."""
+
+    type: Literal["s3"] = Field(description="`s3`.")
+    bucket: str = Field(description="Bucket name.")
+    prefix: str = Field(
+        "", description="Key prefix of the weights' folder (`llama-3.1-8b-instruct/`; a missing trailing `/` "
+        "is added). Every object under it is copied, keeping the layout below the prefix. Empty: the whole bucket.",
+    )
+    endpoint: Optional[str] = Field(
+        None, description="S3 API URL of a store other than AWS (`https://minio.storage.svc:9000`, "
+        "`https://<account>.r2.cloudflarestorage.com`); must be reachable from the cluster. Unset: AWS S3 "
+        "in `region`.",
+    )
+    region: str = Field("us-east-1", description="Region of the bucket (AWS) or the store's region name.")
+    provider: Optional[Literal["AWS", "Minio", "Ceph", "Cloudflare", "GCS", "Other"]] = Field(
+        None, description="rclone's S3 provider (its per-store quirks). Unset: `AWS` without `endpoint`, "
+        "`Other` with one.",
+    )
+    credentials: Optional[S3Credentials] = Field(
+        None, description="Secret with the access keys. Unset: the puller's ServiceAccount identity (EKS IRSA "
+        "or Pod Identity, the node's instance role); see docs/weight-sources.md for the annotation.",
+    )
+    service_account_name: Optional[Dns1123Label] = Field(
+        None, description="An existing ServiceAccount the puller runs as, carrying the cloud identity that "
+        "reads the bucket (EKS: annotated `eks.amazonaws.com/role-arn`); for `credentials`-less access. Unset: "
+        "`platform.serviceAccountName`.",
+    )
+    manifest: Optional[tuple[S3Object, ...]] = Field(
+        None, description="Set by preview from its listing (keys, sizes, ETags); never written in a stack file. "
+        "The puller copies exactly these keys and the verify step checks them.",
+    )
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, bucket: str) -> str:
+        return check_bucket(bucket)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, prefix: str) -> str:
+        return check_prefix(prefix)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, endpoint: Optional[str]) -> Optional[str]:
+        if endpoint is None:
+            return None
+        try:
+            values.check_cluster_reachable_url(endpoint)
+        except ValueError:
+            raise ValueError(f"'{endpoint}' is not an http(s) URL the puller pod can reach (no localhost/loopback); "
+                             "write the store's in-cluster or public URL, e.g. 'http://minio.storage.svc:9000'") from None
+        parsed = urlparse(endpoint)
+        if parsed.path not in ("", "/") or parsed.query:
+            raise ValueError(f"'{endpoint}' has a path; write the store's base URL, e.g. 'https://minio.storage.svc:9000', "
+                             "and the bucket in `bucket`")
+        return endpoint.rstrip("/")
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, region: str) -> str:
+        if not re.fullmatch(r"[a-z0-9-]{1,40}", region or ""):
+            raise ValueError(f"'{region}' is not a region name; write e.g. 'us-east-1' (or 'auto' for R2)")
+        return region
+
+    @field_validator("manifest")
+    @classmethod
+    def _manifest_is_previews(cls, manifest: Optional[tuple]) -> None:
+        if manifest is not None:
+            raise ValueError("preview fills this from its listing of the store; remove it")
+        return None
+
+    @property
+    def rclone_provider(self) -> str:
+        return self.provider or ("Other" if self.endpoint else "AWS")
+
+    @property
+    def endpoint_url(self) -> str:
+        """Where the store's API is, as the puller reaches it."""
+        return self.endpoint or f"https://s3.{self.region}.amazonaws.com"
+
+    @property
+    def location(self) -> str:
+        """``s3://bucket/prefix``, with the store's host when it is not AWS."""
+        host = f"{urlparse(self.endpoint).netloc}/" if self.endpoint else ""
+        return f"s3://{host}{self.bucket}/{self.prefix}"
+
+    @property
+    def manifest_digest(self) -> Optional[str]:
+        """16 hex of the listed keys, sizes and ETags; None before preview listed the store."""
+        if self.manifest is None:
+            return None
+        text = "\n".join(f"{o.key}\t{o.size}\t{o.etag}" for o in sorted(self.manifest, key=lambda o: o.key))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def ref(self) -> str:
+        digest = self.manifest_digest
+        return self.location + (f"#{digest}" if digest else "")
+
+
+class PvcSource(Strict):
+    """Weights already on an existing PersistentVolumeClaim: nothing is pulled. The server mounts
+    it read-only; a verify Job checks the expected files are there before serving starts. Nothing
+    this program does ever deletes, resizes or writes to the claim."""
+
+    type: Literal["pvc"] = Field(description="`pvc`.")
+    claim_name: Dns1123Label = Field(description="Name of the existing PersistentVolumeClaim in the stack's namespace.")
+    sub_path: Optional[str] = Field(
+        None, description="Folder inside the volume that holds the model (`llama-3.1-8b-instruct`). Unset: the "
+        "volume's root.",
+    )
+    expect_files: tuple[str, ...] = Field(
+        ("config.json",), description="Files (relative to `subPath`) that must be there. Beside them, every "
+        "shard named by `model.safetensors.index.json` when the volume has one, else at least one "
+        "`*.safetensors` file.",
+    )
+
+    @field_validator("sub_path")
+    @classmethod
+    def _sub_path(cls, path: Optional[str]) -> Optional[str]:
+        return None if path is None else check_relative_path(path.strip().rstrip("/"))
+
+    @field_validator("expect_files")
+    @classmethod
+    def _files(cls, files: tuple[str, ...]) -> tuple[str, ...]:
+        for path in files:
+            check_relative_path(path)
+            if any(c in path for c in "*?["):
+                raise ValueError(f"'{path}' is a glob; list file names, e.g. 'config.json'")
+        return files
+
+    @property
+    def ref(self) -> str:
+        return f"pvc://{self.claim_name}/{self.sub_path or ''}"
+
+
+def source_class(tag: str) -> type:
+    """The model of one ``source.type`` (the error formatter walks the config by it)."""
+    from .model import ModelSource
+
+    return {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}[tag]
+
+
+def source_problems(model: Any) -> list[Problem]:
+    """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
+    source, problems = model.source, []
+    kind = source_type(source)
+    if kind != "hf" and getattr(model, "on_operator", False):
+        problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
+                         f"Hub); a {kind} source needs path: raw"))
+    if kind == "pvc":
+        for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
+            if field in model.weights.model_fields_set:
+                problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
+                                 f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
+    return problems

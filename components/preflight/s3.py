@@ -1,0 +1,206 @@
+"""S3 preflight: list ``bucket/prefix`` at preview (every key, size and ETag), check the total
+against ``weights.size``, and pin the listing as the source's identity (``source.manifest``).
+
+``list_objects`` is the only I/O: ListObjectsV2 pages over HTTP, signed with AWS Signature V4
+(stdlib hmac/hashlib; no SDK). Credentials are this machine's ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``), or none (anonymous) — never the Secret the
+puller reads, which lives in the cluster. ``decide_s3`` is pure.
+
+The endpoint asked is the source's own unless ``LLM_SERVING_S3_PREFLIGHT_ENDPOINT`` says how this
+machine reaches the same store (tests: a loopback server; the puller's endpoint may never be one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional, Union
+from urllib.parse import quote, urlparse
+
+import requests
+
+from ..config import values
+from ..config.sources import MAX_MANIFEST_KEYS, S3Object, S3Source
+from .decide import Problem, human, needed_bytes, recommended_size
+
+ENDPOINT_ENV = "LLM_SERVING_S3_PREFLIGHT_ENDPOINT"
+TIMEOUT_SECONDS = 15.0
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+@dataclass(frozen=True)
+class S3Error:
+    kind: str  # unauthorized | bucket_not_found | unreachable | too_many
+    detail: str
+    status: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Listing:
+    objects: tuple[S3Object, ...]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key_id: str
+    secret_access_key: str
+    session_token: Optional[str] = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Optional[Credentials]:
+        key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+        return cls(key, secret, env.get("AWS_SESSION_TOKEN") or None) if key and secret else None
+
+
+def _sign(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def signed_headers(method: str, url: str, region: str, creds: Optional[Credentials],
+                   now: Optional[datetime.datetime] = None) -> dict[str, str]:
+    """Headers of a SigV4-signed request with an empty body (none for anonymous requests).
+    ``url``'s query must already be in canonical form (sorted, RFC 3986-encoded)."""
+    if creds is None:
+        return {}
+    now = now or datetime.datetime.now(datetime.UTC)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    parsed = urlparse(url)
+    payload = hashlib.sha256(b"").hexdigest()
+    headers = {"host": parsed.netloc, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+    if creds.session_token:
+        headers["x-amz-security-token"] = creds.session_token
+    names = sorted(headers)
+    canonical = "\n".join([
+        method, quote(parsed.path or "/", safe="/-_.~"), parsed.query,
+        "".join(f"{name}:{headers[name].strip()}\n" for name in names), ";".join(names), payload,
+    ])
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = _sign(_sign(_sign(_sign(f"AWS4{creds.secret_access_key}".encode(), day), region), "s3"), "aws4_request")
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key_id}/{scope}, "
+                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    del headers["host"]  # requests sets it (the same value)
+    return headers
+
+
+def _query(params: dict[str, str]) -> str:
+    return "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
+
+
+def bucket_url(endpoint: str, bucket: str, virtual_host: bool) -> str:
+    parsed = urlparse(endpoint)
+    if virtual_host:
+        return f"{parsed.scheme}://{bucket}.{parsed.netloc}/"
+    return f"{endpoint.rstrip('/')}/{bucket}"
+
+
+def _error(response: requests.Response) -> S3Error:
+    code = ""
+    try:
+        code = ET.fromstring(response.content).findtext("Code") or ""
+    except ET.ParseError:
+        pass
+    detail = f"HTTP {response.status_code}" + (f" {code}" if code else "")
+    if code == "NoSuchBucket" or (response.status_code == 404 and not code):
+        return S3Error("bucket_not_found", detail, response.status_code)
+    if response.status_code in (401, 403):
+        return S3Error("unauthorized", detail, response.status_code)
+    return S3Error("unreachable", detail, response.status_code)
+
+
+def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Optional[Credentials],
+                 virtual_host: bool = False, timeout: float = TIMEOUT_SECONDS,
+                 limit: int = MAX_MANIFEST_KEYS) -> Union[Listing, S3Error]:
+    """Every object under ``prefix`` (keys relative to it; folder markers left out)."""
+    objects: list[S3Object] = []
+    token: Optional[str] = None
+    base = bucket_url(endpoint, bucket, virtual_host)
+    with requests.Session() as session:
+        while True:
+            params = {"list-type": "2", "prefix": prefix, "max-keys": "1000"}
+            if token:
+                params["continuation-token"] = token
+            url = f"{base}?{_query(params)}"
+            try:
+                response = session.get(url, headers=signed_headers("GET", url, region, creds), timeout=timeout)
+            except requests.RequestException as error:
+                return S3Error("unreachable", f"{type(error).__name__}: {error}".splitlines()[0][:200])
+            if response.status_code != 200:
+                return _error(response)
+            try:
+                root = ET.fromstring(response.content)
+            except ET.ParseError:
+                return S3Error("unreachable", f"{endpoint} answered with something that is not an S3 listing")
+            for item in root.iter(f"{_NS}Contents"):
+                key = item.findtext(f"{_NS}Key") or ""
+                if not key.startswith(prefix) or key.endswith("/"):
+                    continue
+                objects.append(S3Object(key=key[len(prefix):], size=int(item.findtext(f"{_NS}Size") or 0),
+                                        etag=(item.findtext(f"{_NS}ETag") or "").strip('"')))
+                if len(objects) > limit:
+                    return S3Error("too_many", f"more than {limit} objects under the prefix")
+            if (root.findtext(f"{_NS}IsTruncated") or "false") != "true":
+                return Listing(tuple(sorted(objects, key=lambda o: o.key)))
+            token = root.findtext(f"{_NS}NextContinuationToken")
+            if not token:
+                return S3Error("unreachable", f"{endpoint} truncated the listing without a continuation token")
+
+
+@dataclass(frozen=True)
+class S3Verdict:
+    manifest: Optional[tuple[S3Object, ...]]  # what the puller copies (None: unpinned)
+    errors: tuple[Problem, ...] = ()
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: str, pin: bool,
+              volume_size: str, volume_size_default: bool, headroom_percent: int,
+              on_unreachable: str, has_credentials: bool) -> S3Verdict:
+    where = f"{source.location} at {endpoint}"
+    if isinstance(answer, S3Error):
+        if answer.kind == "unauthorized":
+            whose = ("this machine's AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY were refused" if has_credentials else
+                     "this machine sent no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+            return S3Verdict(None, errors=(Problem("source.credentials", (
+                f"cannot list {where} ({answer.detail}): {whose}; give preview keys that may list the "
+                "bucket (the puller's own come from source.credentials or its ServiceAccount)")),))
+        if answer.kind == "bucket_not_found":
+            return S3Verdict(None, errors=(Problem("source.bucket", (
+                f"bucket '{source.bucket}' not found at {endpoint} ({answer.detail}); check source.bucket "
+                "and source.endpoint")),))
+        if answer.kind == "too_many":
+            return S3Verdict(None, errors=(Problem("source.prefix", (
+                f"{where}: {answer.detail}; point source.prefix at one model's folder")),))
+        if on_unreachable == "fail":
+            return S3Verdict(None, errors=(Problem("source.endpoint", (
+                f"cannot reach {endpoint} to list {source.location}: {answer.detail}; fix the endpoint or "
+                "the network, or set platform.preflight.onUnreachable: warn to deploy it unchecked")),))
+        return S3Verdict(None, warnings=(f"cannot reach {endpoint} ({answer.detail}): deploying {source.location} "
+                                         "unchecked and unpinned (platform.preflight.onUnreachable: warn)",))
+    if not answer.objects:
+        return S3Verdict(None, errors=(Problem("source.prefix", (
+            f"no object under {where}; check source.prefix (a folder of the bucket, e.g. "
+            "'llama-3.1-8b-instruct/')")),))
+    errors: list[Problem] = []
+    notes: list[str] = []
+    total = sum(o.size for o in answer.objects)
+    capacity = values.parse_quantity(volume_size)
+    need = needed_bytes(total, headroom_percent)
+    notes.append(f"{source.location}: {len(answer.objects)} objects, {human(total)} to copy (weights.size {volume_size})")
+    if need > capacity:
+        which = (f"the default weights.size ({volume_size}; the model does not set it)" if volume_size_default
+                 else f"{volume_size} ({human(capacity)})")
+        errors.append(Problem("weights.size", (
+            f"{which} is too small for {source.location}: its objects total {human(total)}, {human(need)} with "
+            f"{headroom_percent}% headroom; set weights.size: {recommended_size(total, headroom_percent)}")))
+    if not any(o.key == "config.json" for o in answer.objects):
+        notes.append(f"{source.location} has no config.json at the prefix's top: is the prefix the model's folder?")
+    if pin:
+        notes.append(f"{source.location} pinned to the {len(answer.objects)} keys and ETags listed now")
+    return S3Verdict(answer.objects if pin else None, tuple(errors), (), tuple(notes))

@@ -1,0 +1,22 @@
+# shellcheck shell=bash
+# Pinned versions of the binaries the weight-source tests run (sourced by build.sh and by the
+# tests through `build.sh --print-dir`). Both are built from the Go module proxy.
+
+# rclone: the object-store puller. The image the program renders is rclone's own public image at
+# the same release (components/config/sources.py RCLONE_IMAGE); the tests run this very release.
+RCLONE_VERSION=v1.76.0
+
+# versitygw: the S3-compatible server the tests start on loopback (posix backend: a bucket is a
+# directory). Chosen over MinIO: released semver tags on the module proxy (MinIO serves only
+# pseudo-versions), a third of its requirements, 0.63x its cold compile; docs/weight-sources.md.
+VERSITYGW_VERSION=v1.8.0
+
+# Bump one when its build recipe changes in a way that invalidates the binary already built.
+RCLONE_RECIPE=2
+VERSITYGW_RECIPE=1
+
+TESTTOOLS_ROOT="${LLM_SERVING_TESTTOOLS_DIR:-$HOME/.cache/llm-serving-testtools}"
+RCLONE_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}"
+VERSITYGW_DIR="$TESTTOOLS_ROOT/versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
+# What the tests put on PATH: links to both binaries.
+TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"

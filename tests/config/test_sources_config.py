@@ -1,0 +1,92 @@
+"""`source.type` (issue 23): the Hub stays the default, s3 and pvc validate, identities are stable."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.compile import common
+from components.config import ConfigError, load_stack_config
+from components.config.model import ModelSource
+from components.config.sources import PvcSource, S3Object, S3Source
+
+
+def one(source: dict, **fields):
+    return load_stack_config({"models": [{"name": "m", "source": source, **fields}]}).models[0]
+
+
+def test_a_source_without_type_is_the_hub_as_before():
+    model = one({"repo": "acme/tiny", "revision": "main"})
+    assert isinstance(model.source, ModelSource) and model.source.type == "hf"
+    assert one({"type": "hf", "repo": "acme/tiny"}).source == model.source
+    # The identity (object names) of a Hub model did not move: the names of existing stacks hold.
+    assert model.source.ref == "acme/tiny@main"
+    assert common.ModelNames.of(model).weights == f"m-weights-{common.source_hash(model)}"
+
+
+def test_hub_names_are_the_ones_from_before_the_union():
+    import hashlib
+
+    model = one({"repo": "acme/tiny", "revision": "v1.0"})
+    assert common.source_hash(model) == hashlib.sha256(b"acme/tiny@v1.0").hexdigest()[:8]
+
+
+def test_s3_defaults_and_identity():
+    model = one({"type": "s3", "bucket": "models", "prefix": "llama-8b"})
+    source = model.source
+    assert isinstance(source, S3Source)
+    assert source.prefix == "llama-8b/"  # a folder
+    assert source.rclone_provider == "AWS" and source.endpoint_url == "https://s3.us-east-1.amazonaws.com"
+    assert source.ref == "s3://models/llama-8b/"
+    other = one({"type": "s3", "bucket": "models", "prefix": "llama-8b", "endpoint": "http://minio.storage.svc:9000"})
+    assert other.source.rclone_provider == "Other"
+    assert other.source.ref == "s3://minio.storage.svc:9000/models/llama-8b/"
+    assert common.source_hash(other) != common.source_hash(model)
+
+
+def test_the_listing_preview_read_is_the_identity():
+    source = one({"type": "s3", "bucket": "models", "prefix": "llama"}).source
+    listed = source.model_copy(update={"manifest": (S3Object(key="config.json", size=10, etag="a"),
+                                                    S3Object(key="model.safetensors", size=99, etag="b"))})
+    changed = source.model_copy(update={"manifest": (S3Object(key="config.json", size=10, etag="a"),
+                                                     S3Object(key="model.safetensors", size=99, etag="c"))})
+    reordered = source.model_copy(update={"manifest": tuple(reversed(listed.manifest))})
+    assert listed.ref.startswith("s3://models/llama/#") and listed.ref != source.ref
+    assert changed.ref != listed.ref  # one ETag changed: other weights, a new volume and pull
+    assert reordered.ref == listed.ref  # the listing's order is not the identity
+
+
+def test_pvc_source():
+    model = one({"type": "pvc", "claimName": "shared-weights", "subPath": "llama/8b/"})
+    assert isinstance(model.source, PvcSource)
+    assert model.source.sub_path == "llama/8b" and model.source.expect_files == ("config.json",)
+    assert model.source.ref == "pvc://shared-weights/llama/8b"
+
+
+@pytest.mark.parametrize("source, line", [
+    ({"type": "s3"}, "models.0.source.bucket: required"),
+    ({"type": "nfs"}, "models.0.source.type: 'nfs' is not a source type"),
+    ({"repo": "acme/x", "claimName": "w"}, "models.0.source.claimName: a key of `type: pvc` sources"),
+    ({"type": "s3", "bucket": "models", "prefx": "a"}, "models.0.source.prefx: unknown field; did you mean `prefix`?"),
+])
+def test_errors_name_the_key_of_the_stack_file(source, line):
+    with pytest.raises(ConfigError) as caught:
+        one(source)
+    assert line in str(caught.value)
+
+
+def test_s3_and_pvc_objects_are_valid_kubernetes():
+    import kubernetes_validate
+
+    from components.compile.plan import compile_stack
+
+    config = load_stack_config({"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
+        {"namespaceSelector": {"kubernetes.io/metadata.name": "apps"}}]}}, "models": [
+        {"name": "objstore", "source": {"type": "s3", "bucket": "models", "prefix": "llama/",
+                                        "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}},
+        {"name": "onclaim", "source": {"type": "pvc", "claimName": "shared-weights", "subPath": "llama"}}]})
+    manifests = compile_stack(config)
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
+    (job,) = [m for m in manifests if m["kind"] == "Job" and m["metadata"]["name"].startswith("objstore")]
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [42]
+    assert not [m for m in manifests if m["kind"] == "PersistentVolumeClaim" and "onclaim" in m["metadata"]["name"]]

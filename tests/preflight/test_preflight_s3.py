@@ -1,0 +1,102 @@
+"""S3 preflight's decisions (issue 23), pure: a listing or an error in, problems / warnings / the
+pinned listing out; and preflight_stack wiring it per model (the real client against a real
+server is tests/puller/test_s3_puller.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.compile import common
+from components.config import load_stack_config
+from components.config.sources import S3Object
+from components.preflight import PreflightError, preflight_stack
+from components.preflight.s3 import ENDPOINT_ENV, Listing, S3Error, signed_headers
+
+OBJECTS = (S3Object(key="config.json", size=100, etag="a" * 32),
+           S3Object(key="model.safetensors", size=3 << 30, etag="b" * 32 + "-2"))
+
+
+def stack(pin: bool = True, on_unreachable: str = "fail", **weights):
+    return load_stack_config({
+        "platform": {"pin": pin, "preflight": {"onUnreachable": on_unreachable}},
+        "models": [{"name": "m", "weights": weights or {"size": "10Gi"},
+                    "source": {"type": "s3", "bucket": "models", "prefix": "llama/"}},
+                   {"name": "claim", "source": {"type": "pvc", "claimName": "w"}}]})
+
+
+def listing(answer):
+    calls = []
+
+    def list_objects(endpoint, region, bucket, prefix, creds, virtual_host=False):
+        calls.append((endpoint, region, bucket, prefix, creds, virtual_host))
+        return answer
+    return list_objects, calls
+
+
+def test_pinned_listing_names_the_volume_and_aws_is_asked_virtual_hosted():
+    fake, calls = listing(Listing(OBJECTS))
+    report = preflight_stack(stack(), env={}, list_objects=fake)
+    model = report.stack.models[0]
+    assert model.source.manifest == OBJECTS
+    assert common.ModelNames.of(model).weights != common.ModelNames.of(stack().models[0]).weights
+    assert calls == [("https://s3.us-east-1.amazonaws.com", "us-east-1", "models", "llama/", None, True)]
+    assert any("2 objects, 3.0 GiB to copy" in n for n in report.notes)
+    assert report.stack.models[1] == stack().models[1]  # pvc: nothing to ask at preview
+
+
+def test_pin_false_checks_but_does_not_pin():
+    fake, _ = listing(Listing(OBJECTS))
+    assert preflight_stack(stack(pin=False), env={}, list_objects=fake).stack.models[0].source.manifest is None
+
+
+def test_the_override_endpoint_is_asked_path_style_with_this_machines_keys():
+    fake, calls = listing(Listing(OBJECTS))
+    preflight_stack(stack(), env={ENDPOINT_ENV: "http://127.0.0.1:9000/", "AWS_ACCESS_KEY_ID": "k",
+                                  "AWS_SECRET_ACCESS_KEY": "s"}, list_objects=fake)
+    (endpoint, _, _, _, creds, virtual_host), = calls
+    assert (endpoint, creds.access_key_id, virtual_host) == ("http://127.0.0.1:9000", "k", False)
+
+
+@pytest.mark.parametrize("answer, line", [
+    (S3Error("unauthorized", "HTTP 403 AccessDenied", 403), "models.0.source.credentials: cannot list"),
+    (S3Error("bucket_not_found", "HTTP 404 NoSuchBucket", 404), "models.0.source.bucket: bucket 'models' not found"),
+    (S3Error("unreachable", "ConnectError: refused"), "models.0.source.endpoint: cannot reach"),
+    (S3Error("too_many", "more than 5000 objects under the prefix"), "models.0.source.prefix:"),
+    (Listing(()), "models.0.source.prefix: no object under s3://models/llama/"),
+])
+def test_refusals_name_the_key_to_change(answer, line):
+    fake, _ = listing(answer)
+    with pytest.raises(PreflightError) as refused:
+        preflight_stack(stack(), env={}, list_objects=fake)
+    assert refused.value.problems[0].startswith(line), refused.value.problems
+
+
+def test_too_small_a_volume_says_the_size_to_set():
+    fake, _ = listing(Listing(OBJECTS))
+    with pytest.raises(PreflightError) as refused:
+        preflight_stack(stack(size="1Gi"), env={}, list_objects=fake)
+    assert refused.value.problems == [
+        "models.0.weights.size: 1Gi (1.0 GiB) is too small for s3://models/llama/: its objects total 3.0 GiB, "
+        "3.3 GiB with 10% headroom; set weights.size: 4Gi"]
+
+
+def test_unreachable_with_warn_deploys_unpinned():
+    fake, _ = listing(S3Error("unreachable", "ConnectError: refused"))
+    report = preflight_stack(stack(on_unreachable="warn"), env={}, list_objects=fake)
+    assert report.stack.models[0].source.manifest is None
+    assert any("unchecked and unpinned" in w for w in report.warnings)
+
+
+def test_anonymous_requests_are_not_signed_and_signed_ones_carry_the_scope():
+    import datetime
+
+    assert signed_headers("GET", "http://h/b?list-type=2", "us-east-1", None) == {}
+    from components.preflight.s3 import Credentials
+
+    at = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    headers = signed_headers("GET", "http://h:9000/b?list-type=2&prefix=a%2F", "eu-west-1",
+                             Credentials("AKID", "secret", "tok"), now=at)
+    assert headers["x-amz-date"] == "20261201T120000Z" and headers["x-amz-security-token"] == "tok"
+    assert headers["Authorization"].startswith(
+        "AWS4-HMAC-SHA256 Credential=AKID/20261201/eu-west-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token, Signature=")

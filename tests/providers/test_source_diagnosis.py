@@ -1,0 +1,49 @@
+"""The gate's verdict on a failed object-store / existing-volume puller (issue 23): the `pull` and
+`verify` containers' last `llm-serving:` line (their termination message: a failed init container
+has no log under the pod's default container) names the keys; rclone's S3 error codes name the
+store's refusal. Pure: wire-shape dicts in, a Status out."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.projection import diagnose_puller_failure
+
+JOB = {"metadata": {"name": "m-pull-1", "annotations": {"llm-serving.dev/model-source": "s3://models/llama/#ab"}},
+       "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                  "message": "Job has reached the specified backoff limit"}]}}
+
+
+def failed_pod(container: str, message: str, init: bool) -> dict:
+    status = {"name": container, "state": {"terminated": {"exitCode": 43, "reason": "Error", "message": message}}}
+    key = "initContainerStatuses" if init else "containerStatuses"
+    return {"metadata": {"name": "m-pull-1-x", "creationTimestamp": "2026-12-01T12:00:00Z"}, "status": {key: [status]}}
+
+
+@pytest.mark.parametrize("container, init, message, reason, words", [
+    ("verify", False, "llm-serving: missing: model-00002-of-00002.safetensors tokenizer.json", "weights-incomplete",
+     "missing: model-00002-of-00002.safetensors tokenizer.json"),
+    ("verify", False, "llm-serving: wrong size: config.json(2 bytes, expected 40)", "weights-incomplete",
+     "wrong size: config.json(2 bytes, expected 40)"),
+    ("pull", True, "ERROR : config.json: md5 differ\nllm-serving: source changed since preview: config.json",
+     "source-changed", "changed in the store since preview: config.json"),
+    ("pull", True, "Failed to copy: operation error S3: ListObjectsV2, https response error StatusCode: 403, "
+     "api error SignatureDoesNotMatch: The request signature we calculated does not match", "source-unauthorized",
+     "refused the puller (operation error S3: ListObjectsV2, https response error StatusCode: 403)"),
+    ("pull", True, "directory not found: api error NoSuchBucket: The specified bucket does not exist",
+     "source-not-found", "nothing in the store at the source"),
+])
+def test_the_failed_containers_last_line_is_the_verdict(container, init, message, reason, words):
+    logs = {"m-pull-1-x": "(log unavailable: container \"verify\" in pod is waiting to start)"}
+    status = diagnose_puller_failure(JOB, [failed_pod(container, message, init)], logs, [])
+    assert status.reason == reason
+    assert words in status.message
+    assert message.splitlines()[-1] in status.details["logTail"]
+
+
+def test_a_hub_failure_reads_as_before():
+    job = {**JOB, "metadata": {**JOB["metadata"], "annotations": {"llm-serving.dev/model-source": "acme/x@main"}}}
+    pod = {"metadata": {"name": "m-pull-1-x"}, "status": {"containerStatuses": [
+        {"name": "puller", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}
+    status = diagnose_puller_failure(job, [pod], {"m-pull-1-x": "huggingface_hub.errors.RevisionNotFoundError: x"}, [])
+    assert status.reason == "revision-not-found"

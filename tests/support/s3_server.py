@@ -1,0 +1,104 @@
+"""A real S3-compatible server on 127.0.0.1 for the object-store puller tests: versitygw (posix
+backend: a bucket is a folder) built from the Go module proxy by scripts/testtools/build.sh, with
+the rclone built the same way beside it. Objects are uploaded through the S3 API (rclone), so
+their ETags are the store's own (MD5 for one-part uploads, `<md5>-<parts>` for multipart ones).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "scripts" / "testtools" / "build.sh"
+ACCESS_KEY = "llmservingtest"
+SECRET_KEY = "llm-serving-test-secret-0123456789"
+REGION = "us-east-1"
+
+
+def tools_bin() -> Path:
+    """The dir with rclone and versitygw; builds them (minutes, once per version) when missing."""
+    subprocess.run(["bash", str(BUILD)], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run(["bash", str(BUILD), "--print-dir"], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip()) / "bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class S3Server:
+    def __init__(self, root: Path, bin_dir: Path, versioning: bool = False):
+        self.root = root
+        self.bin = bin_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.versioning = versioning
+        self.proc: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> S3Server:
+        data = self.root / "data"
+        data.mkdir(parents=True)
+        argv = [str(self.bin / "versitygw"), "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION,
+                "--port", f"127.0.0.1:{self.port}", "--quiet", "posix"]
+        if self.versioning:
+            (self.root / "versions").mkdir()
+            argv += ["--versioning-dir", str(self.root / "versions")]
+        self.proc = subprocess.Popen([*argv, str(data)], stdout=subprocess.DEVNULL,
+                                     stderr=open(self.root / "versitygw.log", "wb"))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                requests.get(self.url, timeout=1)
+                return self
+            except requests.RequestException:
+                if self.proc.poll() is not None:
+                    raise RuntimeError((self.root / "versitygw.log").read_text()) from None
+                time.sleep(0.1)
+        raise RuntimeError("versitygw did not answer within 20 s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    # --- the store's admin side (uploads through the S3 API with rclone) ------------------------
+
+    def admin_env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root),
+            "RCLONE_CONFIG_ADMIN_TYPE": "s3", "RCLONE_CONFIG_ADMIN_PROVIDER": "Other",
+            "RCLONE_CONFIG_ADMIN_ENDPOINT": self.url, "RCLONE_CONFIG_ADMIN_REGION": REGION,
+            "RCLONE_CONFIG_ADMIN_ACCESS_KEY_ID": ACCESS_KEY, "RCLONE_CONFIG_ADMIN_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+
+    def rclone(self, *args: str) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(self.bin / "rclone"), *args], env=self.admin_env(),
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result
+
+    def bucket(self, name: str) -> None:
+        self.rclone("mkdir", f"admin:{name}")
+
+    def upload(self, bucket: str, prefix: str, files: dict[str, bytes], multipart_over: Optional[int] = None) -> None:
+        """Upload ``files`` (relative path -> bytes) under ``prefix``; files bigger than
+        ``multipart_over`` bytes go up in 5 MiB parts (a multipart ETag)."""
+        staging = self.root / "staging"
+        for name, data in files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        flags = ["--s3-upload-cutoff", f"{multipart_over}B", "--s3-chunk-size", "5M"] if multipart_over else []
+        self.rclone("copy", str(staging), f"admin:{bucket}/{prefix}".rstrip("/"), *flags)
+        for path in sorted(staging.rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        staging.rmdir()
