@@ -71,7 +71,11 @@ def _shape_of(annotation: Any, metadata: Iterable[Any] = ()) -> Optional[str]:
         return _shape_of(inner, extra)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _shape_of(args[0]) if len(args) == 1 else None
+        if len(args) == 1:
+            return _shape_of(args[0])
+        # A tagged union of sections (a model's `source`) is a mapping whichever member it is.
+        shapes = {_shape_of(a) for a in args}
+        return shapes.pop() if len(shapes) == 1 else None
     if origin is dict or _unwrap(annotation) is not None:
         return "mapping"
     if origin in (tuple, list):
@@ -96,7 +100,7 @@ def _expected_shape(loc: tuple) -> Optional[str]:
 
 
 def _type_message(item: dict) -> str:
-    shape = _expected_shape(tuple(item["loc"]))
+    shape = _expected_shape(_untagged(tuple(item["loc"])))
     hint = SHAPE_HINT.get(shape or "") or _TYPE_FIX[item["type"]]
     if "input" not in item:
         return hint

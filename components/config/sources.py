@@ -82,6 +82,9 @@ class S3Credentials(Strict):
 class S3Object(Strict):
     """One object preview listed (key relative to the prefix)."""
 
+    # A byte count, compared with the listing; weights files of several GB are common.
+    not_kubernetes_ints = frozenset({"size"})
+
     key: str = Field(description="Key below the prefix.")
     size: int = Field(ge=0, description="Bytes.")
     etag: str = Field("", description="The store's ETag (an MD5 hex for objects uploaded in one part).")

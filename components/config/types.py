@@ -8,7 +8,7 @@ types, so either can be imported first.
 from __future__ import annotations
 
 import typing
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 from pydantic import (
     AfterValidator,
@@ -67,8 +67,11 @@ class Strict(BaseModel):
     pydantic would take all three), so `gpus: true` is refused instead of read as one GPU. And
     every integer stays in Kubernetes' int32 range, where replica counts, uids and the other
     numbers land (``kube.INT32_MAX``). One rule here covers every integer field of every section,
-    including ones added later.
+    including ones added later. A section whose integer never reaches a Kubernetes field (a byte
+    count read from an object store) names it in ``not_kubernetes_ints``.
     """
+
+    not_kubernetes_ints: ClassVar[frozenset[str]] = frozenset()
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
@@ -96,7 +99,7 @@ class Strict(BaseModel):
             raise ValueError(f"{kube.short(repr(value))} is not a whole number; write e.g. 2")
         if not isinstance(value, int):
             raise ValueError(f"must be a whole number without quotes, e.g. 2; got {given(value)}")
-        problem = kube.int32_problem(value)
+        problem = None if info.field_name in cls.not_kubernetes_ints else kube.int32_problem(value)
         if problem:
             raise ValueError(problem)
         return value

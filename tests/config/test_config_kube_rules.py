@@ -42,7 +42,8 @@ def _sections(root: type[BaseModel]) -> set[type[Strict]]:
 
 INT_FIELDS = sorted(
     ((section, field.alias or name) for section in _sections(StackConfig)
-     for name, field in section.model_fields.items() if _is_int_field(field.annotation)),
+     for name, field in section.model_fields.items()
+     if _is_int_field(field.annotation) and name not in section.not_kubernetes_ints),
     key=lambda item: (item[0].__name__, item[1]),
 )
 
@@ -60,6 +61,16 @@ def test_every_integer_field_stays_in_int32(section, key):
         section.model_validate({key: INT32_MAX + 1})
     mine = [e for e in caught.value.errors() if e["loc"] == (key,)]
     assert mine and "32-bit integer range" in str(mine[0]["msg"]), caught.value.errors()
+
+
+def test_a_byte_count_that_never_reaches_kubernetes_is_not_held_to_int32():
+    """An S3 object of 3 GiB (preview's listing) is a plain byte count, not a Kubernetes field;
+    it is the one exemption, and the walk above holds every other integer to int32."""
+    from components.config.sources import S3Object
+
+    assert S3Object.model_validate({"key": "model.safetensors", "size": 3 * 2**30}).size == 3 * 2**30
+    exempt = {f"{section.__name__}.{name}" for section in _sections(StackConfig) for name in section.not_kubernetes_ints}
+    assert exempt <= {"S3Object.size"}
 
 
 def test_replicas_beyond_int32_named_with_the_fix():
