@@ -92,14 +92,7 @@ class ContainerResources(Strict):
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> ContainerResources:
-        problems = [
-            Problem(f"requests.{key}", f"{getattr(self.requests, key)} exceeds limits.{key} "
-                    f"({getattr(self.limits, key)}); lower the request or raise the limit")
-            for key in ("cpu", "memory")
-            if values.parse_quantity(getattr(self.requests, key)) > values.parse_quantity(getattr(self.limits, key))
-        ]
-        if problems:
-            raise values.Problems(problems)
+        values.check_requests_within_limits(self.requests, self.limits)
         return self
 
 

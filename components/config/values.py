@@ -217,6 +217,18 @@ class Problems(ValueError):
         super().__init__("; ".join(f"{p.path}: {p.message}" for p in self.problems))
 
 
+def check_requests_within_limits(requests: object, limits: object) -> None:
+    """A container's cpu and memory requests may not exceed its limits (the API server refuses
+    the pod); raises Problems at `requests.<key>`."""
+    problems = [
+        Problem(f"requests.{key}", f"{getattr(requests, key)} exceeds limits.{key} "
+                f"({getattr(limits, key)}); lower the request or raise the limit")
+        for key in ("cpu", "memory")
+        if parse_quantity(getattr(requests, key)) > parse_quantity(getattr(limits, key))
+    ]
+    if problems:
+        raise Problems(problems)
+
 # --- the router's names ----------------------------------------------------------------
 
 # Longest derived Service name is "<name>-headless" (DNS-1035, 63); StatefulSet pods also carry
