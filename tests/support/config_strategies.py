@@ -165,6 +165,29 @@ def build(odd: bool) -> st.SearchStrategy:
             keys["hfEndpoint"] = urls
             if odd:
                 keys["nim"] = optional(authSecret=dns_label)
+            # Weights from object storage or a claim that already holds them (config/sources.py).
+            choice = draw(st.integers(0, 5))
+            if choice == 0:
+                raw["source"] = draw(st.fixed_dictionaries(
+                    {"type": st.just("s3"), "bucket": maybe(pick("weights", "models.example"), "Bad_Bucket", "")},
+                    optional={"prefix": pick("llama/", "qwen/0.5b/"),
+                              "endpoint": maybe(pick("http://minio.storage.svc:9000", "https://s3.example.com"),
+                                                "http://localhost:9000", "ftp://x"),
+                              "provider": maybe(pick("Minio", "AWS", "Ceph"), "Azure"),
+                              "credentials": st.fixed_dictionaries({"secret": dns_label}),
+                              "serviceAccountName": dns_label}))
+            elif choice == 1:
+                raw["source"] = draw(st.fixed_dictionaries(
+                    {"type": st.just("pvc"), "claimName": maybe(dns_label, "Bad_Claim")},
+                    optional={"subPath": maybe(pick("llama", "models/qwen"), "../x", "/abs"),
+                              "expectFiles": st.lists(pick("config.json", "tokenizer.json"), max_size=2)}))
+            # Across nodes on a LeaderWorkerSet (config/multinode.py): shared weights, no autoscaling.
+            if draw(st.integers(0, 5)) == 0:
+                keys["multiNode"] = st.fixed_dictionaries(
+                    {"nodes": maybe(st.just(2), 1, 65)},
+                    optional={"mode": maybe(pick("ray", "dataParallel"), "mpi"),
+                              "expertParallel": st.booleans()})
+                keys.pop("autoscaling", None)
         else:
             raw["image"] = draw(maybe(pick(*NIM_IMAGES), *([None] if odd else [])))
             if raw["image"] is None:
@@ -199,6 +222,13 @@ def build(odd: bool) -> st.SearchStrategy:
         replicas = raw.get("replicas")
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+        if not odd and "multiNode" in raw:  # every pod of a group mounts the weights; one pod's LoRA cache
+            raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+            raw.pop("lora", None)
+            # tensor parallel within a node, one pipeline stage per node (config/multinode.py)
+            raw["tensorParallelSize"] = raw["gpus"]
+            if raw["multiNode"].get("mode") != "dataParallel":
+                raw["multiNode"].pop("expertParallel", None)
         return raw
 
     def platform_section() -> st.SearchStrategy:
@@ -271,6 +301,19 @@ def build(odd: bool) -> st.SearchStrategy:
             models=st.lists(maybe(pick(*(model_names or ["ghost"])), "ghost"), min_size=1, max_size=2, unique=True),
             args=st.lists(maybe(pick("--log-level=debug"), "--http-listen-addr=0.0.0.0:1"), max_size=1),
             env=env,
+            release=maybe(pick("chart-0.16", "public-0.4"), "public-9"),
+            loadBalancer=optional(
+                default=maybe(pick("power-of-n", "round-robin", "pulsar"), "fastest"),
+                models=st.dictionaries(maybe(pick(*(model_names or ["ghost"])), "ghost"),
+                                       pick("power-of-n", "random", "pulsar"), max_size=1)),
+            gateway=optional(
+                enabled=st.booleans(), replicas=whole(1, 4), workerProcesses=whole(1, 8, 65),
+                serviceType=maybe(pick("ClusterIP"), "NodePort", "Ingress"),  # NodePort needs apiKeys
+                requestTimeoutSeconds=whole(1, 600),
+                affinity=optional(enabled=st.booleans(), maxLeadingMessages=whole(1, 16),
+                                  sessionHeader=maybe(pick("x-session-id"), "bad header")),
+                models=st.lists(maybe(pick(*(model_names or ["ghost"])), "ghost"), min_size=1, max_size=2,
+                                unique=True)),
         )
 
     @st.composite
