@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
+from .kube import INT32_MAX
 from .types import Strict
 from .values import Problem
 
@@ -79,6 +80,11 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
     if model.lora.enabled:
         problems.append(Problem("lora.enabled", "LoRA adapters are prepared per pod for one-pod servers; "
                          "multi-node models do not offer them: remove lora or multiNode"))
+    # The LWS webhook refuses a LeaderWorkerSet whose pods (replicas × size) pass int32 (found by
+    # the dry-run property test: each count alone was in range).
+    if model.replicas * spec.nodes > INT32_MAX:
+        problems.append(Problem("replicas", f"{model.replicas} groups × {spec.nodes} nodes is more pods than a "
+                         f"LeaderWorkerSet takes (at most {INT32_MAX}); lower replicas"))
     if spec.ray:
         if spec.expert_parallel:
             problems.append(Problem("multiNode.expertParallel", "expert parallel is offered in mode "

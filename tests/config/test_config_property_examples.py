@@ -56,6 +56,12 @@ FOUND = [
     ("network-peer-namespace-selector", {"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
         {"namespaceSelector": {"bad key": "x"}}]}}, "models": [model()], "router": ROUTER},
      "platform.networkPolicy.allowFrom.0.namespaceSelector.bad key", "the same in namespaceSelector"),
+    # Found at the release merge by the dry-run property test (tests/integration/
+    # test_config_property_on_cluster.py) once its generator drew multiNode: the LWS webhook
+    # refuses replicas × size beyond int32, though each count alone is in range.
+    ("multinode-group-pods", {"models": [model(gpus=8, tensorParallelSize=8, replicas=INT32_OVER - 1,
+                                                multiNode={"nodes": 2}, weights=RWX)]}, "models.0.replicas",
+     "LeaderWorkerSet refused by its webhook: the product of replicas and worker replicas passes int32"),
     ("credential-echoed-in-name", {"models": [model(CREDENTIALS[0])]}, "models.0.name",
      "refused, but the message repeated the token ('<value>' is not a valid name)"),
     ("credential-echoed-in-image", {"models": [model()], "router": {"image": CREDENTIALS[1]}}, "router.image",
