@@ -29,12 +29,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from components.compile import common, weights  # noqa: E402
-from components.config import load_stack_config  # noqa: E402
-from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin  # noqa: E402
+from bench.puller_throughput import timed_copy
+from components.compile import common, weights
+from components.config import load_stack_config
+from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BUCKET, PREFIX = "bench", "model/"
 PULLER = "puller (rclone, rendered flags, MD5-checked)"
@@ -94,17 +96,6 @@ def timed_plain(endpoint: str, names: list[str], work: Path, md5: bool = False) 
     return elapsed
 
 
-def timed_local(files: list[Path], work: Path) -> float:
-    target = work / f"local-{time.monotonic_ns()}"
-    target.mkdir()
-    start = time.perf_counter()
-    for path in files:
-        shutil.copyfile(path, target / path.name)
-    elapsed = time.perf_counter() - start
-    shutil.rmtree(target)
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="total size of the shards")
@@ -130,7 +121,7 @@ def main() -> None:
                 arms[PULLER].append(timed_puller(server.url, work, bin_dir))
                 arms[PLAIN].append(timed_plain(server.url, names, work))
                 arms[PLAIN_MD5].append(timed_plain(server.url, names, work, md5=True))
-                arms[LOCAL].append(timed_local(files, work))
+                arms[LOCAL].append(timed_copy(files, work))
     rates = {name: total / statistics.median(times) / 1e6 for name, times in arms.items()}
     plain = rates[PLAIN]
     report = {
