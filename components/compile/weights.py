@@ -43,11 +43,14 @@ def puller_args(model: ModelConfig) -> list[str]:
         "--revision", model.source.revision,
         "--local-dir", common.WEIGHTS_MOUNT,
     ]
-    # One flag per pattern: what the `hf` of huggingface_hub >= 1.0 accepts (a list option).
-    for pattern in model.source.allow_patterns or ():
-        args += ["--include", pattern]
-    for pattern in model.source.ignore_patterns:
-        args += ["--exclude", pattern]
+    # One flag followed by every pattern: the `hf` of the pinned image (huggingface_hub 0.35.x,
+    # docs/weight-sources.md) declares both options `nargs="*"`, so a repeated flag keeps only
+    # its last pattern (the default skip-list then skipped only `original/*`, and the puller
+    # fetched the `.bin` copies preflight had not sized the volume for).
+    if model.source.allow_patterns:
+        args += ["--include", *model.source.allow_patterns]
+    if model.source.ignore_patterns:
+        args += ["--exclude", *model.source.ignore_patterns]
     return args
 
 
@@ -65,7 +68,12 @@ def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[
         # Anything else that writes under $HOME lands in the /tmp emptyDir, not the read-only root.
         {"name": "HOME", "value": common.TMP_MOUNT},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
-        {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
+        # The image installs hf_transfer (vLLM's docker/Dockerfile, stage vllm-openai-base), and
+        # its huggingface_hub 0.35.x then fetches each non-Xet file over 50 MiB as 10 MiB ranges
+        # on up to 100 connections (file_download.http_get), instead of one Python stream: 1.3x
+        # to 6x on the loopback bench (docs/weight-sources.md). Xet-stored files (the Hub's own)
+        # still go through hf_xet; a mirror or plain-HTTP store takes this path.
+        {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"},
         # `hf` asks pypi.org for a newer release at start-up otherwise: a stall (and egress) in
         # an air-gapped cluster.
         {"name": "HF_HUB_DISABLE_UPDATE_CHECK", "value": "1"},
