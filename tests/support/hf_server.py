@@ -40,6 +40,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -94,8 +95,11 @@ class Request:
 class HubServer:
     """``with HubServer(tmp_dir) as hub: ...``; ``hub.url`` is the endpoint."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, connection_rate: Optional[int] = None):
+        """``connection_rate``: cap every connection at that many bytes/s (the bench's model of a
+        link where one TCP stream cannot fill the pipe: a far mirror, a per-connection CDN cap)."""
         self.root = Path(root)
+        self.connection_rate = connection_rate
         self.blobs_dir = self.root / "blobs"
         self.blobs_dir.mkdir(parents=True, exist_ok=True)
         self.repos: dict[str, Repo] = {}
@@ -177,7 +181,7 @@ class HubServer:
         class Handler(_Handler):
             server_hub = hub
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="hf-test-hub", daemon=True)
         self._thread.start()
@@ -219,6 +223,13 @@ class _Drop:
     after_bytes: int
     chunks_only: bool
     times: int
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: hf_transfer opens up to 100 connections per file at
+    # once, and connects beyond the backlog wait for SYN retransmits (1 s, 3 s...), which made
+    # the server, not the client, the limit of a ranged pull.
+    request_queue_size = 1024
 
 
 class HubError(Exception):
@@ -408,7 +419,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._hang_up()
                 return
             self.wfile.flush()
-            _sendfile(self.connection, handle, start, count)
+            if hub.connection_rate:
+                _send_paced(self.connection, handle, start, count, hub.connection_rate)
+            else:
+                _sendfile(self.connection, handle, start, count)
 
     def _hang_up(self) -> None:
         self.close_connection = True
@@ -436,6 +450,18 @@ def _sendfile(connection: socket.socket, handle, offset: int, count: int) -> Non
                 break
             connection.sendall(chunk)
             remaining -= len(chunk)
+
+
+def _send_paced(connection: socket.socket, handle, offset: int, count: int, rate: int) -> None:
+    """``_sendfile`` in 1 MiB slices, sleeping so the connection averages ``rate`` bytes/s."""
+    began, sent = time.monotonic(), 0
+    while sent < count:
+        piece = min(CHUNK, count - sent)
+        connection.sendfile(handle, offset + sent, piece)
+        sent += piece
+        ahead = began + sent / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 # -- a tiny model ------------------------------------------------------------------------------
