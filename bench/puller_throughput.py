@@ -7,12 +7,13 @@ prints medians and the ratios, all from one run.
 The puller is the compiled Job's exact command line and env, run with the `hf` of the pinned vLLM
 image's huggingface_hub line with hf_transfer (``hf_server.hub_cli``: 0.35.3 + hf_transfer 0.1.9),
 into a fresh directory per run: once as rendered (HF_HUB_ENABLE_HF_TRANSFER=1) and once with
-hf_transfer off (=0, what the puller rendered before). hf_transfer only takes files over 50 MiB
-(5 x the client's 10 MiB chunk), so the shards are larger than that. The server is
+hf_transfer off (=0, what the puller rendered before). hf_transfer only takes files over
+50 MiB (5 x the client's 10 MiB read), so the shards are larger than that. The server is
 tests/support/hf_server.py (plain HTTP, no Xet) sending the files with sendfile; the arms
 alternate within each run. Both sides read the generated shards from the page cache, so the
-ratios measure the clients, not the disk. Each pull's peak RSS is reported too (the puller's
-memory limit is 4 GiB; hf_transfer holds each 10 MiB range in memory until it is whole).
+ratios measure the clients, not the disk. Each pull's CPU time (user + system: the figure the
+shared machine's load does not bend) and peak RSS are reported too (the puller's memory limit is
+4 GiB; hf_transfer holds each 10 MiB range in memory until it is whole).
 """
 
 from __future__ import annotations
@@ -53,24 +54,26 @@ def puller_command(endpoint: str, volume: Path, extra: list[str], env_override: 
 
 
 def run_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False,
-             env_override: dict | None = None) -> tuple[float, int]:
-    """Seconds and peak RSS (bytes) of one pull into a fresh volume (``rerun``: the second pull, a
+             env_override: dict | None = None) -> tuple[float, int, float, float]:
+    """Seconds, peak RSS (bytes), CPU seconds of the puller and CPU seconds of this process (the
+    hub's threads: nothing else runs here meanwhile) for one pull into a fresh volume (``rerun``: the second pull, a
     no-op, which is the CLI's fixed cost: interpreter start, imports, resolving the revision)."""
     volume = work / f"volume-{time.monotonic_ns()}"
     volume.mkdir()
     argv, env = puller_command(endpoint, volume, extra, env_override)
     for _attempt in range(2 if rerun else 1):
-        start = time.perf_counter()
+        start, own = time.perf_counter(), os.times()
         process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _pid, status, usage = os.wait4(process.pid, 0)
-        elapsed = time.perf_counter() - start
+        elapsed, own_after = time.perf_counter() - start, os.times()
         stderr = process.stderr.read().decode(errors="replace")
         process.stderr.close()
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode != 0:
             raise SystemExit(f"puller failed:\n{stderr[-2000:]}")
     shutil.rmtree(volume)
-    return elapsed, usage.ru_maxrss * 1024
+    server = (own_after.user - own.user) + (own_after.system - own.system)
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, server
 
 
 def timed_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False,
@@ -129,16 +132,19 @@ def main() -> None:
             hub.commit("bench/model", dict(files))
             for extra, env in arms.values():  # warm-up: page cache, imports
                 run_pull(hub.url, work, extra, env_override=env)
-            plain, copy, seconds, rss = [], [], {name: [] for name in arms}, {name: [] for name in arms}
+            plain, copy = [], []
+            seconds, rss, cpu, server = ({name: [] for name in arms} for _ in range(4))
             for index in range(args.runs):
                 # Alternate the order so no arm always runs right after the same one.
                 order = list(arms) if index % 2 == 0 else list(reversed(arms))
                 plain.append(timed_plain(hub.url, list(files), work))
                 for name in order:
                     extra, env = arms[name]
-                    elapsed, peak = run_pull(hub.url, work, extra, env_override=env)
+                    elapsed, peak, used, served = run_pull(hub.url, work, extra, env_override=env)
+                    server[name].append(served)
                     seconds[name].append(elapsed)
                     rss[name].append(peak)
+                    cpu[name].append(used)
                 copy.append(timed_copy(list(files.values()), work))
             noop = statistics.median(timed_pull(hub.url, work, [], rerun=True) for _ in range(args.runs))
 
@@ -154,7 +160,9 @@ def main() -> None:
     for name in arms:
         pull = statistics.median(seconds[name])
         print(f"  {name:40s} {pull:7.3f} s  {mb / pull:8.1f} MB/s  to the plain parallel copy "
-              f"{plain_s / pull:.2f}x, to the file copy {copy_s / pull:.2f}x, peak RSS {max(rss[name]) / 2**20:.0f} MiB")
+              f"{plain_s / pull:.2f}x, to the file copy {copy_s / pull:.2f}x; "
+              f"CPU {statistics.median(cpu[name]):.2f} s (hub {statistics.median(server[name]):.2f} s), "
+              f"peak RSS {max(rss[name]) / 2**20:.0f} MiB")
     print(f"  {'puller re-run (no-op: fixed cost)':40s} {noop:7.3f} s")
     print("  runs (s): plain " + " ".join(f"{v:.3f}" for v in plain) + "; "
           + "; ".join(f"{name}: " + " ".join(f"{v:.3f}" for v in values) for name, values in seconds.items()))
