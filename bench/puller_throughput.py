@@ -6,8 +6,8 @@ prints medians and the ratios, all from one run.
 
 The puller is the compiled Job's exact command line and env, run with the `hf` of the pinned vLLM
 image's huggingface_hub line with hf_transfer (``hf_server.hub_cli``: 0.35.3 + hf_transfer 0.1.9),
-into a fresh directory per run: once as rendered (HF_HUB_ENABLE_HF_TRANSFER=1) and once with
-hf_transfer off (=0, what the puller rendered before). hf_transfer only takes files over
+into a fresh directory per run: once as rendered (HF_HUB_ENABLE_HF_TRANSFER=0) and once with
+hf_transfer on (=1; weights.hub_env says why it stays off). hf_transfer only takes files over
 50 MiB (5 x the client's 10 MiB read), so the shards are larger than that. The server is
 tests/support/hf_server.py (plain HTTP, no Xet) sending the files with sendfile; the arms
 alternate within each run. Both sides read the generated shards from the page cache, so the
@@ -37,7 +37,7 @@ from components.config import load_stack_config
 from tests.support.hf_server import HubServer, hub_cli, write_model_shards
 
 RUN_TIMEOUT = 300
-HF_TRANSFER_OFF = {"HF_HUB_ENABLE_HF_TRANSFER": "0"}
+HF_TRANSFER_ON = {"HF_HUB_ENABLE_HF_TRANSFER": "1"}
 
 
 def puller_command(endpoint: str, volume: Path, extra: list[str], env_override: dict | None = None) -> tuple[list[str], dict]:
@@ -117,8 +117,8 @@ def main() -> None:
     args = parser.parse_args()
 
     arms: dict[str, tuple[list[str], dict]] = {
-        "puller as rendered (hf_transfer on)": ([], {}),
-        "puller, hf_transfer off": ([], HF_TRANSFER_OFF),
+        "puller as rendered (hf_transfer off)": ([], {}),
+        "puller, hf_transfer on": ([], HF_TRANSFER_ON),
     }
     if args.sweep_workers:
         arms.update({"puller as rendered, --max-workers 2": (["--max-workers", "2"], {}),

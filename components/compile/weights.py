@@ -68,14 +68,15 @@ def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[
         # Anything else that writes under $HOME lands in the /tmp emptyDir, not the read-only root.
         {"name": "HOME", "value": common.TMP_MOUNT},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
-        # The image has hf_transfer (vLLM's docker/Dockerfile installs it in the vllm-openai-base
-        # stage). With this on, its huggingface_hub 0.35.x hands each non-Xet file over 50 MiB to
-        # hf_transfer: 10 MiB ranges on up to 100 connections, each range retried up to 5 times.
-        # Where one stream cannot fill the link (a far mirror) that is 1.8x the plain stream on
-        # the bench; on loopback, where CPU is the limit, 0.8x (it costs ~1.5x the CPU per byte).
-        # hf_transfer keeps the GIL, so files go one at a time: ~1 GiB of buffers at most, within
-        # the 4Gi limit. Xet-stored files (the Hub's own) never take it. docs/weight-sources.md.
-        {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"},
+        # Off on purpose, though the image has hf_transfer (vLLM's docker/Dockerfile installs it in
+        # the vllm-openai-base stage, so `1` would work). In its huggingface_hub 0.35.x, `1` hands
+        # each non-Xet file over 50 MiB to hf_transfer: 10 MiB ranges on up to 100 connections,
+        # each held in memory until whole, under the GIL (so files go one at a time), for 2-2.4x
+        # the CPU per byte of the plain stream. On the loopback bench the plain stream is 0.46-0.62x
+        # of a plain parallel copy, hf_transfer 0.25-0.49x; only with every connection capped (a
+        # far mirror) did hf_transfer lead. Xet files (the Hub's own) never take it either way.
+        # docs/weight-sources.md, "Bench".
+        {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         # `hf` asks pypi.org for a newer release at start-up otherwise: a stall (and egress) in
         # an air-gapped cluster.
         {"name": "HF_HUB_DISABLE_UPDATE_CHECK", "value": "1"},

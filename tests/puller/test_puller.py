@@ -50,9 +50,11 @@ def stack_for(hub, revision="main", **model_fields):
     return config.model_copy(update={"platform": platform})
 
 
-def run_puller(config, home: Path, secrets: dict | None = None, wait: bool = True):
+def run_puller(config, home: Path, secrets: dict | None = None, wait: bool = True,
+               env_override: dict | None = None):
     """Run the puller container of the compiled Job: its command and args, its env (Secret
-    references resolved from ``secrets``), nothing from this process's environment."""
+    references resolved from ``secrets``; ``env_override`` on top), nothing from this process's
+    environment."""
     job = weights.compile_puller_job(config.models[0], config.platform)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["hf"]
@@ -64,6 +66,7 @@ def run_puller(config, home: Path, secrets: dict | None = None, wait: bool = Tru
         else:
             ref = item["valueFrom"]["secretKeyRef"]
             env[item["name"]] = (secrets or {})[(ref["name"], ref["key"])]
+    env.update(env_override or {})
     if not wait:
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -112,11 +115,10 @@ def test_rerun_is_a_noop(hub, volume, tmp_path):
 
 
 def test_dropped_connection_fails_clearly_and_the_next_attempt_completes(hub, volume, tmp_path):
-    """Under hf_transfer's 50 MiB threshold the image's client reads one stream; a cut there is
-    an error it does not retry (huggingface_hub 0.35.x retries only ConnectionError and
-    ReadTimeout, not the IncompleteRead of a short body), so the pod fails; the Job's next pod
-    fetches the file again from the start (with HF_HUB_ENABLE_HF_TRANSFER=1 the client removes
-    an ``.incomplete`` file rather than resume it)."""
+    """The image's client reads each file as one stream; a cut is an error it does not retry
+    (huggingface_hub 0.35.x retries only ConnectionError and ReadTimeout, not the IncompleteRead
+    of a short body), so the pod fails, naming the file; the Job's next pod resumes the file from
+    what the cut one had written (a ``bytes=N-`` range; with hf_transfer on it would start over)."""
     files = tiny_model_files(weight_bytes=24 << 20)
     hub.commit(REPO, files)
     hub.drop_once("model.safetensors", after_bytes=15 << 20)
@@ -127,19 +129,24 @@ def test_dropped_connection_fails_clearly_and_the_next_attempt_completes(hub, vo
     hub.requests.clear()
     result = run_puller(stack_for(hub), tmp_path)
     assert result.returncode == 0, result.stderr
-    assert [r.range for r in hub.gets("model.safetensors")] == [None]
+    # It had written whole 10 MiB reads only.
+    assert [r.range for r in hub.gets("model.safetensors")] == [f"bytes={10 << 20}-"]
     assert (volume / "model.safetensors").read_bytes() == files["model.safetensors"]
 
 
+HF_TRANSFER_ON = {"HF_HUB_ENABLE_HF_TRANSFER": "1"}
+
+
 def test_hf_transfer_fetches_big_files_as_ranges_and_retries_a_cut_one(hub, volume, tmp_path):
-    """Over 50 MiB the image's client hands the file to hf_transfer (the env we render turns it
-    on): a ``bytes=0-0`` probe for the size, then closed 10 MiB ranges; a range cut mid-way is
-    fetched again (hf_transfer retries a chunk up to 5 times) and the file is whole."""
+    """The path the puller leaves off (weights.hub_env says why; the bench measures both): with
+    HF_HUB_ENABLE_HF_TRANSFER=1 the image's client hands a file over 50 MiB to hf_transfer, which
+    the loopback hub serves as the Hub does: a ``bytes=0-0`` probe for the size, then closed
+    10 MiB ranges; a range cut mid-way is fetched again (up to 5 tries) and the file is whole."""
     files = tiny_model_files(weight_bytes=64 << 20)
     size = len(files["model.safetensors"])
     hub.commit(REPO, files)
     hub.drop_once("model.safetensors", after_bytes=3 << 20, chunks_only=True)
-    result = run_puller(stack_for(hub), tmp_path)
+    result = run_puller(stack_for(hub), tmp_path, env_override=HF_TRANSFER_ON)
     assert result.returncode == 0, result.stderr
     ranges = [r.range for r in hub.gets("model.safetensors")]
     assert ranges[0] is None and ranges[1] == "bytes=0-0"  # the client's first GET, then the probe
@@ -151,12 +158,12 @@ def test_hf_transfer_fetches_big_files_as_ranges_and_retries_a_cut_one(hub, volu
 
 
 def test_hf_transfer_gives_up_clearly_and_leaves_no_partial_file(hub, volume, tmp_path):
-    """Every range of the big file cut: hf_transfer stops after its retries, the client says
-    so, and no file stands in the volume for the weights (the gate then finds it missing)."""
+    """hf_transfer on and every range of the big file cut: it stops after its retries, the
+    client says so, and no file stands in the volume for the weights."""
     files = tiny_model_files(weight_bytes=64 << 20)
     hub.commit(REPO, files)
     hub.drop_once("model.safetensors", after_bytes=1 << 20, chunks_only=True, times=10**6)
-    result = run_puller(stack_for(hub), tmp_path)
+    result = run_puller(stack_for(hub), tmp_path, env_override=HF_TRANSFER_ON)
     assert result.returncode != 0
     assert "An error occurred while downloading using `hf_transfer`" in result.stderr
     assert not (volume / "model.safetensors").exists()
