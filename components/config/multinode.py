@@ -88,6 +88,11 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
             problems.append(Problem("multiNode.weights", "an existing claim (source.type: pvc) is one volume, it "
                              "cannot be one per pod: set multiNode.weights: shared with a ReadWriteMany claim, or "
                              "pull per pod from the store or the hub (source.type: s3 or hf)"))
+        if getattr(model.source, "service_account_name", None):
+            problems.append(Problem("source.serviceAccountName", "per-pod weights are pulled inside the server "
+                             "pods, which keep the platform's identity-less ServiceAccount: give the store's keys "
+                             "through source.credentials, or set multiNode.weights: shared (the puller Job runs "
+                             "as this ServiceAccount)"))
     elif model.weights.access_mode != "ReadWriteMany":
         problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the shared weights, "
                          "on different nodes: set weights.accessMode: ReadWriteMany (pulled once and shared), or "
