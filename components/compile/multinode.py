@@ -33,7 +33,15 @@ from __future__ import annotations
 
 import copy
 
-from contract.labels import LWS_GROUP, LWS_GROUP_KEY_LABEL, LWS_VERSION, LWS_WORKER_INDEX_LABEL
+from contract.labels import (
+    LWS_GROUP,
+    LWS_GROUP_KEY_LABEL,
+    LWS_VERSION,
+    LWS_WORKER_INDEX_LABEL,
+    WEIGHTS_PRUNE_INIT,
+    WEIGHTS_PULL_INIT,
+    WEIGHTS_VERIFY_INIT,
+)
 
 from ..config.model import ModelConfig
 from ..config.multinode import DATA_PARALLEL_RPC_PORT, RAY_PORT
@@ -139,7 +147,7 @@ WEIGHTS_VOLUME = "weights"
 # The whole volume, mounted by the prune step only (the others see the revision directory).
 VOLUME_ROOT_MOUNT = "/weights-volume"
 # Init containers, in order; contract: the status projection (providers/pod_weights.py) reads them.
-PULL_INIT, VERIFY_INIT, PRUNE_INIT = "weights-pull", "weights-verify", "weights-prune"
+PULL_INIT, VERIFY_INIT, PRUNE_INIT = WEIGHTS_PULL_INIT, WEIGHTS_VERIFY_INIT, WEIGHTS_PRUNE_INIT
 # The claims follow the LWS: destroy and a lower replica count delete them (they are ours; a kept
 # node-local claim would also pin a recreated pod to its node).
 RETENTION = {"whenDeleted": "Delete", "whenScaled": "Delete"}
