@@ -1,0 +1,107 @@
+"""Per-pod weights of a multi-node model on the simulated cluster (issue 22 item 4), with the real
+LeaderWorkerSet v0.8.0 controller: `multiNode.weights: perPod` on node-local disks (StorageClass
+`local-node`: WaitForFirstConsumer, `local` PVs pinned to each node, as on a GPU cluster without
+ReadWriteMany storage).
+
+In the file's order: `up` creates the LeaderWorkerSet and no weights volume, puller Job or gate of
+the model's; the LWS controller passes the claim template to its StatefulSets, whose controller
+creates one claim per pod (`weights-<pod>`), each bound to a volume on the node its pod was
+scheduled to; status READY. Destroy: the claims go with the LWS (retention policy Delete), so
+nothing of the model's is left.
+
+KWOK plays the kubelet: no container runs, init containers included (its pod stage reports them
+done), so the pull and verify steps are proven by tests/puller/test_per_pod_pull.py instead, and
+their failures' reports by tests/providers/test_pod_weights.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.test_multinode_on_cluster import GROUP, PLURAL, VERSION, WAIT, require_lws
+from tests.integration.test_placement_on_cluster import CLASS, POOL, reclaim_released
+from tests.support.fixture_crds import wait_for
+from tests.support.harness import small_model, stack_config
+
+pytestmark = pytest.mark.integration
+
+MODEL = "perpod"
+LWS = f"{MODEL}-lws"
+CLAIMS = [f"weights-{LWS}-0", f"weights-{LWS}-0-1"]  # <claim template>-<statefulset>-<ordinal>
+
+
+def per_pod_model() -> dict:
+    return small_model(MODEL, gpus=4, tensorParallelSize=4, multiNode={"nodes": 2, "weights": "perPod"},
+                       weights={"size": "1Gi", "storageClassName": CLASS, "accessMode": "ReadWriteOnce"})
+
+
+@pytest.fixture(scope="module")
+def deployed(make_project, kube):
+    require_lws(kube)
+    core = kube.CoreV1Api()
+    reclaim_released(core)  # volumes an earlier run left Released (the class's PVs are Retain)
+    free = [pv for pv in core.list_persistent_volume(label_selector=POOL).items
+            if pv.status.phase == "Available" and pv.metadata.name.startswith("local-node-gpu-node-")]
+    assert {pv.metadata.name.rsplit("-", 1)[0] for pv in free} >= {"local-node-gpu-node-0", "local-node-gpu-node-1"}, \
+        "no free local-node volume on each GPU node"
+    project = make_project(lambda ns: stack_config(ns, [per_pod_model()]))
+    project.up()
+    yield project
+    reclaim_released(core)
+
+
+def claims(kube, namespace: str) -> dict:
+    return {c.metadata.name: c for c in kube.CoreV1Api().list_namespaced_persistent_volume_claim(namespace).items}
+
+
+def test_up_creates_one_claim_per_pod_bound_on_its_pods_node_and_no_job_or_shared_volume(deployed, kube):
+    namespace = deployed.namespace
+    lws = kube.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, LWS)
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert [t["metadata"]["name"] for t in lwt["volumeClaimTemplates"]] == ["weights"]
+    assert lwt["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
+    # The LWS controller handed the template and the policy to both StatefulSets.
+    for sts in kube.AppsV1Api().list_namespaced_stateful_set(namespace).items:
+        assert [t.metadata.name for t in sts.spec.volume_claim_templates] == ["weights"], sts.metadata.name
+        assert sts.spec.persistent_volume_claim_retention_policy.when_deleted == "Delete"
+    found = claims(kube, namespace)
+    assert sorted(found) == CLAIMS, sorted(found)  # no shared `<model>-weights-<hash>` claim
+    assert kube.BatchV1Api().list_namespaced_job(namespace).items == []
+    pods = {p.metadata.name: p for p in kube.CoreV1Api().list_namespaced_pod(
+        namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={LWS}").items}
+    assert sorted(p.spec.node_name for p in pods.values()) == ["gpu-node-0", "gpu-node-1"]
+    core = kube.CoreV1Api()
+    for name, claim in found.items():
+        assert claim.status.phase == "Bound", (name, claim.status.phase)
+        assert claim.spec.storage_class_name == CLASS and claim.spec.resources.requests["storage"] == "1Gi"
+        # Each pod's claim is bound to a volume on the node its pod runs on (WaitForFirstConsumer).
+        pod = pods[name.removeprefix("weights-")]
+        pv = core.read_persistent_volume(claim.spec.volume_name)
+        assert pv.metadata.name.startswith(f"local-node-{pod.spec.node_name}-"), (name, pv.metadata.name)
+        # The StatefulSet controller made the pod mount it; the init containers come first.
+        (volume,) = [v for v in pod.spec.volumes if v.name == "weights"]
+        assert volume.persistent_volume_claim.claim_name == name
+        assert [c.name for c in pod.spec.init_containers] == ["weights-pull", "weights-prune"]
+
+
+def test_status_is_ready(deployed):
+    model = deployed.outputs()["models"][MODEL]
+    assert model["status"]["state"] == "READY", model["status"]
+    assert model["status"]["message"].startswith("serving: 1 routable leader(s), 1/1 groups of 2 pods ready")
+    assert "puller" not in model["objects"] and "weights" not in model["objects"]
+
+
+def test_destroy_deletes_the_per_pod_claims(deployed, kube):
+    namespace = deployed.namespace
+    bound = {name: claim.spec.volume_name for name, claim in claims(kube, namespace).items()}
+    deployed.run("destroy", "--yes", "--skip-preview")
+    custom, apps, core = kube.CustomObjectsApi(), kube.AppsV1Api(), kube.CoreV1Api()
+
+    def gone() -> bool:
+        return (not custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+                and not apps.list_namespaced_stateful_set(namespace).items and not claims(kube, namespace))
+
+    wait_for(gone, WAIT, "the LeaderWorkerSet, its StatefulSets and the per-pod claims to be gone")
+    # The volumes are the cluster's (reclaim policy Retain here): released, not deleted.
+    for volume in bound.values():
+        assert core.read_persistent_volume(volume).status.phase == "Released", volume
