@@ -7,7 +7,7 @@ In the file's order: `up` creates the LeaderWorkerSet and no weights volume, pul
 the model's; the LWS controller passes the claim template to its StatefulSets, whose controller
 creates one claim per pod (`weights-<pod>`), each bound to a volume on the node its pod was
 scheduled to; status READY. Destroy: the claims go with the LWS (retention policy Delete), so
-nothing of the model's is left.
+nothing of the model's is left; the volumes, the cluster's, are released.
 
 KWOK plays the kubelet: no container runs, init containers included (its pod stage reports them
 done), so the pull and verify steps are proven by tests/puller/test_per_pod_pull.py instead, and
@@ -102,6 +102,10 @@ def test_destroy_deletes_the_per_pod_claims(deployed, kube):
                 and not apps.list_namespaced_stateful_set(namespace).items and not claims(kube, namespace))
 
     wait_for(gone, WAIT, "the LeaderWorkerSet, its StatefulSets and the per-pod claims to be gone")
-    # The volumes are the cluster's (reclaim policy Retain here): released, not deleted.
-    for volume in bound.values():
-        assert core.read_persistent_volume(volume).status.phase == "Released", volume
+    # The volumes are the cluster's (reclaim policy Retain here): released, not deleted (the
+    # cluster's pv-reclaim stage then makes them Available again).
+    for claim, volume in bound.items():
+        pv = core.read_persistent_volume(volume)
+        assert pv.status.phase in ("Released", "Available"), (volume, pv.status.phase)
+        ref = pv.spec.claim_ref
+        assert ref is None or (ref.namespace, ref.name) != (namespace, claim) or pv.status.phase == "Released", volume
