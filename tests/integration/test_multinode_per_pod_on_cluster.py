@@ -74,6 +74,11 @@ def test_up_creates_one_claim_per_pod_bound_on_its_pods_node_and_no_job_or_share
     for name, claim in found.items():
         assert claim.status.phase == "Bound", (name, claim.status.phase)
         assert claim.spec.storage_class_name == CLASS and claim.spec.resources.requests["storage"] == "1Gi"
+        # whenDeleted: Delete, as the StatefulSet controller does it: the claim is owned by its
+        # StatefulSet, so the garbage collector deletes it with the LWS (not only with the namespace).
+        owners = [(o.kind, o.name) for o in claim.metadata.owner_references or []]
+        statefulset = name.removeprefix("weights-").rsplit("-", 1)[0]
+        assert ("StatefulSet", statefulset) in owners, (name, owners)
         # Each pod's claim is bound to a volume on the node its pod runs on (WaitForFirstConsumer).
         pod = pods[name.removeprefix("weights-")]
         pv = core.read_persistent_volume(claim.spec.volume_name)
