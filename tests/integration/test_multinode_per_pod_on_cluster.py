@@ -6,8 +6,10 @@ ReadWriteMany storage).
 In the file's order: `up` creates the LeaderWorkerSet and no weights volume, puller Job or gate of
 the model's; the LWS controller passes the claim template to its StatefulSets, whose controller
 creates one claim per pod (`weights-<pod>`), each bound to a volume on the node its pod was
-scheduled to; status READY. Destroy: the claims go with the LWS (retention policy Delete), so
-nothing of the model's is left; the volumes, the cluster's, are released.
+scheduled to; status READY. A revision change replaces the group: the leader keeps its claim, the
+worker's is re-created with its StatefulSet; the pods read the new revision's directory. Destroy:
+the claims go with the LWS (retention policy Delete), so nothing of the model's is left; the
+volumes, the cluster's, are released.
 
 KWOK plays the kubelet: no container runs, init containers included (its pod stage reports them
 done), so the pull and verify steps are proven by tests/puller/test_per_pod_pull.py instead, and
@@ -30,8 +32,8 @@ LWS = f"{MODEL}-lws"
 CLAIMS = [f"weights-{LWS}-0", f"weights-{LWS}-0-1"]  # <claim template>-<statefulset>-<ordinal>
 
 
-def per_pod_model() -> dict:
-    return small_model(MODEL, gpus=4, tensorParallelSize=4, multiNode={"nodes": 2, "weights": "perPod"},
+def per_pod_model(revision: str = "main") -> dict:
+    return small_model(MODEL, revision, gpus=4, tensorParallelSize=4, multiNode={"nodes": 2, "weights": "perPod"},
                        weights={"size": "1Gi", "storageClassName": CLASS, "accessMode": "ReadWriteOnce"})
 
 
@@ -94,6 +96,40 @@ def test_status_is_ready(deployed):
     assert model["status"]["state"] == "READY", model["status"]
     assert model["status"]["message"].startswith("serving: 1 routable leader(s), 1/1 groups of 2 pods ready")
     assert "puller" not in model["objects"] and "weights" not in model["objects"]
+
+
+def test_a_revision_change_replaces_the_group_the_leader_keeps_its_claim_the_workers_get_new_ones(deployed, kube):
+    namespace = deployed.namespace
+    before = {name: claim.metadata.uid for name, claim in claims(kube, namespace).items()}
+    old_directories = directories(kube, namespace)
+    assert len(old_directories) == 1, old_directories
+    leader_uid = kube.CoreV1Api().read_namespaced_pod(f"{LWS}-0", namespace).metadata.uid
+    deployed.write_config(stack_config(namespace, [per_pod_model("v2")]))
+    deployed.up()
+    assert deployed.outputs()["models"][MODEL]["status"]["state"] == "READY"
+    # The group was replaced (maxSurge 0: no surge group). The leaders' StatefulSet stays, so the
+    # leader keeps its claim; a group's workers' StatefulSet is owned by its leader pod (lws v0.8.0
+    # pod_controller), so it goes with the old leader, and its claims with it (whenDeleted:
+    # Delete): the new workers get new claims, and pull again.
+    after = {name: claim.metadata.uid for name, claim in claims(kube, namespace).items()}
+    assert sorted(after) == CLAIMS
+    assert after[f"weights-{LWS}-0"] == before[f"weights-{LWS}-0"]
+    assert after[f"weights-{LWS}-0-1"] != before[f"weights-{LWS}-0-1"]
+    pods = kube.CoreV1Api().list_namespaced_pod(namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={LWS}").items
+    assert f"{LWS}-0" in {p.metadata.name for p in pods}
+    assert all(p.metadata.annotations["llm-serving.dev/model-source"] == "acme/tiny-llm@v2" for p in pods)
+    assert kube.CoreV1Api().read_namespaced_pod(f"{LWS}-0", namespace).metadata.uid != leader_uid
+    new_directories = directories(kube, namespace)  # the new source's hash
+    assert len(new_directories) == 1 and new_directories != old_directories, (old_directories, new_directories)
+
+
+def directories(kube, namespace: str) -> set[str]:
+    """The weights directories (subPath) every container of the group pods mounts."""
+    found = set()
+    for pod in kube.CoreV1Api().list_namespaced_pod(namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={LWS}").items:
+        for container in [*pod.spec.init_containers, *pod.spec.containers]:
+            found.update(m.sub_path for m in container.volume_mounts or [] if m.name == "weights" and m.sub_path)
+    return found
 
 
 def test_destroy_deletes_the_per_pod_claims(deployed, kube):
