@@ -152,6 +152,19 @@ def _puller(manifest: Optional[dict]) -> tuple[Child, ...]:
     )
 
 
+# A StatefulSet's volumeClaimTemplates cannot change (the API server refuses the update), and the
+# LWS controller applies the LeaderWorkerSet's to its StatefulSets: per-pod weights of another size,
+# class or access mode, or a switch between shared and per-pod weights, replace the LeaderWorkerSet
+# (its claims go with it, whenDeleted: Delete) instead of leaving its controller failing.
+LWS_CLAIMS_PATH = "spec.leaderWorkerTemplate.volumeClaimTemplates"
+
+
+def _claims_replace(server: dict) -> dict:
+    if server["kind"] != "LeaderWorkerSet":
+        return {}
+    return {"replace_on_changes": (LWS_CLAIMS_PATH,), "delete_before_replace": True}
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
@@ -185,7 +198,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         # volumes have no Job to wait on: each pod's init containers pull and verify, the status
         # reports them (providers/pod_weights.py).
         *(() if manifests.puller_job is None else (Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),)),
-        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
+        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY),
+              **_claims_replace(manifests.deployment)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         *_budget(manifests.pod_disruption_budget, roles.SERVER),
         *_scaler(manifests.scaled_object),

@@ -160,3 +160,14 @@ def test_a_puller_service_account_cannot_follow_the_pull_into_the_server_pods():
 def test_per_pod_groups_may_be_several_on_read_write_once():
     config = stack(per_pod(replicas=2))
     assert config.models[0].replicas == 2  # no claim is shared between pods
+
+
+def test_claim_template_changes_replace_the_leader_worker_set():
+    # A StatefulSet's claim templates are immutable: the LWS is replaced, not left failing.
+    config = stack(per_pod())
+    (server,) = [c for c in model_plan(config.models[0], config).children if c.role == "server"]
+    assert server.replace_on_changes == ("spec.leaderWorkerTemplate.volumeClaimTemplates",)
+    assert server.delete_before_replace  # the same name
+    one_pod = stack(model("small"))
+    (deployment,) = [c for c in model_plan(one_pod.models[0], one_pod).children if c.role == "server"]
+    assert deployment.replace_on_changes == () and not deployment.delete_before_replace

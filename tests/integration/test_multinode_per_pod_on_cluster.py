@@ -7,7 +7,8 @@ In the file's order: `up` creates the LeaderWorkerSet and no weights volume, pul
 the model's; the LWS controller passes the claim template to its StatefulSets, whose controller
 creates one claim per pod (`weights-<pod>`), each bound to a volume on the node its pod was
 scheduled to; status READY. A revision change replaces the group: the leader keeps its claim, the
-worker's is re-created with its StatefulSet; the pods read the new revision's directory. Destroy:
+worker's is re-created with its StatefulSet; the pods read the new revision's directory. Another
+weights size replaces the LeaderWorkerSet (claim templates are immutable). Destroy:
 the claims go with the LWS (retention policy Delete), so nothing of the model's is left; the
 volumes, the cluster's, are released.
 
@@ -32,9 +33,9 @@ LWS = f"{MODEL}-lws"
 CLAIMS = [f"weights-{LWS}-0", f"weights-{LWS}-0-1"]  # <claim template>-<statefulset>-<ordinal>
 
 
-def per_pod_model(revision: str = "main") -> dict:
+def per_pod_model(revision: str = "main", size: str = "1Gi") -> dict:
     return small_model(MODEL, revision, gpus=4, tensorParallelSize=4, multiNode={"nodes": 2, "weights": "perPod"},
-                       weights={"size": "1Gi", "storageClassName": CLASS, "accessMode": "ReadWriteOnce"})
+                       weights={"size": size, "storageClassName": CLASS, "accessMode": "ReadWriteOnce"})
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,21 @@ def directories(kube, namespace: str) -> set[str]:
         for container in [*pod.spec.init_containers, *pod.spec.containers]:
             found.update(m.sub_path for m in container.volume_mounts or [] if m.name == "weights" and m.sub_path)
     return found
+
+
+def test_another_weights_size_replaces_the_leader_worker_set_and_its_claims(deployed, kube):
+    # A StatefulSet's claim templates are immutable: the LWS is replaced (delete, then create).
+    namespace = deployed.namespace
+    before = kube.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, LWS)
+    deployed.write_config(stack_config(namespace, [per_pod_model("v2", size="2Gi")]))
+    deployed.up()
+    assert deployed.outputs()["models"][MODEL]["status"]["state"] == "READY"
+    after = kube.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, LWS)
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    found = claims(kube, namespace)
+    assert sorted(found) == CLAIMS
+    assert {c.spec.resources.requests["storage"] for c in found.values()} == {"2Gi"}
+    assert all(c.status.phase == "Bound" for c in found.values())
 
 
 def test_destroy_deletes_the_per_pod_claims(deployed, kube):
