@@ -18,7 +18,7 @@ class ModelManifests:
     model: ModelConfig
     names: common.ModelNames
     weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours)
-    puller_job: dict
+    puller_job: Optional[dict]  # None: a streamed s3 source (the server reads the store)
     deployment: dict  # the server: a Deployment, or a LeaderWorkerSet for a multi-node model
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
@@ -32,7 +32,8 @@ class ModelManifests:
         pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
         scaler = [self.scaled_object] if self.scaled_object is not None else []
         weights = [self.weights_pvc] if self.weights_pvc is not None else []
-        return [*weights, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb, *scaler]
+        puller = [self.puller_job] if self.puller_job is not None else []
+        return [*weights, *puller_policy, *puller, *policy, self.deployment, self.service, *pdb, *scaler]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
