@@ -38,7 +38,7 @@ start=$(date +%s)
 "$PYTHON" -m venv "$TMP_DIR" >>"$LOG" 2>&1 || die "venv failed (log: $LOG)"
 if ! nice -n 10 "$TMP_DIR/bin/python" -m pip install --disable-pip-version-check --no-input \
     "runai-model-streamer==$RUNAI_STREAMER_VERSION" "runai-model-streamer-s3==$RUNAI_STREAMER_VERSION" \
-    "torch==$STREAMER_TORCH_VERSION" >>"$LOG" 2>&1; then
+    "torch==$STREAMER_TORCH_VERSION" "boto3==$STREAMER_BOTO3_VERSION" >>"$LOG" 2>&1; then
   tail -n 30 "$LOG" >&2
   die "pip install failed (log: $LOG)"
 fi

@@ -28,5 +28,7 @@ TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versit
 # CUDA libraries, ~4 GB: no CPU-only torch is on PyPI for x86-64).
 RUNAI_STREAMER_VERSION=0.14.0
 STREAMER_TORCH_VERSION=2.8.0
+# boto3 lists the prefix and copies the config files (the streamer's S3 package); unpinned there.
+STREAMER_BOTO3_VERSION=1.44.8
 STREAMER_RECIPE=1
 STREAMER_DIR="$TESTTOOLS_ROOT/runai-streamer-${RUNAI_STREAMER_VERSION}-torch-${STREAMER_TORCH_VERSION}-r${STREAMER_RECIPE}"
