@@ -154,5 +154,15 @@ def test_a_missing_prefix_copies_nothing_and_lists_no_weights(python, store, tmp
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"files": [], "copied": [], "tensors": {}}
 
 
+def test_the_streamer_also_lists_safetensors_in_subfolders(python, store, tmp_path):
+    # Why preview refuses a streamed prefix with shards below a subfolder (preflight/stream.py):
+    # the streamer's listing is recursive, so vLLM would load them beside the model's own.
+    store.upload(BUCKET, PREFIX + "original/", {"consolidated.safetensors": safetensors(TENSORS_1)})
+    result = load(python, server_container(store), tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    files = json.loads(result.stdout.strip().splitlines()[-1])["files"]
+    assert f"s3://{BUCKET}/{PREFIX}original/consolidated.safetensors" in files
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
