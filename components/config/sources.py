@@ -129,7 +129,7 @@ class S3Source(Strict):
     )
     stream_memory_limit: PositiveQuantity = Field(
         "4Gi", description="`load: stream` only: the streamer's CPU read buffer (RUNAI_STREAMER_MEMORY_LIMIT); "
-        "must stay well below `resources.memory`. Unset, the streamer would take 20 GB.",
+        "at most half of `resources.memory`. Without a limit the streamer (0.14) takes up to 20 GB.",
     )
     manifest: Optional[tuple[S3Object, ...]] = Field(
         None, description="Set by preview from its listing (keys, sizes, ETags); never written in a stack file. "
