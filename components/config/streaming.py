@@ -15,8 +15,10 @@ What vLLM v0.11.0 does with it (read from the v0.11.0 wheel's sources, not guess
   the AWS variables (keys, region, ``AWS_ENDPOINT_URL``); vLLM copies ``AWS_ENDPOINT_URL`` into
   ``RUNAI_STREAMER_S3_ENDPOINT`` only when ``--model-loader-extra-config`` is given, so both are set.
 - The image: vLLM's Dockerfile at v0.11.0 installs ``runai-model-streamer`` with its ``[s3]``
-  extra (unpinned) in the ``vllm-openai-base`` stage; the wheel's ``runai`` extra asks for
-  ``runai-model-streamer>=0.14.0``. The tests run 0.14.0 (tests/streamer).
+  extra (unpinned) in the ``vllm-openai-base`` stage — a third party's reading of that tag and vLLM
+  PR 26464 (adding ``[gcs]`` to the same line after v0.11.0) say so; the stored repository has no
+  v0.11.0 Dockerfile to read. The wheel's ``runai`` extra asks for ``runai-model-streamer>=0.14.0``;
+  the tests run 0.14.0 (tests/streamer).
 
 Refused here (one line each, with the fix): a multi-node group (its worker pods would look for
 the config files at the leader's local folder), LoRA adapters (they are re-based onto the weights
