@@ -201,6 +201,11 @@ _CRASH_CAUSES = (
           "the server streams its weights from the object store, which refused it or has no such bucket; "
           "fix source.bucket, source.endpoint or the keys in the source.credentials Secret (or the cloud "
           "identity of source.serviceAccountName)"),
+    # The streamer's buffer is smaller than the model's largest tensor (runai-model-streamer
+    # RunaiStreamerMemoryLimitException; tests/streamer renders such a limit and sees it).
+    _rule(r"Memory limit supplied: \d+ cannot be smaller than", DEFINITIVE, "stream-buffer-too-small",
+          "the streamer's buffer is smaller than the model's largest tensor; raise source.streamMemoryLimit "
+          "(and resources.memory with it)"),
     # The store did not answer (down, a NetworkPolicy, DNS): it may come back.
     _rule(r"EndpointConnectionError|Could not connect to the endpoint URL|ConnectTimeoutError",
           TRANSIENT, "object-store-unreachable",

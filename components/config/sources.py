@@ -129,7 +129,8 @@ class S3Source(Strict):
     )
     stream_memory_limit: PositiveQuantity = Field(
         "4Gi", description="`load: stream` only: the streamer's CPU read buffer (RUNAI_STREAMER_MEMORY_LIMIT); "
-        "at most half of `resources.memory`. Without a limit the streamer (0.14) takes up to 20 GB.",
+        "at least the model's largest tensor and at most half of `resources.memory`. Without a limit the "
+        "streamer (0.14) takes up to 20 GB.",
     )
     manifest: Optional[tuple[S3Object, ...]] = Field(
         None, description="Set by preview from its listing (keys, sizes, ETags); never written in a stack file. "

@@ -20,6 +20,8 @@ UNREACHABLE = ('botocore.exceptions.EndpointConnectionError: Could not connect t
 NO_CONFIG = ("ValueError: Invalid repository ID or local directory specified: "
              "'/model-config/model_streamer/3f2a9c1d'.\nPlease verify the following requirements:")
 NO_SHARDS = "RuntimeError: Cannot find any safetensors model weights with `s3://models/llama/`"
+SMALL_BUFFER = ("runai_model_streamer.file_streamer.requests_iterator.RunaiStreamerMemoryLimitException: "
+                "Memory limit supplied: 4294967296 cannot be smaller than: 4202692608")
 
 
 @pytest.mark.parametrize("log, kind, cause, setting", [
@@ -28,6 +30,7 @@ NO_SHARDS = "RuntimeError: Cannot find any safetensors model weights with `s3://
     (UNREACHABLE, TRANSIENT, "object-store-unreachable", "source.endpoint"),
     (NO_CONFIG, DEFINITIVE, "object-store-empty", "source.prefix"),
     (NO_SHARDS, DEFINITIVE, "object-store-empty", "source.prefix"),
+    (SMALL_BUFFER, DEFINITIVE, "stream-buffer-too-small", "source.streamMemoryLimit"),
 ])
 def test_a_streamed_load_failure_names_the_setting(log, kind, cause, setting):
     verdict = classify_crash({"exitCode": 1}, f"INFO starting\n{log}\n")

@@ -154,6 +154,14 @@ def test_a_missing_prefix_copies_nothing_and_lists_no_weights(python, store, tmp
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"files": [], "copied": [], "tensors": {}}
 
 
+def test_a_buffer_smaller_than_a_tensor_fails_and_the_status_says_so(python, store, tmp_path):
+    # streamMemoryLimit below the largest tensor (lm_head: 1 MiB here): the streamer refuses.
+    result = load(python, server_container(store, streamMemoryLimit="64Ki"), tmp_path)
+    assert result.returncode != 0
+    verdict = classify_crash({"exitCode": 1}, result.stderr[-2048:])
+    assert verdict.cause == "stream-buffer-too-small" and "source.streamMemoryLimit" in verdict.hint
+
+
 def test_the_streamer_also_lists_safetensors_in_subfolders(python, store, tmp_path):
     # Why preview refuses a streamed prefix with shards below a subfolder (preflight/stream.py):
     # the streamer's listing is recursive, so vLLM would load them beside the model's own.
