@@ -19,7 +19,6 @@ import json
 import os
 import struct
 import subprocess
-import sys
 from hashlib import sha256
 from pathlib import Path
 
@@ -172,5 +171,19 @@ def test_the_streamer_also_lists_safetensors_in_subfolders(python, store, tmp_pa
     assert f"s3://{BUCKET}/{PREFIX}original/consolidated.safetensors" in files
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
+def test_preview_lists_and_pins_the_real_store_and_refuses_a_nested_shard(store):
+    from components.preflight import PreflightError, preflight_stack
+    from components.preflight.s3 import ENDPOINT_ENV
+
+    config = load_stack_config({"models": [{"name": "tiny", "source": {
+        "type": "s3", "load": "stream", "bucket": BUCKET, "prefix": PREFIX,
+        "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "s3-keys"}}}]})
+    env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, ENDPOINT_ENV: store.url}
+    report = preflight_stack(config, env=env)
+    listed = {o.key: o.size for o in report.stack.models[0].source.manifest}
+    assert listed == {key: len(data) for key, data in FILES.items()}
+    assert any("nothing checks the bytes" in note for note in report.notes)
+    store.upload(BUCKET, PREFIX + "original/", {"consolidated.safetensors": safetensors(TENSORS_1)})
+    with pytest.raises(PreflightError) as caught:
+        preflight_stack(config, env=env)
+    assert "has safetensors in subfolders (original/consolidated.safetensors)" in str(caught.value)
