@@ -52,6 +52,8 @@ setup_testtools() {
   bash "$REPO/scripts/testtools/build.sh"
   # The `hf` CLI of the vLLM image's huggingface_hub line, with hf_transfer (the puller tests).
   bash "$REPO/scripts/testtools/hub-client.sh"
+  # The Run:ai model streamer (source.load: stream) in a venv from PyPI, for tests/streamer.
+  bash "$REPO/scripts/testtools/streamer.sh"
 }
 
 pulumi_env() {
