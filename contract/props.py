@@ -111,6 +111,10 @@ class OperatorObjects(Wire):
     nim_service: str
     nim_cache: str
     service_revision: str = ""
+    # multiNode: the LeaderWorkerSet the operator renders (groups of ``group_size`` pods). Written
+    # only for multi-node models, so other operator-path stacks record the same inputs as before.
+    leader_worker_set: Optional[str] = None
+    group_size: Optional[int] = None
 
 
 @dataclass(frozen=True)

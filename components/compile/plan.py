@@ -5,6 +5,7 @@ and the whole stack's objects in that order (``compile_stack``, for `render` and
                           (multiNode: a LeaderWorkerSet in place of the Deployment, the Service on its leaders)
                           (autoscaling: RequiredCrds first; ScaledObject after the Deployment)
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
+                          (multiNode: the operator renders a LeaderWorkerSet; status reads its groups)
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
 named by its typed props (``contract.props``); those need a cluster, so in render mode they are
@@ -188,8 +189,11 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
     manifests = nim.compile_nim_operator(model, stack)
     names, platform = manifests.names, stack.platform
     url = nim.endpoint_url(model, platform)
+    multi = model.multi_node
+    objects = OperatorObjects(names.service, names.cache, spec_revision(manifests.service),
+                              nim.lws_name(model) if multi else None, multi.nodes if multi else None)
     status = StatusProps(
-        platform.namespace, model.name, OperatorObjects(names.service, names.cache, spec_revision(manifests.service)),
+        platform.namespace, model.name, objects,
         # Caching is part of this wait: the download's budget plus the server's.
         url, platform.pending_timeout_seconds,
         platform.pull_timeout_seconds + platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
@@ -203,11 +207,16 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         # so a change is a new cache created before the old one is deleted.
         Child(roles.NIM_CACHE, manifests.cache, after=(roles.NIM_OPERATOR_CHECK,), replace_on_changes=("spec",)),
         *_policy(manifests.network_policy),
-        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY)),
+        # spec.multiNode is immutable (the operator's webhook refuses any change of it): a change
+        # replaces the NIMService, the old one deleted first (same name), never an update the
+        # webhook refuses halfway through `up`.
+        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY),
+              replace_on_changes=("spec.multiNode",), delete_before_replace=True),
         *_budget(manifests.pod_disruption_budget, roles.NIM_SERVICE),
         Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
     ), url, {"endpoint_url": url, "path": "operator",
-             "objects": {"nim_cache": names.cache, "nim_service": names.service}})
+             "objects": {"nim_cache": names.cache, "nim_service": names.service,
+                         **({"leader_worker_set": nim.lws_name(model)} if multi else {})}})
 
 
 def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:

@@ -224,7 +224,8 @@ class ModelConfig(Strict):
     multi_node: Optional[MultiNode] = Field(
         None, description="Serve the model across nodes: a LeaderWorkerSet (the LWS controller must be "
         "installed) instead of the Deployment, one group of `nodes` pods per replica; `gpus` is each "
-        "pod's (node's) share. vLLM only, ReadWriteMany weights only. See docs/multi-node.md.",
+        "pod's (node's) share. vLLM, and NIM on the operator path (the NIMService's `multiNode`: the "
+        "operator renders the LeaderWorkerSet); ReadWriteMany weights only. See docs/multi-node.md.",
     )
 
     def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
