@@ -16,7 +16,7 @@ point at it, and the old one is deleted afterwards, never patched in place.
 A multi-node model (``multiNode``) sets the NIMService's ``spec.multiNode``; the operator then
 renders a LeaderWorkerSet ``<name>-lws`` in place of the Deployment (k8s-nim-operator v3.1.2,
 ``GetLWSName``, ``manifests/lws.yaml``). ``spec.multiNode`` is immutable (the operator's webhook),
-so the plan replaces the NIMService when it changes (``components/compile/plan.py``).
+so a change of it is refused at preview (``components/compile/plan.py``).
 """
 
 from __future__ import annotations
@@ -285,6 +285,13 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
            common.HEALTH_PATH_ANNOTATION: model.health_path},
     )
     return {"apiVersion": API_VERSION, "kind": "NIMService", "metadata": meta, "spec": spec}
+
+
+def multinode_digest(service: dict) -> str:
+    """A NIMService's ``spec.multiNode`` as canonical JSON ("" without it): what the operator-path
+    check records, to refuse a change of it (immutable) at preview."""
+    multi = service["spec"].get("multiNode")
+    return "" if multi is None else json.dumps(multi, sort_keys=True, separators=(", ", ": "))
 
 
 def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests:

@@ -200,18 +200,18 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         restart_threshold=_restart_threshold(platform),
     )
     return ModelPlan(model, (
-        # First: nothing NIM-specific reaches a cluster without the operator's CRDs.
-        Child(roles.NIM_OPERATOR_CHECK, props=NimOperatorCheckProps.of(model.name, nim.CRD_NAMES, nim.VERSION, cluster),
+        # First: nothing NIM-specific reaches a cluster without the operator's CRDs. It also
+        # carries spec.multiNode, which the operator's webhook makes immutable: a change is refused
+        # at preview (providers/crd_check.py multi_node_change), not halfway through `up` (a
+        # same-name replacement cannot be previewed: its dry run lands on the live object).
+        Child(roles.NIM_OPERATOR_CHECK, props=NimOperatorCheckProps.of(
+            model.name, nim.CRD_NAMES, nim.VERSION, cluster, nim.multinode_digest(manifests.service)),
               after=(PLATFORM,)),
         # The NIMCache spec is immutable: never patch it. Its name carries a digest of the spec,
         # so a change is a new cache created before the old one is deleted.
         Child(roles.NIM_CACHE, manifests.cache, after=(roles.NIM_OPERATOR_CHECK,), replace_on_changes=("spec",)),
         *_policy(manifests.network_policy),
-        # spec.multiNode is immutable (the operator's webhook refuses any change of it): a change
-        # replaces the NIMService, the old one deleted first (same name), never an update the
-        # webhook refuses halfway through `up`.
-        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY),
-              replace_on_changes=("spec.multiNode",), delete_before_replace=True),
+        Child(roles.NIM_SERVICE, manifests.service, after=(roles.NIM_CACHE, roles.NETWORK_POLICY)),
         *_budget(manifests.pod_disruption_budget, roles.NIM_SERVICE),
         Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
     ), url, {"endpoint_url": url, "path": "operator",

@@ -3,11 +3,13 @@
 The operator renders the LeaderWorkerSet itself (k8s-nim-operator v3.1.2); what we render is the
 NIMService's ``multiNode`` as its CRD declares it (checked against the vendored CRDs of v3.1.2 and
 main), the selectors that reach every pod of the operator's groups, the status props naming its
-LeaderWorkerSet, a replacement when ``multiNode`` changes (the webhook makes it immutable), and a
-refusal, with the field and the fix, for everything the operator refuses or ignores.
+LeaderWorkerSet, the check's record of ``multiNode`` (immutable: a change is refused at preview),
+and a refusal, with the field and the fix, for everything the operator refuses or ignores.
 """
 
 from __future__ import annotations
+
+import json
 
 import jsonschema
 import pytest
@@ -16,7 +18,7 @@ from components import children as roles
 from components.compile import compile_stack, nim
 from components.compile.plan import model_plan
 from components.config import ConfigError
-from contract.props import OperatorObjects, StatusProps
+from contract.props import NimOperatorCheckProps, OperatorObjects, StatusProps
 from tests.support.builders import model, stack
 from tests.support.real_crds import NIM_CRDS_ABSENT, NIM_OPERATOR_RELEASES, nim_operator_crds, structural_schema
 
@@ -101,7 +103,7 @@ def test_the_network_policy_and_budget_select_every_pod_of_the_operators_groups(
     assert budget["spec"]["selector"] == {"matchLabels": group}
 
 
-def test_status_reads_the_operators_leader_worker_set_and_a_multinode_change_replaces_the_service():
+def test_status_reads_the_operators_leader_worker_set_and_the_check_records_multinode():
     config = stack(nim_group(nodes=3))
     plan = model_plan(config.models[0], config)
     objects = plan.status.objects
@@ -109,15 +111,24 @@ def test_status_reads_the_operators_leader_worker_set_and_a_multinode_change_rep
     assert (objects.nim_service, objects.leader_worker_set, objects.group_size) == ("r1", "r1-lws", 3)
     assert StatusProps.from_dict(plan.status.to_dict()) == plan.status  # survives the engine's round trip
     assert plan.outputs["objects"]["leader_worker_set"] == "r1-lws"
+    # spec.multiNode is immutable: the operator-path check records it and refuses a change at preview
+    # (tests/providers/test_nim_status.py); the NIMService is never replaced or updated for it.
+    (check,) = [c for c in plan.children if c.role == roles.NIM_OPERATOR_CHECK]
+    wire = check.props.to_dict()
+    assert json.loads(wire["multi_node"]) == nim.compile_nim_operator(config.models[0], config).service["spec"]["multiNode"]
+    assert NimOperatorCheckProps.from_dict(wire) == check.props
     (service,) = [c for c in plan.children if c.role == roles.NIM_SERVICE]
-    assert service.replace_on_changes == ("spec.multiNode",) and service.delete_before_replace
+    assert service.replace_on_changes == () and not service.delete_before_replace
 
 
-def test_a_one_node_operator_model_records_the_same_status_inputs_as_before():
+def test_a_one_node_operator_model_records_the_same_inputs_as_before():
     raw = model("one", engine="nim", path="operator", image=NGC_IMAGE, nim={"authSecret": "ngc-api"})
     config = stack(raw)
-    wire = model_plan(config.models[0], config).status.to_dict()
+    plan = model_plan(config.models[0], config)
+    wire = plan.status.to_dict()
     assert "leader_worker_set" not in wire and "group_size" not in wire
+    (check,) = [c for c in plan.children if c.role == roles.NIM_OPERATOR_CHECK]
+    assert set(check.props.to_dict()) == {"model", "crds", "kubeconfig", "context"}
 
 
 # --- what the operator refuses or ignores: the field and the fix ---------------------------------

@@ -12,9 +12,9 @@ status provider reads them.
 In the file's order: `up` ends READY with the leader as the only target; the API server refuses,
 under the operator's CEL, what the config refuses (mpi with ray, multiNode with autoscaling); a
 deleted worker makes the controller recreate the group and `pulumi refresh` says so; a change of
-``multiNode`` is planned as a replacement of the NIMService (its webhook makes it immutable); a
-group larger than the GPUs the nodes have fails `up` with the pending pod and its reason; destroy
-leaves nothing. KWOK plays the kubelet: what NIM, Ray or MPI do inside the pods is not proven here
+``multiNode`` (immutable: the operator's webhook) stops at preview with the fix and changes
+nothing; a second model whose group needs more GPUs than the nodes have free fails `up` with the
+pending pod and its reason; destroy leaves nothing. KWOK plays the kubelet: what NIM, Ray or MPI do inside the pods is not proven here
 (docs/multi-node.md).
 """
 
@@ -193,31 +193,54 @@ def test_a_deleted_worker_recreates_the_group_and_refresh_says_so(project, kube)
         in outputs["message"], outputs
 
 
-def test_a_multinode_change_is_a_replacement_of_the_nimservice(project):
-    """The operator's webhook refuses any change of spec.multiNode: preview plans a replacement
-    (the old NIMService deleted first), never an in-place update."""
+def test_a_multinode_change_is_refused_at_preview_and_nothing_changes(project, kube):
+    """The operator's webhook refuses any change of spec.multiNode, and a same-name replacement
+    cannot be previewed (the dry run lands on the live object: here the CRD's own rule refused
+    `mpi` beside the stored `ray`). The change stops at preview with the fix; the NIMService stays."""
+    before = Operator(kube, project.namespace).get("nimservices", MODEL)
     with project.config_for_now(config(project.namespace, nim_group(mode="mpi"))):
-        steps = project.preview_steps()
-    ops = {step["op"] for step in steps if step["urn"].endswith(f"::{MODEL}-nim-service")}
-    assert "replace" in ops and "update" not in ops, ops
-    assert "delete-replaced" in ops, ops  # delete before replace: same name
+        preview = project.run("preview", check=False)
+        up = project.up(check=False)
+    for result in (preview, up):
+        text = output_text(result)
+        assert result.returncode != 0, text[-4000:]
+        assert f"model {MODEL}: multiNode cannot change on a deployed NIMService" in text, text[-4000:]
+        assert "keep models[].multiNode as deployed, or take the model down first" in text, text[-4000:]
+    after = Operator(kube, project.namespace).get("nimservices", MODEL)
+    assert after["spec"]["multiNode"] == before["spec"]["multiNode"] and "ray" in after["spec"]["multiNode"]
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    project.run("preview", "--expect-no-changes")  # the stack file says what is deployed again
 
 
 # --- 2. more GPUs than the nodes have -------------------------------------------------------------
 
-def test_a_group_larger_than_the_gpus_fails_up_with_the_pending_pod_and_its_reason(project, kube):
-    """Three 8-GPU pods on two 8-GPU nodes: the NIMService is replaced (multiNode changed), the
-    operator renders a group of three, one pod cannot schedule, and `up` stops with it."""
-    raw = config(project.namespace, nim_group(nodes=3, gpus=8))
-    manifests = compiled(raw)
+TRIO = "nimtrio"
+
+
+def test_a_group_larger_than_the_free_gpus_fails_up_with_the_pending_pod_and_its_reason(project, kube):
+    """A second model, three 8-GPU pods beside the first model's two 4-GPU pods on two 8-GPU
+    nodes: the operator renders its group, a pod cannot schedule, and `up` stops with it."""
+    trio = {**nim_group(nodes=3, gpus=8), "name": TRIO}
+    raw = stack_config(project.namespace, [nim_group(), trio])
+    stack = load_stack_config(raw)
+    manifests = nim_compile.compile_nim_operator(stack.models[1], stack)
     project.write_config(raw)
+    lws = f"{TRIO}-lws"
     with BackgroundUp(project) as up:
-        play_the_operator(kube, project, manifests, up)
+        operator = Operator(kube, project.namespace)
+        operator.wait_created("nimcaches", manifests.names.cache, up)
+        operator.cache_ready(manifests.names.cache)
+        service = operator.wait_created("nimservices", TRIO, up)
+        assert_kept(manifests.service["spec"], service["spec"])
+        assert operator.render_group(service) == lws
+        operator.service_state(TRIO, "NotReady", "NotReady", f'leaderworkerset "{lws}" is not ready')
         result = up.result(600)
     text = output_text(result)
     assert result.returncode != 0, text[-6000:]
-    assert f"model {MODEL} is ERROR: pod {LWS}-0" in text, text[-6000:]
+    assert f"model {TRIO} is ERROR: pod {lws}-0" in text, text[-6000:]
     assert "no node has enough free GPUs" in text and "reason: insufficient-gpus" in text, text[-6000:]
+    pending = [p for p in group_pods(kube, project.namespace, lws) if p.status.phase == "Pending"]
+    assert pending, "a pod of the three-node group must be left Pending"
 
 
 def test_destroy_leaves_nothing(project, kube):
@@ -231,8 +254,9 @@ def test_destroy_leaves_nothing(project, kube):
             "nimcaches": custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "nimcaches")["items"],
             "leaderworkersets": custom.list_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL)["items"],
             "statefulsets": apps.list_namespaced_stateful_set(namespace).items,
-            "pods": group_pods(kube, namespace),
-            "services": [s for s in core.list_namespaced_service(namespace).items if s.metadata.name in (MODEL, LWS)],
+            "pods": group_pods(kube, namespace) + group_pods(kube, namespace, f"{TRIO}-lws"),
+            "services": [s for s in core.list_namespaced_service(namespace).items
+                         if s.metadata.name in (MODEL, LWS, TRIO, f"{TRIO}-lws")],
         }.items() if found}
 
     wait_for(lambda: not left(), WAIT, "no NIM object, LeaderWorkerSet, StatefulSet, group pod or Service left")

@@ -322,3 +322,4 @@ def test_a_multi_node_models_template_change_restarts_its_groups():
                 diff=(".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path).replace(".[", "["),))
     lines = server_lines(Resource(urn, step.type, "big-server", [step]), "GPU pods", "server LeaderWorkerSet")
     assert lines == ["**GPU pods will restart** (args: +`--max-model-len 4096`)"], lines
+
