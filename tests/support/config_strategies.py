@@ -231,7 +231,7 @@ def build(odd: bool) -> st.SearchStrategy:
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
             raw.pop("lora", None)
             # tensor parallel within a node, one pipeline stage per node (config/multinode.py)
-            raw["tensorParallelSize"] = raw["gpus"]
+            raw["tensorParallelSize"] = raw.get("gpus", 1)  # gpus may be left out (its default is 1)
             if raw["multiNode"].get("mode") != "dataParallel":
                 raw["multiNode"].pop("expertParallel", None)
             if raw.get("engine") == "nim":  # the operator's LeaderWorkerSet leaves NIMService args out
