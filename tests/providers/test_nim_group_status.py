@@ -211,3 +211,11 @@ def test_a_missing_lws_while_the_operator_reconciles_is_pending():
     cluster.objects[("nimservices", SERVICE)] = nim_cr("NIMService", SERVICE, "NotReady")
     status = current_status(cluster.clients(), observer_for(StatusProps.from_dict(PROPS)), NOW)
     assert status.state == PENDING and "LeaderWorkerSet" in status.message
+
+
+def test_an_evicted_worker_is_named_with_the_kubelets_reason():
+    evicted = grouped(pod(f"{LWS}-0-1", phase="Failed"), 0, 1)
+    evicted["status"].update(reason="Evicted", message="The node was low on resource: memory.")
+    status = project_nim_status(seen([leader(), evicted], state="NotReady", the_lws=lws(1, 0), slices=[]))
+    assert status.state == PENDING and status.reason == "pod-evicted", status
+    assert f"evicted: {LWS}-0-1: The node was low on resource: memory." in status.message
