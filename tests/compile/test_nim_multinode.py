@@ -162,7 +162,8 @@ def test_each_refusal_names_the_field_and_the_fix(fields, where, why, fix):
 
 
 def test_mpi_mode_keeps_json_logging_free():
-    stack(nim_group(mode="mpi", env={"NIM_JSONL_LOGGING": "1"}))  # refused in ray mode only
+    env = service_of(nim_group(mode="mpi", env={"NIM_JSONL_LOGGING": "1"}))["spec"]["env"]  # refused in ray mode only
+    assert [e for e in env if e["name"] == "NIM_JSONL_LOGGING"] == [{"name": "NIM_JSONL_LOGGING", "value": "1"}]
 
 
 def test_tensor_parallel_size_counts_on_hf_caches_too_when_multinode():

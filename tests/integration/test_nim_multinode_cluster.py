@@ -260,3 +260,4 @@ def test_destroy_leaves_nothing(project, kube):
         }.items() if found}
 
     wait_for(lambda: not left(), WAIT, "no NIM object, LeaderWorkerSet, StatefulSet, group pod or Service left")
+    assert not left()
