@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field
 
 from .kube import INT32_MAX
+from .sources import source_type
 from .types import Strict
 from .values import Problem
 
@@ -59,6 +60,18 @@ class MultiNode(Strict):
         False, description="`dataParallel` only: shard the experts of a mixture-of-experts model across "
         "every rank (`--enable-expert-parallel`) instead of replicating them.",
     )
+    weights: Literal["shared", "perPod"] = Field(
+        "shared", description="`shared`: one volume (`weights.accessMode: ReadWriteMany`) pulled once by the "
+        "puller Job and verified by the weights gate before any group pod exists. `perPod`: a volume per pod "
+        "(the LeaderWorkerSet's `volumeClaimTemplates`, `weights.size` each, any access mode: for node-local "
+        "disks without ReadWriteMany storage); every pod pulls into its own volume and verifies it in init "
+        "containers before its server starts: `nodes × replicas` pulls and copies. Not for `source.type: pvc`. "
+        "See docs/multi-node.md.",
+    )
+
+    @property
+    def per_pod(self) -> bool:
+        return self.weights == "perPod"
 
     @property
     def ray(self) -> bool:
@@ -99,15 +112,31 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
                         "starts the group's Ray or MPI cluster and sets each pod's rank); the raw path does not "
                         "render that: set path: operator (and nim.authSecret), or remove multiNode")]
     problems: list[Problem] = []
-    if model.weights.access_mode != "ReadWriteMany":
+    if spec.per_pod:
+        if model.on_operator:
+            # The NIMCache is one PVC, which the operator mounts in every pod of every group.
+            problems.append(Problem("multiNode.weights", "the NIM operator mounts its NIMCache's one volume in "
+                                    "every pod of a group: per-pod volumes are not offered on the operator path; "
+                                    "set multiNode.weights: shared with weights.accessMode: ReadWriteMany"))
+        if source_type(model.source) == "pvc":
+            problems.append(Problem("multiNode.weights", "an existing claim (source.type: pvc) is one volume, it "
+                             "cannot be one per pod: set multiNode.weights: shared with a ReadWriteMany claim, or "
+                             "pull per pod from the store or the hub (source.type: s3 or hf)"))
+        if getattr(model.source, "service_account_name", None):
+            problems.append(Problem("source.serviceAccountName", "per-pod weights are pulled inside the server "
+                             "pods, which keep the platform's identity-less ServiceAccount: give the store's keys "
+                             "through source.credentials, or set multiNode.weights: shared (the puller Job runs "
+                             "as this ServiceAccount)"))
+    elif model.weights.access_mode != "ReadWriteMany":
         if model.on_operator:
             problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the NIMCache's "
                                     "volume, on different nodes: set weights.accessMode: ReadWriteMany (the NIMCache "
                                     "PVC is created with it and the operator mounts it in the leader and every worker)"))
         else:
-            problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the weights, on "
-                             "different nodes: set weights.accessMode: ReadWriteMany (the weights are pulled "
-                             "once and shared). Per-pod volumes are not offered"))
+            problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the shared weights, "
+                             "on different nodes: set weights.accessMode: ReadWriteMany (pulled once and shared), or "
+                             "multiNode.weights: perPod (a volume per pod, each pulled and verified: for node-local "
+                             "disks)"))
     if model.autoscaling.enabled:
         if model.on_operator:
             problems.append(Problem("autoscaling.enabled", "the NIM operator refuses multiNode together with "

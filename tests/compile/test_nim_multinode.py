@@ -138,6 +138,8 @@ REFUSED = [
      "set path: operator"),
     ("rwo-cache", {"weights": {"accessMode": "ReadWriteOnce", "size": "1Ti"}}, "weights.accessMode",
      "mounts the NIMCache's volume", "set weights.accessMode: ReadWriteMany"),
+    ("per-pod-weights", {"multiNode": {"weights": "perPod"}}, "multiNode.weights", "NIMCache's one volume",
+     "set multiNode.weights: shared"),
     ("autoscaling", {"autoscaling": {"enabled": True, "maxReplicas": 2}, "replicas": 1}, "autoscaling.enabled",
      "autoScaling must be nil or disabled when multiNode is set", "remove autoscaling and set replicas"),
     ("tensor-not-gpus", {"tensorParallelSize": 4}, "tensorParallelSize", "tensor parallel across each pod's GPUs",

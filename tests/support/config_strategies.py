@@ -169,24 +169,29 @@ def build(odd: bool) -> st.SearchStrategy:
             choice = draw(st.integers(0, 5))
             if choice == 0:
                 raw["source"] = draw(st.fixed_dictionaries(
-                    {"type": st.just("s3"), "bucket": maybe(pick("weights", "models.example"), "Bad_Bucket", "")},
+                    {"type": st.just("s3"), "bucket": maybe(pick("weights", "models.example"), "Bad_Bucket", ""),
+                     # Copied by the puller, or served straight from the store (config/streaming.py).
+                     "load": maybe(pick("copy", "stream"), "mount")},
                     optional={"prefix": pick("llama/", "qwen/0.5b/"),
                               "endpoint": maybe(pick("http://minio.storage.svc:9000", "https://s3.example.com"),
                                                 "http://localhost:9000", "ftp://x"),
                               "provider": maybe(pick("Minio", "AWS", "Ceph"), "Azure"),
                               "credentials": st.fixed_dictionaries({"secret": dns_label}),
-                              "serviceAccountName": dns_label}))
+                              "serviceAccountName": dns_label,
+                              "streamMemoryLimit": memory}))
             elif choice == 1:
                 raw["source"] = draw(st.fixed_dictionaries(
                     {"type": st.just("pvc"), "claimName": maybe(dns_label, "Bad_Claim")},
                     optional={"subPath": maybe(pick("llama", "models/qwen"), "../x", "/abs"),
                               "expectFiles": st.lists(pick("config.json", "tokenizer.json"), max_size=2)}))
-            # Across nodes on a LeaderWorkerSet (config/multinode.py): shared weights, no autoscaling.
+            # Across nodes on a LeaderWorkerSet (config/multinode.py): shared or per-pod weights, no
+            # autoscaling.
             if draw(st.integers(0, 5)) == 0:
                 keys["multiNode"] = st.fixed_dictionaries(
                     {"nodes": maybe(st.just(2), 1, 65)},
                     optional={"mode": maybe(pick("ray", "dataParallel"), "mpi"),
-                              "expertParallel": st.booleans()})
+                              "expertParallel": st.booleans(),
+                              "weights": maybe(pick("shared", "perPod"), "local")})
                 keys.pop("autoscaling", None)
         else:
             raw["image"] = draw(maybe(pick(*NIM_IMAGES), *([None] if odd else [])))
@@ -227,8 +232,23 @@ def build(odd: bool) -> st.SearchStrategy:
         replicas = raw.get("replicas")
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+        source = raw.get("source")
+        if not odd and isinstance(source, dict) and source.get("type") == "s3":
+            if source.get("load") == "stream":  # no volume, one pod per replica, no LoRA (config/streaming.py)
+                for key in ("weights", "lora", "multiNode"):
+                    raw.pop(key, None)
+                source.pop("streamMemoryLimit", None)  # 4Gi, half of the memory below
+                raw["resources"] = {**raw.get("resources", {}), "memory": "16Gi"}
+            else:
+                source.pop("streamMemoryLimit", None)
         if not odd and "multiNode" in raw:  # every pod of a group mounts the weights; one pod's LoRA cache
-            raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+            if raw["multiNode"].get("weights") == "perPod":  # a volume per pod: any mode, pulled in the pod
+                source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+                if source.get("type") == "pvc":  # an existing claim is one volume
+                    raw["multiNode"]["weights"] = "shared"
+                source.pop("serviceAccountName", None)  # the pull runs as the server pods' account
+            if raw["multiNode"].get("weights") != "perPod":
+                raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
             raw.pop("lora", None)
             # tensor parallel within a node, one pipeline stage per node (config/multinode.py)
             raw["tensorParallelSize"] = raw.get("gpus", 1)  # gpus may be left out (its default is 1)
