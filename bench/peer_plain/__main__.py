@@ -61,7 +61,7 @@ opts = pulumi.ResourceOptions(provider=provider)
 
 platform_deps = []
 if stack.platform.create_namespace:
-    platform_deps.append(apply("platform-namespace", compile_namespace(stack.platform), opts))
+    platform_deps.append(apply("platform-namespace", compile_namespace(stack), opts))
 platform_deps.append(apply("platform-model-service-account", compile_model_service_account(stack.platform),
                            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(platform_deps)))))
 

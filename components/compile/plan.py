@@ -260,7 +260,7 @@ def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> M
 
 def compile_stack(stack: StackConfig) -> list[dict]:
     """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
-    manifests = [compile_namespace(stack.platform)] if stack.platform.create_namespace else []
+    manifests = [compile_namespace(stack)] if stack.platform.create_namespace else []
     manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
     dashboard = compile_dashboard(stack)
     if dashboard is not None:

@@ -57,19 +57,35 @@ def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
     )
 
 
-def compile_namespace(platform: PlatformConfig) -> dict:
+def pod_security_labels(stack: StackConfig) -> dict:
+    """The Pod Security Standard the namespace enforces. Every workload this program renders meets
+    `restricted`, so the API server is told to refuse anything that does not — unless a model is
+    on the NIM operator path: the operator (k8s-nim-operator v3.1.2, its Deployment and
+    LeaderWorkerSet templates) renders the server container without a securityContext (no
+    allowPrivilegeEscalation: false, no capabilities drop, no runAsNonRoot; seccomp only on VMware
+    TKGS), so `restricted` refuses its pods (FailedCreate, seen on the simulated cluster). The
+    namespace then enforces `baseline` (still no privileged pods, host namespaces, hostPath or
+    added capabilities) and keeps `restricted` as warn and audit, so anything below it is named
+    on apply and in the audit log; the policy pack still holds our own objects to `restricted`."""
+    enforce = "baseline" if any(model.on_operator for model in stack.models) else "restricted"
+    labels = {"pod-security.kubernetes.io/enforce": enforce, "pod-security.kubernetes.io/enforce-version": "latest"}
+    if enforce != "restricted":
+        for mode in ("warn", "audit"):
+            labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
+            labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    return labels
+
+
+def compile_namespace(stack: StackConfig) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": platform.namespace,
+            "name": stack.platform.namespace,
             "labels": {
                 "app.kubernetes.io/part-of": common.PART_OF,
                 "app.kubernetes.io/managed-by": "pulumi",
-                # Every workload here meets the restricted Pod Security Standard; say so, so the
-                # API server refuses anything that does not.
-                "pod-security.kubernetes.io/enforce": "restricted",
-                "pod-security.kubernetes.io/enforce-version": "latest",
+                **pod_security_labels(stack),
             },
         },
     }

@@ -132,7 +132,8 @@ class PlatformConfig(Strict):
         "llm-serving", description="Namespace every object of the stack is created in. Not "
         "`kube-system`, `kube-public` or `kube-node-lease`; `default` only with "
         "`createNamespace: false` (the stack labels a namespace it creates with Pod Security "
-        "`restricted`).",
+        "`restricted`, or `baseline` with `restricted` as warn/audit when a model is on the NIM operator "
+        "path, whose pods `restricted` refuses).",
     )
     create_namespace: bool = Field(
         True, description="Create the namespace (false when the cluster admins own it)."

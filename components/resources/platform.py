@@ -35,7 +35,7 @@ class Platform(pulumi.ComponentResource):
         self.namespace = None
         deps: list[pulumi.Resource] = []
         if stack.platform.create_namespace:
-            self.namespace = kube_resources.apply(child_name(name, roles.NAMESPACE), compile_namespace(stack.platform), child)
+            self.namespace = kube_resources.apply(child_name(name, roles.NAMESPACE), compile_namespace(stack), child)
             deps.append(self.namespace)
         self.service_account = kube_resources.apply(
             child_name(name, roles.MODEL_SERVICE_ACCOUNT), compile_model_service_account(stack.platform),

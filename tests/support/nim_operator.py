@@ -36,6 +36,17 @@ def condition(kind: str, status: str, reason: str, message: str = "") -> dict:
     return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now()}
 
 
+
+def operator_pod_security(spec: dict) -> dict:
+    """The pod securityContext of k8s-nim-operator v3.1.2's Deployment and LeaderWorkerSet
+    templates (outside VMware TKGS): the NIMService's uid/gid and fsGroup, and nothing else — no
+    runAsNonRoot, no seccomp, and no container securityContext at all. Pod Security `restricted`
+    refuses such pods; the namespace the stack creates for operator-path models enforces `baseline`
+    (components/compile/stack.py pod_security_labels), which the cluster tests prove by running
+    these pods as rendered."""
+    return {"runAsUser": spec.get("userID", 1000), "runAsGroup": spec.get("groupID", 2000),
+            "fsGroup": spec.get("groupID", 2000)}
+
 class Operator:
     """What the k8s-nim-operator writes, written by hand."""
 
@@ -143,7 +154,7 @@ class Operator:
             "ports": [{"name": "api", "containerPort": port}],
             "env": [{"name": "NIM_CACHE_PATH", "value": "/model-store"}, *(spec.get("env") or [])],
             "resources": spec.get("resources") or {},
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            # As v3.1.2's template: no container securityContext (see operator_pod_security).
         }
         for key in ("livenessProbe", "readinessProbe", "startupProbe"):
             if (spec.get(key) or {}).get("enabled", True) and (spec.get(key) or {}).get("probe"):
@@ -151,9 +162,7 @@ class Operator:
         pod_spec = {
             "containers": [container],
             "automountServiceAccountToken": False,
-            "securityContext": {"runAsUser": spec.get("userID", 1000), "runAsGroup": spec.get("groupID", 2000),
-                                "fsGroup": spec.get("groupID", 2000), "runAsNonRoot": True,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": operator_pod_security(spec),
         }
         for key in ("nodeSelector", "tolerations"):
             if spec.get(key):
@@ -182,7 +191,7 @@ class Operator:
         the NIMService's labels (workers get none), ``RecreateGroupOnPodRestart``, ``LeaderCreated``,
         ``maxSurge: 0``; the Service, named after the NIMService, selects the leaders. Minimal: the
         MPI ConfigMaps/Secret, env and probes the operator adds are left out (no container runs here);
-        the restricted securityContext, which the operator's template lacks, is added.
+        the pods carry the securityContext the operator's template gives them, nothing more.
         Returns the LeaderWorkerSet's name."""
         meta, spec = service["metadata"], service["spec"]
         name, lws = meta["name"], f"{meta['name']}-lws"
@@ -199,14 +208,9 @@ class Operator:
                     "name": container, "image": f"{image['repository']}:{image['tag']}",
                     "ports": [{"name": "api", "containerPort": port, "protocol": "TCP"}],
                     "resources": spec.get("resources") or {},
-                    # Not in v3.1.2's template (nor in its Deployment's): without it the stack's
-                    # namespace, which enforces Pod Security `restricted`, refuses the pods (seen
-                    # here: FailedCreate from the StatefulSet). docs/multi-node.md says so.
-                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                    # As v3.1.2's template: no container securityContext (see operator_pod_security).
                 }],
-                "securityContext": {"runAsUser": spec.get("userID", 1000), "runAsGroup": spec.get("groupID", 2000),
-                                    "fsGroup": spec.get("groupID", 2000), "runAsNonRoot": True,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": operator_pod_security(spec),
             }
             for key in ("nodeSelector", "tolerations"):
                 if spec.get(key):
