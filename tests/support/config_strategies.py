@@ -175,7 +175,9 @@ def build(odd: bool) -> st.SearchStrategy:
                                                 "http://localhost:9000", "ftp://x"),
                               "provider": maybe(pick("Minio", "AWS", "Ceph"), "Azure"),
                               "credentials": st.fixed_dictionaries({"secret": dns_label}),
-                              "serviceAccountName": dns_label}))
+                              "serviceAccountName": dns_label,
+                              "versionAt": maybe(pick("2026-11-30T18:00:00Z", "2025-01-02T03:04:05.5+02:00"),
+                                                 "2026-11-30", "2999-01-01T00:00:00Z", "yesterday")}))
             elif choice == 1:
                 raw["source"] = draw(st.fixed_dictionaries(
                     {"type": st.just("pvc"), "claimName": maybe(dns_label, "Bad_Claim")},
