@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 from urllib.parse import quote, urlparse
 
@@ -186,7 +186,7 @@ def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds
     with requests.Session() as session:
         root = _get(session, f"{base}?{_query({'versioning': ''})}", region, creds, timeout)
         if isinstance(root, S3Error):
-            return root
+            return replace(root, detail=f"GetBucketVersioning: {root.detail}")
         status = root.findtext(f"{_NS}Status") or root.findtext("Status") or ""
         if status not in ("Enabled", "Suspended"):
             return S3Error("not_versioned", "GetBucketVersioning: versioning was never enabled")
@@ -198,7 +198,7 @@ def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds
             params.update({k: v for k, v in markers.items() if v})
             root = _get(session, f"{base}?{_query(params)}", region, creds, timeout)
             if isinstance(root, S3Error):
-                return root
+                return replace(root, detail=f"ListObjectVersions: {root.detail}")
             for item in root:
                 marker = item.tag == f"{_NS}DeleteMarker"
                 if item.tag != f"{_NS}Version" and not marker:
@@ -242,7 +242,9 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
                      "this machine sent no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
             return S3Verdict(None, errors=(Problem("source.credentials", (
                 f"cannot list {where} ({answer.detail}): {whose}; give preview keys that may list the "
-                "bucket (the puller's own come from source.credentials or its ServiceAccount)")),))
+                + ("bucket's versions (s3:ListBucketVersions, s3:GetBucketVersioning: source.versionAt is set)"
+                   if source.version_at else "bucket")
+                + " (the puller's own come from source.credentials or its ServiceAccount)")),))
         if answer.kind == "bucket_not_found":
             return S3Verdict(None, errors=(Problem("source.bucket", (
                 f"bucket '{source.bucket}' not found at {endpoint} ({answer.detail}); check source.bucket "

@@ -130,3 +130,12 @@ def test_a_store_without_versions_at_all_is_refused_at_preview(tmp_path, bin_dir
             previewed(stack_for(store, versionAt="2026-01-01T00:00:00Z"), store)
     (line,) = refused.value.problems
     assert line.startswith(f"models.0.source.versionAt: bucket '{BUCKET}' at {store.url} keeps no object versions"), line
+
+
+def test_keys_refused_for_the_versions_say_which_call_and_which_permissions(history):
+    store, _, at, _ = history
+    with pytest.raises(PreflightError) as refused:
+        previewed(stack_for(store, versionAt=at), store, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    (line,) = refused.value.problems
+    assert line.startswith("models.0.source.credentials: cannot list ") and "(GetBucketVersioning: HTTP 403" in line, line
+    assert "s3:ListBucketVersions, s3:GetBucketVersioning" in line, line
