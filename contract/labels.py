@@ -33,3 +33,9 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0" on th
 LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"  # unique per group (the pod webhook sets it)
 # The event the LWS controller records on the LeaderWorkerSet when it recreates a group.
 LWS_RECREATE_EVENT = "RecreateGroupOnPodRestart"
+
+# --- per-pod weights of a multi-node model (multiNode.weights: perPod) ------------------------
+# The init containers of every group pod, in order (components/compile/multinode.py renders them,
+# providers/pod_weights.py reports them): pull into the pod's own volume, verify it, prune old
+# revisions.
+WEIGHTS_PULL_INIT, WEIGHTS_VERIFY_INIT, WEIGHTS_PRUNE_INIT = "weights-pull", "weights-verify", "weights-prune"

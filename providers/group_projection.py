@@ -12,7 +12,10 @@ only groups have:
 - READY when at least one group is complete with its leader routable; the rollout is whole when
   every group is (``group_rollout_complete``);
 - a group the LWS controller recreated (a worker failed or was deleted: the event
-  ``RecreateGroupOnPodRestart``) is reported as such, while it comes back and once it has.
+  ``RecreateGroupOnPodRestart``) is reported as such, while it comes back and once it has;
+- per-pod weights (``multiNode.weights: perPod``): pods pulling or verifying their own volume, and
+  a pull or verify step that failed, with the pod and the step (``pod_weights.weights_status``),
+  before the server-level diagnostics (which would call a failed init container a crash).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Optional
 
 from contract.labels import LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_RECREATE_EVENT, LWS_WORKER_INDEX_LABEL
 
-from .projection import PENDING, READY, Observation, Status, cap, project_status
+from .pod_weights import weights_status
+from .projection import ERROR, PENDING, READY, Observation, Status, cap, project_status
 
 RECREATED_LIMIT = 3  # recreate events quoted in a status
 
@@ -141,9 +145,15 @@ def project_group_status(seen: GroupObservation) -> Status:
     server = {"spec": {"replicas": desired}, "status": {"readyReplicas": len(complete)}}
     core = _routable_leaders_only(dataclasses.replace(seen.core, deployment=server),
                                   {g.leader for g in complete if g.leader})
+    group_pods = [p for p in seen.core.pods if _labels(p).get(LWS_NAME_LABEL) == seen.name]
+    weights = weights_status(group_pods, seen.core.restart_threshold)
+    if weights is not None and weights.state == ERROR:
+        return dataclasses.replace(weights, details={**weights.details, "groups": [g.describe() for g in groups]})
     status = project_status(core)
     recreated = recreations(seen)
     details = {**status.details, "groups": [g.describe() for g in groups]}
+    if weights is not None:
+        details["weights"] = weights.message
     if recreated:
         details["recreated"] = recreated
     note = f"; recreated by the LWS controller: {recreated[-1]}" if recreated else ""
@@ -151,6 +161,9 @@ def project_group_status(seen: GroupObservation) -> Status:
         message = (f"serving: {len(status.targets)} routable leader(s), {len(complete)}/{desired} groups "
                    f"of {seen.size} pods ready{note}")
         return dataclasses.replace(status, message=cap(message), details=details)
+    if status.state == PENDING and status.reason == "starting" and weights is not None:
+        message = f"{len(complete)}/{desired} groups ready: {weights.message}{note}"
+        return dataclasses.replace(weights, message=cap(message), details={**details, **weights.details})
     if status.state == PENDING and status.reason in ("starting", "scaled-to-zero"):
         incomplete = [g.describe() for g in groups if not g.complete] or ["no group pods yet"]
         reason = "group-recreating" if recreated and groups and not complete else status.reason

@@ -17,6 +17,13 @@ The LWS pod webhook injects ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS
 into every container (sigs.k8s.io/lws v0.8.0 pkg/utils/pod AddLWSVariables). Every vLLM option
 used here is in vLLM 0.11's parser (tests/fixtures/vllm_0_11_0.py, tests/unit/test_multinode.py).
 
+Weights (``multiNode.weights``): ``shared`` mounts the one ReadWriteMany volume the puller Job
+filled (behind the weights gate). ``perPod``: the LeaderWorkerSet's ``volumeClaimTemplates`` give
+every pod a volume of its own (``per_pod_weights``); init containers built by the puller Job's own
+builders (``weights.hub_container``, ``object_store.containers``) pull into a directory named after
+the source's identity hash and verify it, then old revisions' directories are pruned; the server
+mounts that directory only, so it cannot start on anything unverified.
+
 Only the leader serves HTTP: it keeps the probes and the ``http`` port, and the Service selects it
 alone (worker-index ``0``). Workers have no probe: a worker is ready while it runs, and the
 leader's ``/health`` answers only once the engine, which spans the whole group, is up.
@@ -26,12 +33,21 @@ from __future__ import annotations
 
 import copy
 
-from contract.labels import LWS_GROUP, LWS_GROUP_KEY_LABEL, LWS_VERSION, LWS_WORKER_INDEX_LABEL
+from contract.labels import (
+    LWS_GROUP,
+    LWS_GROUP_KEY_LABEL,
+    LWS_VERSION,
+    LWS_WORKER_INDEX_LABEL,
+    WEIGHTS_PRUNE_INIT,
+    WEIGHTS_PULL_INIT,
+    WEIGHTS_VERIFY_INIT,
+)
 
 from ..config.model import ModelConfig
 from ..config.multinode import DATA_PARALLEL_RPC_PORT, RAY_PORT
+from ..config.sources import source_type
 from ..config.stack import StackConfig
-from . import common, engines, server
+from . import common, engines, object_store, server, weights
 
 API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
 KIND = "LeaderWorkerSet"
@@ -122,11 +138,121 @@ def templates(model: ModelConfig, template: dict) -> tuple[dict, dict]:
     return leader, worker
 
 
+# --- per-pod weights (multiNode.weights: perPod) -------------------------------------------------
+
+# The claim template's name: the pods' volume `weights`; the StatefulSet controller names each pod's
+# claim `weights-<pod>` (`<claim>-<statefulset>-<ordinal>`: the leaders' StatefulSet is the LWS's name,
+# a group's workers' is `<lws>-<group>`).
+WEIGHTS_VOLUME = "weights"
+# The whole volume, mounted by the prune step only (the others see the revision directory).
+VOLUME_ROOT_MOUNT = "/weights-volume"
+# Init containers, in order; contract: the status projection (providers/pod_weights.py) reads them.
+PULL_INIT, VERIFY_INIT, PRUNE_INIT = WEIGHTS_PULL_INIT, WEIGHTS_VERIFY_INIT, WEIGHTS_PRUNE_INIT
+# The claims follow the LWS: destroy and a lower replica count delete them (they are ours; a kept
+# node-local claim would also pin a recreated pod to its node).
+RETENTION = {"whenDeleted": "Delete", "whenScaled": "Delete"}
+
+# $1: the volume's root, $2: this revision's directory. Removes every other revision once this one
+# has verified (the init containers before it succeeded). Best effort: the verified copy serves
+# even if a removal fails (the next pull then reports a full volume). lost+found (ext4) is the
+# filesystem's.
+PRUNE_SCRIPT = r"""set -u
+cd "$1" || exit 0
+for entry in * .[!.]*; do
+  [ -e "$entry" ] || continue
+  case "$entry" in "$2"|lost+found) continue ;; esac
+  if rm -rf "./$entry"; then echo "llm-serving: pruned old weights $entry"
+  else echo "llm-serving: could not prune $entry" >&2; fi
+done
+exit 0
+"""
+
+
+def revision_dir(model: ModelConfig) -> str:
+    """The directory of this source's weights inside a per-pod volume (the source's identity hash,
+    as in the shared volume's name): a new revision never writes into the copy a pod serves from."""
+    return common.source_hash(model)
+
+
+def per_pod(model: ModelConfig) -> bool:
+    return model.multi_node is not None and model.multi_node.per_pod
+
+
+def _in_revision(container: dict, model: ModelConfig) -> dict:
+    """The builder's container with its weights mount narrowed to this revision's directory."""
+    result = copy.deepcopy(container)
+    for mount in result.get("volumeMounts", []):
+        if mount["name"] == WEIGHTS_VOLUME:
+            mount["subPath"] = revision_dir(model)
+    # Its last lines become the termination message the status reports.
+    result.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    return result
+
+
+def weights_init_containers(model: ModelConfig, stack: StackConfig) -> list[dict]:
+    """Pull, verify (the puller Job's own containers, same commands and checks), then prune."""
+    platform = stack.platform
+    ident = common.identity(model, platform)
+    if source_type(model.source) == "hf":
+        steps = [weights.hub_container(model, platform, ident, common.tmp_volume()[1])]
+    else:
+        init, main = object_store.containers(model, ident)
+        steps = [*init, *main]
+    renamed = [PULL_INIT, VERIFY_INIT] if len(steps) == 2 else [PULL_INIT]
+    containers = [{**_in_revision(c, model), "name": name} for c, name in zip(steps, renamed, strict=True)]
+    prune = {
+        "name": PRUNE_INIT,
+        "image": steps[0]["image"],  # the puller's image has sh, rm and the same uid
+        "command": ["sh", "-c", PRUNE_SCRIPT, "prune"],
+        "args": [VOLUME_ROOT_MOUNT, revision_dir(model)],
+        "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": VOLUME_ROOT_MOUNT}],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+        "securityContext": common.container_security_context(ident, read_only_root=True),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    return [*containers, prune]
+
+
+def _with_pod_weights(template: dict, model: ModelConfig, init: list[dict], ident: common.Identity) -> dict:
+    """A role's template with its own volume: the init containers first, the server's weights mount
+    on the revision directory, no `weights` volume (the claim template's), fsGroup so the pull can
+    write a fresh volume (OnRootMismatch: no recursive chown on every start)."""
+    result = copy.deepcopy(template)
+    pod = result["spec"]
+    for container in pod["containers"]:
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] == WEIGHTS_VOLUME:
+                mount["subPath"] = revision_dir(model)
+    pod["volumes"] = [v for v in pod.get("volumes", []) if v["name"] != WEIGHTS_VOLUME]
+    tmp = common.tmp_volume()[0]
+    if not any(v["name"] == tmp["name"] for v in pod["volumes"]):
+        pod["volumes"].append(tmp)
+    pod["initContainers"] = [*copy.deepcopy(init), *pod.get("initContainers", [])]
+    pod["securityContext"] = {**pod["securityContext"], "fsGroup": ident.gid, "fsGroupChangePolicy": "OnRootMismatch"}
+    return result
+
+
+def weights_claim_template(model: ModelConfig, stack: StackConfig) -> dict:
+    spec: dict = {"accessModes": [model.weights.access_mode],
+                  "resources": {"requests": {"storage": model.weights.size}}}
+    storage_class = model.weights.storage_class_name or stack.platform.storage_class_name
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": WEIGHTS_VOLUME}, "spec": spec}
+
+
 def compile_leader_worker_set(model: ModelConfig, stack: StackConfig) -> dict:
     spec = model.multi_node
     assert spec is not None
     deployment = server.compile_server_deployment(model, stack)
     leader, worker = templates(model, deployment["spec"]["template"])
+    claims: dict = {}
+    if spec.per_pod:
+        init = weights_init_containers(model, stack)
+        ident = common.identity(model, stack.platform)
+        leader, worker = (_with_pod_weights(t, model, init, ident) for t in (leader, worker))
+        claims = {"volumeClaimTemplates": [weights_claim_template(model, stack)],
+                  "persistentVolumeClaimRetentionPolicy": dict(RETENTION)}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -147,6 +273,7 @@ def compile_leader_worker_set(model: ModelConfig, stack: StackConfig) -> dict:
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": leader,
                 "workerTemplate": worker,
+                **claims,
             },
         },
     }

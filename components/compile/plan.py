@@ -138,6 +138,33 @@ def _monitor(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.SERVICE_MONITOR, manifest, after=(roles.SERVICE,)),)
 
 
+def _puller(manifest: Optional[dict]) -> tuple[Child, ...]:
+    if manifest is None:  # per-pod weights: the pods pull
+        return ()
+    return (
+        # A Job's pod template is immutable, so any change to it replaces the Job, and
+        # a changed template under the same source keeps the Job's name (an upgrade of this
+        # program): the old Job must be gone before the new one is applied, or the apply lands on
+        # it and fails "field is immutable". Stated, not left to the provider's inference from
+        # the name (a fresh-clone CI run once saw create-before-delete here).
+        Child(roles.PULLER, manifest, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY),
+              delete_before_replace=True),
+    )
+
+
+# A StatefulSet's volumeClaimTemplates cannot change (the API server refuses the update), and the
+# LWS controller applies the LeaderWorkerSet's to its StatefulSets: per-pod weights of another size,
+# class or access mode, or a switch between shared and per-pod weights, replace the LeaderWorkerSet
+# (its claims go with it, whenDeleted: Delete) instead of leaving its controller failing.
+LWS_CLAIMS_PATH = "spec.leaderWorkerTemplate.volumeClaimTemplates"
+
+
+def _claims_replace(server: dict) -> dict:
+    if server["kind"] != "LeaderWorkerSet":
+        return {}
+    return {"replace_on_changes": (LWS_CLAIMS_PATH,), "delete_before_replace": True}
+
+
 def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> ModelPlan:
     manifests = compile_model(model, stack)
     names, platform = manifests.names, stack.platform
@@ -147,12 +174,15 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
                      platform.pull_timeout_seconds, cluster)
     revision = spec_revision(manifests.deployment)
     multi = model.multi_node
-    objects = (GroupObjects(names.server, names.service, multi.nodes, names.puller, revision) if multi
+    objects = (GroupObjects(names.server, names.service, multi.nodes,
+                            names.puller if manifests.puller_job is not None else "", revision) if multi
                else RawObjects(names.server, names.service, names.puller, revision))
     status = StatusProps(
         platform.namespace, model.name, objects,
         url, platform.pending_timeout_seconds,
-        platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
+        # Per-pod weights are pulled inside the pods: the pull's budget is part of this wait.
+        platform.startup_timeout_seconds + platform.pending_timeout_seconds
+        + (platform.pull_timeout_seconds if manifests.puller_job is None else 0), cluster,
         restart_threshold=_restart_threshold(platform),
         min_replicas=model.autoscaling.min_replicas if autoscaling.autoscaled(model) else None,
     )
@@ -162,24 +192,21 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         # so nothing this program does (destroy included) can delete it.
         *(() if manifests.weights_pvc is None else (Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),)),
         *_puller_policy(manifests.puller_network_policy),
-        # A Job's pod template is immutable, so any change to it replaces the Job, and
-        # a changed template under the same source keeps the Job's name (an upgrade of this
-        # program): the old Job must be gone before the new one is applied, or the apply lands on
-        # it and fails "field is immutable". Stated, not left to the provider's inference from
-        # the name (a fresh-clone CI run once saw create-before-delete here).
-        Child(roles.PULLER, manifests.puller_job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY),
-              delete_before_replace=True),
+        *_puller(manifests.puller_job),
         *_policy(manifests.network_policy),
-        # The serving Deployment waits on the gate (complete weights, volume handed off).
-        Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
-        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY)),
+        # The serving Deployment waits on the gate (complete weights, volume handed off). Per-pod
+        # volumes have no Job to wait on: each pod's init containers pull and verify, the status
+        # reports them (providers/pod_weights.py).
+        *(() if manifests.puller_job is None else (Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),)),
+        Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY),
+              **_claims_replace(manifests.deployment)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
         *_budget(manifests.pod_disruption_budget, roles.SERVER),
         *_scaler(manifests.scaled_object),
         *_monitor(monitor),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
-        "weights": names.weights, "puller": names.puller,
+        **({"weights": names.weights, "puller": names.puller} if manifests.puller_job is not None else {}),
         ("leader_worker_set" if multi else "deployment"): names.server, "service": names.service,
         **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 

@@ -17,8 +17,8 @@ class ModelManifests:
 
     model: ModelConfig
     names: common.ModelNames
-    weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours)
-    puller_job: dict
+    weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours), or per-pod volumes
+    puller_job: Optional[dict]  # None: per-pod volumes (multiNode.weights: perPod) pull in the pods
     deployment: dict  # the server: a Deployment, or a LeaderWorkerSet for a multi-node model
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards
@@ -32,23 +32,25 @@ class ModelManifests:
         pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
         scaler = [self.scaled_object] if self.scaled_object is not None else []
         weights = [self.weights_pvc] if self.weights_pvc is not None else []
-        return [*weights, *puller_policy, self.puller_job, *policy, self.deployment, self.service, *pdb, *scaler]
+        puller = [self.puller_job] if self.puller_job is not None else []
+        return [*weights, *puller_policy, *puller, *policy, self.deployment, self.service, *pdb, *scaler]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:
     """The raw objects of one model (vLLM, or NIM on the raw path)."""
     stack = engines.stack_for(model, stack)  # a model's own uid/gid reaches all of its pods
     multi = model.multi_node is not None
+    shared = not multinode.per_pod(model)  # per-pod volumes: no volume, Job or puller policy of the model's
     return ModelManifests(
         model=model,
         names=common.ModelNames.of(model),
-        weights_pvc=weights.compile_weights_pvc(model, stack.platform),
-        puller_job=weights.compile_puller_job(model, stack.platform),
+        weights_pvc=weights.compile_weights_pvc(model, stack.platform) if shared else None,
+        puller_job=weights.compile_puller_job(model, stack.platform) if shared else None,
         deployment=(multinode.compile_leader_worker_set(model, stack) if multi
                     else server.compile_server_deployment(model, stack)),
         service=multinode.compile_leader_service(model, stack) if multi else server.compile_service(model, stack.platform),
         network_policy=network.compile_model_network_policy(model, stack),
-        puller_network_policy=network.compile_puller_network_policy(model, stack),
+        puller_network_policy=network.compile_puller_network_policy(model, stack) if shared else None,
         pod_disruption_budget=server.compile_pod_disruption_budget(model, stack.platform),
         scaled_object=autoscaling.compile_scaled_object(model, stack),
     )

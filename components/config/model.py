@@ -224,7 +224,8 @@ class ModelConfig(Strict):
     multi_node: Optional[MultiNode] = Field(
         None, description="Serve the model across nodes: a LeaderWorkerSet (the LWS controller must be "
         "installed) instead of the Deployment, one group of `nodes` pods per replica; `gpus` is each "
-        "pod's (node's) share. vLLM only, ReadWriteMany weights only. See docs/multi-node.md.",
+        "pod's (node's) share. vLLM only; ReadWriteMany weights, or a volume per pod (`multiNode.weights`). "
+        "See docs/multi-node.md.",
     )
 
     def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
@@ -281,7 +282,8 @@ class ModelConfig(Strict):
                 f"{self.tensor_parallel_size} does not divide the pod's "
                 f"{self.gpus} GPUs; set gpus to a multiple of it, or lower it",
             ))
-        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce":
+        per_pod = self.multi_node is not None and self.multi_node.per_pod  # a volume per pod: nothing shared
+        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod:
             problems.append(Problem(
                 "replicas",
                 f"{self.replicas} replicas cannot share a ReadWriteOnce weights volume "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field
 
 from .kube import INT32_MAX
+from .sources import source_type
 from .types import Strict
 from .values import Problem
 
@@ -52,6 +53,18 @@ class MultiNode(Strict):
         False, description="`dataParallel` only: shard the experts of a mixture-of-experts model across "
         "every rank (`--enable-expert-parallel`) instead of replicating them.",
     )
+    weights: Literal["shared", "perPod"] = Field(
+        "shared", description="`shared`: one volume (`weights.accessMode: ReadWriteMany`) pulled once by the "
+        "puller Job and verified by the weights gate before any group pod exists. `perPod`: a volume per pod "
+        "(the LeaderWorkerSet's `volumeClaimTemplates`, `weights.size` each, any access mode: for node-local "
+        "disks without ReadWriteMany storage); every pod pulls into its own volume and verifies it in init "
+        "containers before its server starts: `nodes × replicas` pulls and copies. Not for `source.type: pvc`. "
+        "See docs/multi-node.md.",
+    )
+
+    @property
+    def per_pod(self) -> bool:
+        return self.weights == "perPod"
 
     @property
     def ray(self) -> bool:
@@ -70,10 +83,21 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
     if model.engine != "vllm":
         problems.append(Problem("multiNode", "multi-node serving is offered for vLLM models (LeaderWorkerSet); "
                          "remove multiNode, or use engine: vllm"))
-    if model.weights.access_mode != "ReadWriteMany":
-        problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the weights, on "
-                         "different nodes: set weights.accessMode: ReadWriteMany (the weights are pulled "
-                         "once and shared). Per-pod volumes are not offered"))
+    if spec.per_pod:
+        if source_type(model.source) == "pvc":
+            problems.append(Problem("multiNode.weights", "an existing claim (source.type: pvc) is one volume, it "
+                             "cannot be one per pod: set multiNode.weights: shared with a ReadWriteMany claim, or "
+                             "pull per pod from the store or the hub (source.type: s3 or hf)"))
+        if getattr(model.source, "service_account_name", None):
+            problems.append(Problem("source.serviceAccountName", "per-pod weights are pulled inside the server "
+                             "pods, which keep the platform's identity-less ServiceAccount: give the store's keys "
+                             "through source.credentials, or set multiNode.weights: shared (the puller Job runs "
+                             "as this ServiceAccount)"))
+    elif model.weights.access_mode != "ReadWriteMany":
+        problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the shared weights, "
+                         "on different nodes: set weights.accessMode: ReadWriteMany (pulled once and shared), or "
+                         "multiNode.weights: perPod (a volume per pod, each pulled and verified: for node-local "
+                         "disks)"))
     if model.autoscaling.enabled:
         problems.append(Problem("autoscaling.enabled", "a multi-node model scales by whole groups, which the "
                          "Deployment autoscaler does not do; set replicas instead"))

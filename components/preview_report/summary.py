@@ -22,6 +22,7 @@ from .. import children as roles
 from ..children import child
 from .changes import server_lines, short_keys, source, source_change
 from .parsing import Preview, Resource, Step
+from .paths import get_path
 
 MODEL_TYPES = {"llm-serving:index:VllmModel": "vLLM", "llm-serving:index:NimModel": "NIM"}
 ROUTER_TYPE = "llm-serving:index:RequestRouter"
@@ -143,6 +144,7 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
     for server in _in_roles(children, name, component_type, roles.MODEL_SERVER_ROLES):
         who = {"NIMService": "NIMService", "LeaderWorkerSet": "server LeaderWorkerSet"}.get(server.kind, "server Deployment")
         section.lines.extend(server_lines(server, pods="GPU pods", who=who))
+        section.lines.extend(_per_pod_weights_lines(server))
         handled.add(server.urn)
     for resource in children:
         if resource.urn in handled or resource.op == "same" or _bookkeeping(resource, name, component_type):
@@ -152,6 +154,20 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
             continue
         section.lines.append(_generic_line(resource))
     return section
+
+
+def _per_pod_weights_lines(server: Resource) -> list[str]:
+    """A multi-node model with per-pod weights (volumeClaimTemplates) has no volume, Job or gate to
+    replace: a new source shows on its LeaderWorkerSet, whose pods pull it."""
+    if server.kind != "LeaderWorkerSet" or server.op not in ("update", "replace"):
+        return []
+    if not get_path(server.new or {}, ["spec", "leaderWorkerTemplate", "volumeClaimTemplates"]):
+        return []
+    change = source_change(source(server.old), source(server.new))
+    if not change:
+        return []
+    return [f"**weights will be re-downloaded into every pod's own volume** ({change}): one group at a time "
+            "is down while its pods pull and verify them; the other groups keep serving"]
 
 
 def _router_section(name: str, resources: list[Resource]) -> Section:

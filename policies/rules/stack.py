@@ -9,6 +9,14 @@ Rendering mode: a stack whose Kubernetes provider writes YAML (`renderYamlToDire
 cluster, so the program declares no dynamic resources. There the Deployment must at least depend
 on its model's puller Job (manifests are applied later in dependency order by whoever applies
 them). Any other stack without the gate is a violation.
+
+Per-pod weights (a multi-node model with ``multiNode.weights: perPod``): a LeaderWorkerSet whose
+``leaderWorkerTemplate.volumeClaimTemplates`` give each pod its own weights volume has no gate or
+Job to wait on; instead each pod template (leader and worker) must fill and check the volume before
+its server starts: an init container ``weights-pull`` (then ``weights-verify`` where the source has
+one) mounting the claim at the revision directory (``subPath``) every server container reads, and
+the servers mounting it read-only. A server container that mounts the claim elsewhere, or a pod
+with no pull step, could start on weights nobody verified: a violation.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from .kube import (
     Finding,
     Stack,
     StackResource,
+    containers,
     get,
     labelled,
     unchecked,
@@ -33,6 +42,10 @@ from .kube import (
 )
 
 GATE_TYPE = "pulumi-python:dynamic/llm-serving:WeightsGate"
+# Per-pod weights: the init containers (contract.labels.WEIGHTS_*_INIT; the pack does not import
+# the program) that fill and check a pod's own volume.
+PULL_STEP, VERIFY_STEP = "weights-pull", "weights-verify"
+ROLES = ("leaderTemplate", "workerTemplate")
 GATE_SUFFIX = "-weights-gate"
 
 
@@ -78,6 +91,14 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
             model = obj.label(MODEL_LABEL)
             pullers.setdefault(model, []).append(resource)
     for resource, obj in servers:
+        if obj.kind == "LeaderWorkerSet":
+            claims = per_pod_claims(obj)
+            if claims is UNKNOWN:
+                yield unchecked(f"{obj.display}: its volumeClaimTemplates", resource.urn)
+                continue
+            if claims:
+                yield from per_pod_findings(obj, resource, claims)
+                continue
         model, findings = labelled(obj, MODEL_LABEL, "model")
         if findings:
             yield from (Finding(f.message, resource.urn, True) for f in findings)
@@ -109,3 +130,58 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
             elif not any(stack.depends_on(resource.urn, job.urn) for job in jobs):
                 yield violation(f"{obj.display} (rendering mode) does not depend on its model's "
                                 "puller Job; add the Job to the Deployment's depends_on", resource.urn)
+
+
+def per_pod_claims(obj: Any) -> Any:
+    """Names of a LeaderWorkerSet's per-pod claims (its volumeClaimTemplates); UNKNOWN if unknowable."""
+    templates = get(obj.props, "spec", "leaderWorkerTemplate", "volumeClaimTemplates", default=[])
+    if templates is UNKNOWN or not isinstance(templates, list):
+        return UNKNOWN if templates is UNKNOWN else set()
+    names = set()
+    for claim in templates:
+        name = get(claim, "metadata", "name")
+        if name is UNKNOWN:
+            return UNKNOWN
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def _claim_mounts(container: Any, claims: set) -> list[dict]:
+    return [m for m in get(container, "volumeMounts", default=[]) or []
+            if isinstance(m, dict) and m.get("name") in claims]
+
+
+def per_pod_findings(obj: Any, resource: StackResource, claims: set) -> Iterator[Finding]:
+    """Each pod template fills and checks its own volume before any server container reads it."""
+    for role in ROLES:
+        path = ("spec", "leaderWorkerTemplate", role, "spec")
+        spec = get(obj.props, *path)
+        where = f"{obj.display} {role}"
+        refs, unknown = containers(spec, ".".join(path))
+        if unknown or spec is UNKNOWN:
+            yield unchecked(f"{where}: its containers", resource.urn)
+            continue
+        init = [c for c in get(spec, "initContainers", default=[]) or [] if isinstance(c, dict)]
+        steps = {c.get("name"): c for c in init}
+        pull = steps.get(PULL_STEP)
+        if pull is None or not _claim_mounts(pull, claims):
+            yield violation(f"{where}: its per-pod weights volume has no '{PULL_STEP}' init container filling "
+                            "it, so the server could start on an empty or unverified volume; render the pull and "
+                            "verify steps (multiNode.weights: perPod does)", resource.urn)
+            continue
+        revision = {m.get("subPath") for m in _claim_mounts(pull, claims)}
+        checked = steps.get(VERIFY_STEP)
+        if checked is not None and {m.get("subPath") for m in _claim_mounts(checked, claims)} != revision:
+            yield violation(f"{where}: '{VERIFY_STEP}' checks another directory than '{PULL_STEP}' filled; "
+                            "mount both at the same subPath", resource.urn)
+        for ref in refs:
+            if ref.path.split(".")[-1].startswith("initContainers"):
+                continue
+            for mount in _claim_mounts(ref.container, claims):
+                if {mount.get("subPath")} != revision or mount.get("readOnly") is not True:
+                    yield violation(f"{where}: {ref.path} mounts the per-pod weights volume "
+                                    f"(subPath {mount.get('subPath')!r}, readOnly {mount.get('readOnly')!r}) other "
+                                    f"than the directory '{PULL_STEP}' filled and checked "
+                                    f"({sorted(str(r) for r in revision)}), or writably; mount exactly that "
+                                    "subPath, read-only", resource.urn)

@@ -171,12 +171,6 @@ def test_the_network_policy_lets_group_pods_talk():
 
 # --- what a multi-node model cannot be ----------------------------------------------------------
 
-def test_read_write_once_weights_are_refused_per_pod_volumes_are_not_offered():
-    (line,) = problems_of(big(weights={"accessMode": "ReadWriteOnce"}))
-    assert line.startswith("models.0.weights.accessMode: every pod of a multi-node group mounts the weights")
-    assert "ReadWriteMany" in line and "Per-pod volumes are not offered" in line
-
-
 def test_ray_parallelism_must_cover_the_groups_gpus():
     (line,) = problems_of(big(multiNode={"pipelineParallelSize": 3}))
     assert re.search(r"multiNode.pipelineParallelSize: tensorParallelSize 8 × pipelineParallelSize 3 = 24 GPUs, "

@@ -322,3 +322,26 @@ def test_a_multi_node_models_template_change_restarts_its_groups():
                 diff=(".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in path).replace(".[", "["),))
     lines = server_lines(Resource(urn, step.type, "big-server", [step]), "GPU pods", "server LeaderWorkerSet")
     assert lines == ["**GPU pods will restart** (args: +`--max-model-len 4096`)"], lines
+
+
+def test_a_per_pod_multi_node_models_new_source_is_said_on_its_leader_worker_set():
+    # multiNode.weights: perPod: no volume, Job or gate to replace; the LWS's pods pull the new source.
+    from components.preview_report.parsing import Resource, Step
+    from components.preview_report.summary import _model_section
+
+    urn = "urn:pulumi:capture::llm-serving::llm-serving:index:VllmModel$kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet::big-server"
+    kind = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+
+    def inputs(ref: str, per_pod: bool = True) -> dict:
+        lwt = {"volumeClaimTemplates": [{"metadata": {"name": "weights"}}]} if per_pod else {}
+        return {"metadata": {"annotations": {"llm-serving.dev/model-source": ref}}, "spec": {"leaderWorkerTemplate": lwt}}
+
+    def lines(old: dict, new: dict) -> list[str]:
+        step = Step("update", urn, kind, old=old, new=new, diff=("metadata.annotations",))
+        return _model_section("big", "llm-serving:index:VllmModel", [Resource(urn, kind, "big-server", [step])]).lines
+
+    said = lines(inputs("acme/big@v1"), inputs("acme/big@v2"))
+    assert ("**weights will be re-downloaded into every pod's own volume** (revision v1 → v2): one group at a "
+            "time is down while its pods pull and verify them; the other groups keep serving") in said, said
+    assert not any("own volume" in line for line in lines(inputs("acme/big@v1", False), inputs("acme/big@v2", False)))
+    assert not any("own volume" in line for line in lines(inputs("acme/big@v1"), inputs("acme/big@v1")))

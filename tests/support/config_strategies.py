@@ -183,12 +183,14 @@ def build(odd: bool) -> st.SearchStrategy:
                     {"type": st.just("pvc"), "claimName": maybe(dns_label, "Bad_Claim")},
                     optional={"subPath": maybe(pick("llama", "models/qwen"), "../x", "/abs"),
                               "expectFiles": st.lists(pick("config.json", "tokenizer.json"), max_size=2)}))
-            # Across nodes on a LeaderWorkerSet (config/multinode.py): shared weights, no autoscaling.
+            # Across nodes on a LeaderWorkerSet (config/multinode.py): shared or per-pod weights, no
+            # autoscaling.
             if draw(st.integers(0, 5)) == 0:
                 keys["multiNode"] = st.fixed_dictionaries(
                     {"nodes": maybe(st.just(2), 1, 65)},
                     optional={"mode": maybe(pick("ray", "dataParallel"), "mpi"),
-                              "expertParallel": st.booleans()})
+                              "expertParallel": st.booleans(),
+                              "weights": maybe(pick("shared", "perPod"), "local")})
                 keys.pop("autoscaling", None)
         else:
             raw["image"] = draw(maybe(pick(*NIM_IMAGES), *([None] if odd else [])))
@@ -225,7 +227,13 @@ def build(odd: bool) -> st.SearchStrategy:
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
         if not odd and "multiNode" in raw:  # every pod of a group mounts the weights; one pod's LoRA cache
-            raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+            if raw["multiNode"].get("weights") == "perPod":  # a volume per pod: any mode, pulled in the pod
+                source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+                if source.get("type") == "pvc":  # an existing claim is one volume
+                    raw["multiNode"]["weights"] = "shared"
+                source.pop("serviceAccountName", None)  # the pull runs as the server pods' account
+            if raw["multiNode"].get("weights") != "perPod":
+                raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
             raw.pop("lora", None)
             # tensor parallel within a node, one pipeline stage per node (config/multinode.py)
             raw["tensorParallelSize"] = raw["gpus"]
