@@ -192,6 +192,33 @@ _CRASH_CAUSES = (
     _rule(r"getpwuid|uid not found", DEFINITIVE, "uid-unknown",
           "the server crashes because its uid has no passwd entry in the image; use the engine's uid "
           "(vLLM 2000/0, NIM 1000/2000)"),
+    # source.load: stream — the server reads the store itself (vLLM v0.11.0 with the Run:ai
+    # streamer; the texts are the ones tests/streamer sees from the real library and boto3). The
+    # store refused the request or has no such bucket: the same on every restart.
+    _rule(r"SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|NoSuchBucket|Unable to locate credentials|"
+          r"NoCredentialsError|InvalidToken|ExpiredToken",
+          DEFINITIVE, "object-store-refused",
+          "the server streams its weights from the object store, which refused it or has no such bucket; "
+          "fix source.bucket, source.endpoint or the keys in the source.credentials Secret (or the cloud "
+          "identity of source.serviceAccountName)"),
+    # The streamer's buffer is smaller than the model's largest tensor (runai-model-streamer
+    # RunaiStreamerMemoryLimitException; tests/streamer renders such a limit and sees it).
+    _rule(r"Memory limit supplied: \d+ cannot be smaller than", DEFINITIVE, "stream-buffer-too-small",
+          "the streamer's buffer is smaller than the model's largest tensor; raise source.streamMemoryLimit "
+          "(and resources.memory with it)"),
+    # The store did not answer (down, a NetworkPolicy, DNS): it may come back.
+    _rule(r"EndpointConnectionError|Could not connect to the endpoint URL|ConnectTimeoutError",
+          TRANSIENT, "object-store-unreachable",
+          "the server streams its weights from the object store and cannot reach it; check source.endpoint "
+          "and that the server pods may connect to the store"),
+    # Nothing under the prefix: vLLM copied no config.json into its model_streamer folder
+    # (vllm/transformers_utils/config.py then names that folder), or found no *.safetensors there
+    # (vllm/model_executor/model_loader/runai_streamer_loader.py, v0.11.0).
+    _rule(r"Invalid repository ID or local directory specified: '[^']*/model_streamer/|"
+          r"Cannot find any safetensors model weights with",
+          DEFINITIVE, "object-store-empty",
+          "the server streams its weights from the object store and found no config.json or no "
+          "*.safetensors under the source's bucket and prefix; fix source.prefix (preview lists it)"),
     # The weights are not at the path the server reads: vLLM's get_config raises "Invalid
     # repository ID or local directory specified" when the model directory has no config.json
     # (vllm-project/vllm, vllm/transformers_utils/config.py, 0.11), its default loader "Cannot

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
-from . import common
+from ..config.streaming import streams
+from . import common, streaming
 
 LORA_CACHE_MOUNT = "/lora-cache"
 # vLLM's filesystem resolver (vLLM v0.11.0, vllm/plugins/lora_resolvers/filesystem_resolver.py)
@@ -63,8 +64,10 @@ def server_command(model: ModelConfig) -> dict:
     if model.engine == "nim":
         # NIM images start their own server from the image entrypoint.
         return {"args": list(model.args)} if model.args else {}
+    # The weights volume, or (source.load: stream) the store itself.
+    model_path = streaming.server_args(model) if streams(model) else [common.WEIGHTS_MOUNT]
     args = [
-        common.WEIGHTS_MOUNT,
+        *model_path,
         "--served-model-name", model.name,
         "--host", "0.0.0.0",
         "--port", str(common.SERVER_PORT),
@@ -109,4 +112,6 @@ def server_env(model: ModelConfig) -> list[dict]:
                 {"name": "VLLM_PLUGINS", "value": "lora_filesystem_resolver"},
                 {"name": "VLLM_LORA_RESOLVER_CACHE_DIR", "value": LORA_ADAPTERS_DIR},
             ]
+        if streams(model):
+            env += streaming.server_env(model)
     return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]

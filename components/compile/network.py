@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 from ..config.model import ModelConfig
 from ..config.sources import source_type
 from ..config.stack import StackConfig
+from ..config.streaming import streams
 from . import common
 
 POLICY_COMPONENT = "network-policy"
@@ -120,8 +121,9 @@ def hub_egress(endpoint: str) -> dict:
 
 
 def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
-    """The puller's NetworkPolicy (raw path), or None when ``platform.networkPolicy`` is off."""
-    if not stack.platform.network_policy.enabled or model.on_operator:
+    """The puller's NetworkPolicy (raw path), or None when ``platform.networkPolicy`` is off or
+    there is no puller (a streamed s3 source: the server reads the store, its egress is left alone)."""
+    if not stack.platform.network_policy.enabled or model.on_operator or streams(model):
         return None
     kind = source_type(model.source)
     if kind == "pvc":

@@ -2,6 +2,7 @@
 and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
+                          (s3 with load: stream: no PVC, Job nor gate; the server reads the store)
                           (multiNode: a LeaderWorkerSet in place of the Deployment, the Service on its leaders)
                           (autoscaling: RequiredCrds first; ScaledObject after the Deployment)
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
@@ -138,17 +139,24 @@ def _monitor(manifest: Optional[dict]) -> tuple[Child, ...]:
     return () if manifest is None else (Child(roles.SERVICE_MONITOR, manifest, after=(roles.SERVICE,)),)
 
 
-def _puller(manifest: Optional[dict]) -> tuple[Child, ...]:
-    if manifest is None:  # per-pod weights: the pods pull
+def _pull(model: ModelConfig, job: Optional[dict], platform, names, cluster: ClusterTarget) -> tuple[Child, ...]:
+    """The puller Job and the gate the server waits on. None for per-pod weights (each group pod's
+    init containers pull and verify its own volume; the status reports them, providers/pod_weights.py)
+    nor for a streamed s3 source, whose server reads the store itself (nothing checks the bytes
+    before it loads them)."""
+    if job is None:
         return ()
+    gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
+                     platform.pull_timeout_seconds, cluster)
     return (
         # A Job's pod template is immutable, so any change to it replaces the Job, and
         # a changed template under the same source keeps the Job's name (an upgrade of this
         # program): the old Job must be gone before the new one is applied, or the apply lands on
         # it and fails "field is immutable". Stated, not left to the provider's inference from
         # the name (a fresh-clone CI run once saw create-before-delete here).
-        Child(roles.PULLER, manifest, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY),
-              delete_before_replace=True),
+        Child(roles.PULLER, job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY), delete_before_replace=True),
+        # The serving Deployment waits on the gate (complete weights, volume handed off).
+        Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
     )
 
 
@@ -170,17 +178,18 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     names, platform = manifests.names, stack.platform
     url = server.endpoint_url(model, platform)
     monitor = metrics.compile_service_monitor(model, stack)  # platform.metrics
-    gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
-                     platform.pull_timeout_seconds, cluster)
     revision = spec_revision(manifests.deployment)
     multi = model.multi_node
-    objects = (GroupObjects(names.server, names.service, multi.nodes,
-                            names.puller if manifests.puller_job is not None else "", revision) if multi
-               else RawObjects(names.server, names.service, names.puller, revision))
+    # Per-pod weights (the group pods pull) and a streamed s3 source (the server reads the store)
+    # have no puller Job and no gate.
+    puller = names.puller if manifests.puller_job is not None else ""
+    objects = (GroupObjects(names.server, names.service, multi.nodes, puller, revision) if multi
+               else RawObjects(names.server, names.service, puller, revision))
     status = StatusProps(
         platform.namespace, model.name, objects,
         url, platform.pending_timeout_seconds,
-        # Per-pod weights are pulled inside the pods: the pull's budget is part of this wait.
+        # Per-pod weights are pulled inside the pods, a streamed source is read while the server
+        # starts: without a puller Job the pull's budget is part of this wait.
         platform.startup_timeout_seconds + platform.pending_timeout_seconds
         + (platform.pull_timeout_seconds if manifests.puller_job is None else 0), cluster,
         restart_threshold=_restart_threshold(platform),
@@ -192,12 +201,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         # so nothing this program does (destroy included) can delete it.
         *(() if manifests.weights_pvc is None else (Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),)),
         *_puller_policy(manifests.puller_network_policy),
-        *_puller(manifests.puller_job),
+        *_pull(model, manifests.puller_job, platform, names, cluster),
         *_policy(manifests.network_policy),
-        # The serving Deployment waits on the gate (complete weights, volume handed off). Per-pod
-        # volumes have no Job to wait on: each pod's init containers pull and verify, the status
-        # reports them (providers/pod_weights.py).
-        *(() if manifests.puller_job is None else (Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),)),
         Child(roles.SERVER, manifests.deployment, after=(roles.WEIGHTS_GATE, roles.NETWORK_POLICY),
               **_claims_replace(manifests.deployment)),
         Child(roles.SERVICE, manifests.service, after=(roles.SERVER,)),
@@ -206,7 +211,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_monitor(monitor),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
-        **({"weights": names.weights, "puller": names.puller} if manifests.puller_job is not None else {}),
+        **({"weights": names.weights, "puller": names.puller} if puller else {}),
         ("leader_worker_set" if multi else "deployment"): names.server, "service": names.service,
         **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 

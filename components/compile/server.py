@@ -7,7 +7,8 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
-from . import autoscaling, common, disruption, engines, pylon, weights
+from ..config.streaming import streams
+from . import autoscaling, common, disruption, engines, pylon, streaming, weights
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -38,7 +39,7 @@ def probes(model: ModelConfig, platform: PlatformConfig) -> dict:
 
 
 def rollout_strategy(model: ModelConfig) -> dict:
-    if model.weights.access_mode == "ReadWriteOnce":
+    if model.weights.access_mode == "ReadWriteOnce" and not streams(model):
         # A ReadWriteOnce volume attaches to one node: a surge pod on another node would wait
         # forever on Multi-Attach while the old pod holds the volume. Stop first, then start.
         return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
@@ -47,17 +48,19 @@ def rollout_strategy(model: ModelConfig) -> dict:
 
 def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[dict]]:
     names = common.ModelNames.of(model)
-    vols = [
-        {"name": "weights", "persistentVolumeClaim": {"claimName": names.weights, "readOnly": True}},
-        # Tensor parallel workers exchange tensors through /dev/shm; the container runtime's
-        # default 64Mi makes NCCL fail. Memory-backed, with a limit so it cannot eat the node.
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": stack.shm_limit(model)}},
-    ]
-    mounts = [
-        {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
-         **({"subPath": model.source.sub_path} if getattr(model.source, "sub_path", None) else {})},
-        {"name": "dshm", "mountPath": "/dev/shm"},
-    ]
+    # Tensor parallel workers exchange tensors through /dev/shm; the container runtime's
+    # default 64Mi makes NCCL fail. Memory-backed, with a limit so it cannot eat the node.
+    vols = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": stack.shm_limit(model)}}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if streams(model):
+        # No weights volume: only a folder for the config files vLLM copies from the store.
+        config_vol, config_mount = streaming.config_volume()
+        vols.append(config_vol)
+        mounts.append(config_mount)
+    else:
+        vols.insert(0, {"name": "weights", "persistentVolumeClaim": {"claimName": names.weights, "readOnly": True}})
+        mounts.insert(0, {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
+                          **({"subPath": model.source.sub_path} if getattr(model.source, "sub_path", None) else {})})
     if model.engine == "nim":
         # NIM writes into NIM_CACHE_PATH; the weights mount is read-only (engines.NIM_CACHE_MOUNT).
         vols.append({"name": "nim-cache", "emptyDir": {"sizeLimit": engines.NIM_CACHE_SIZE_LIMIT}})
@@ -141,6 +144,14 @@ def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
     }
 
 
+def server_service_account(model: ModelConfig, platform: PlatformConfig) -> str:
+    """The platform's account; a streamed s3 source's own when it names one (the cloud identity
+    that reads the bucket: the server is the reader then)."""
+    if streams(model) and model.source.service_account_name:
+        return model.source.service_account_name
+    return platform.service_account_name
+
+
 def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
     platform = stack.platform
     names = common.ModelNames.of(model)
@@ -167,7 +178,7 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
     }
     pod_spec: dict = {
         **common.POD_DEFAULTS,
-        "serviceAccountName": platform.service_account_name,
+        "serviceAccountName": server_service_account(model, platform),
         # Serving pods need no Kubernetes API access at all.
         "automountServiceAccountToken": False,
         # No fsGroup: the weights are already owned by this uid/gid, and a recursive chown of

@@ -17,8 +17,9 @@ class ModelManifests:
 
     model: ModelConfig
     names: common.ModelNames
-    weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours), or per-pod volumes
-    puller_job: Optional[dict]  # None: per-pod volumes (multiNode.weights: perPod) pull in the pods
+    weights_pvc: Optional[dict]  # None: a `pvc` source's existing claim (never ours), per-pod volumes, or a stream
+    puller_job: Optional[dict]  # None: per-pod volumes (multiNode.weights: perPod) pull in the pods; a streamed
+    # s3 source (source.load: stream) is read by the server itself
     deployment: dict  # the server: a Deployment, or a LeaderWorkerSet for a multi-node model
     service: dict
     network_policy: Optional[dict] = None  # platform.networkPolicy; before the pods it guards

@@ -7,6 +7,7 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.sources import source_type
+from ..config.streaming import streams
 from . import common, object_store
 
 PULLER_COMPONENT = "weights-puller"
@@ -14,8 +15,9 @@ WEIGHTS_COMPONENT = "weights"
 
 
 def compile_weights_pvc(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
-    """The weights volume, or None for a `pvc` source (its claim exists and is never ours)."""
-    if source_type(model.source) == "pvc":
+    """The weights volume, or None for a `pvc` source (its claim exists and is never ours) and a
+    streamed `s3` source (the server reads the store)."""
+    if source_type(model.source) == "pvc" or streams(model):
         return None
     names = common.ModelNames.of(model)
     spec: dict = {
@@ -103,9 +105,12 @@ def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
     return spec
 
 
-def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> dict:
+def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
     """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
-    rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py)."""
+    rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py); None
+    for a streamed `s3` source (nothing to pull)."""
+    if streams(model):
+        return None
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)
     tmp, tmp_mount = common.tmp_volume()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 from pydantic import Field, field_validator
 
 from . import values
+from .streaming import streams
 from .types import Strict
 from .values import Problem
 
@@ -142,7 +143,7 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
     elif scaling.min_replicas == scaling.max_replicas:
         found.append(Problem("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
                              "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
-    if model.weights.access_mode == "ReadWriteOnce":
+    if model.weights.access_mode == "ReadWriteOnce" and not streams(model):
         found.append(Problem("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
                              f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
                              "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .streaming import STREAM_ENV, STREAM_FLAGS
 from .values import Problem
 
 SERVER_PORT = 8000
@@ -88,17 +89,19 @@ def flag_name(arg: str) -> str | None:
     return name
 
 
-def arg_problems(args: Iterable[str], engine: str) -> list[Problem]:
-    """A problem (path relative to the model) for every managed flag in ``args``."""
+def arg_problems(args: Iterable[str], engine: str, streaming: bool = False) -> list[Problem]:
+    """A problem (path relative to the model) for every managed flag in ``args`` (with a streamed
+    s3 source, also the stream's: ``streaming.STREAM_FLAGS``)."""
     if engine != "vllm":  # NIM images take their settings from env; the compiler passes no flags
         return []
+    managed = {**MANAGED_VLLM_FLAGS, **(STREAM_FLAGS if streaming else {})}
     problems = []
     for index, arg in enumerate(args):
         for word in arg.split():  # "--port 9000" written as one item is still --port
             name = flag_name(word)
-            if name in MANAGED_VLLM_FLAGS:
+            if name in managed:
                 problems.append(Problem(f"args.{index}", f"{name} is managed by this program: "
-                                        f"{MANAGED_VLLM_FLAGS[name]}"))
+                                        f"{managed[name]}"))
                 break
     return problems
 
@@ -107,9 +110,10 @@ def is_credential_name(name: str) -> bool:
     return bool(_CREDENTIAL.search(name.upper()))
 
 
-def env_problems(env: dict[str, str], engine: str) -> list[Problem]:
-    """A problem (path relative to the model) for each managed or credential-looking name in ``env``."""
-    managed = {**PULLER_ENV, **MANAGED_ENV.get(engine, {})}
+def env_problems(env: dict[str, str], engine: str, streaming: bool = False) -> list[Problem]:
+    """A problem (path relative to the model) for each managed or credential-looking name in ``env``
+    (with a streamed s3 source, also the stream's: ``streaming.STREAM_ENV``)."""
+    managed = {**PULLER_ENV, **MANAGED_ENV.get(engine, {}), **(STREAM_ENV if streaming else {})}
     problems = []
     for name in sorted(env):
         if is_credential_name(name):

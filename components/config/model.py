@@ -19,6 +19,7 @@ from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
 from .multinode import MultiNode, multinode_problems
 from .sources import PvcSource, S3Source, source_problems, source_type
+from .streaming import streams
 from .types import (
     Dns1123Label,
     HealthPath,
@@ -283,7 +284,7 @@ class ModelConfig(Strict):
                 f"{self.gpus} GPUs; set gpus to a multiple of it, or lower it",
             ))
         per_pod = self.multi_node is not None and self.multi_node.per_pod  # a volume per pod: nothing shared
-        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod:
+        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod and not streams(self):
             problems.append(Problem(
                 "replicas",
                 f"{self.replicas} replicas cannot share a ReadWriteOnce weights volume "
@@ -301,8 +302,8 @@ class ModelConfig(Strict):
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
         problems.extend(rules.identity_problems(self))
-        problems.extend(managed.arg_problems(self.args, self.engine))
-        problems.extend(managed.env_problems(self.env, self.engine))
+        problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))
+        problems.extend(managed.env_problems(self.env, self.engine, streams(self)))
         problems.extend(effect.model_problems(self))
         if problems:
             raise values.Problems(problems)

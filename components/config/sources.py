@@ -24,7 +24,8 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator
 
 from . import values
-from .types import Dns1123Label, Strict
+from .streaming import stream_problems
+from .types import Dns1123Label, PositiveQuantity, Strict
 from .values import Problem
 
 # The tags of ``source.type``; the Hub is the default.
@@ -154,6 +155,18 @@ class S3Source(Strict):
         "are left out. Preview lists the same versions and refuses a bucket without versioning; the time is "
         "part of the source's identity (a new time is a new volume and pull). Unset: the latest objects.",
     )
+    load: Literal["copy", "stream"] = Field(
+        "copy", description="`copy`: the puller Job copies the objects onto the weights volume and checks them "
+        "(sizes, MD5 ETags) before the server starts. `stream`: no volume, no puller, no check: the vLLM server "
+        "reads the safetensors straight from the store at every start (`--load-format runai_streamer`); "
+        "preview still lists the prefix, but nothing verifies the bytes before the server loads them. "
+        "See docs/weight-sources.md for the trade-offs.",
+    )
+    stream_memory_limit: PositiveQuantity = Field(
+        "4Gi", description="`load: stream` only: the streamer's CPU read buffer (RUNAI_STREAMER_MEMORY_LIMIT); "
+        "at least the model's largest tensor and at most half of `resources.memory`. Without a limit the "
+        "streamer (0.14) takes up to 20 GB.",
+    )
     manifest: Optional[tuple[S3Object, ...]] = Field(
         None, description="Set by preview from its listing (keys, sizes, ETags); never written in a stack file. "
         "The puller copies exactly these keys and the verify step checks them.",
@@ -228,6 +241,11 @@ class S3Source(Strict):
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
+    def streams(self) -> bool:
+        """The server reads the weights from the store itself (no volume, no puller)."""
+        return self.load == "stream"
+
+    @property
     def ref(self) -> str:
         digest = self.manifest_digest
         at = f"@{self.version_at}" if self.version_at else ""
@@ -284,6 +302,8 @@ def source_problems(model: Any) -> list[Problem]:
     if kind != "hf" and getattr(model, "on_operator", False):
         problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
                          f"Hub); a {kind} source needs path: raw"))
+    if kind == "s3":
+        problems.extend(stream_problems(model))
     if kind == "pvc":
         for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
             if field in model.weights.model_fields_set:

@@ -30,6 +30,7 @@ import requests
 from ..config import values
 from ..config.sources import MAX_MANIFEST_KEYS, S3Object, S3Source
 from .decide import Problem, human, needed_bytes, recommended_size
+from .stream import decide_stream
 
 ENDPOINT_ENV = "LLM_SERVING_S3_PREFLIGHT_ENDPOINT"
 TIMEOUT_SECONDS = 15.0
@@ -273,6 +274,11 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
             "'llama-3.1-8b-instruct/')")),))
     errors: list[Problem] = []
     notes: list[str] = []
+    if source.streams:  # no volume to size: what the server's loader will find (preflight/stream.py)
+        errors, notes = decide_stream(source, answer.objects)
+        if pin:
+            notes.append(f"{source.location} pinned to the {len(answer.objects)} keys and ETags listed now")
+        return S3Verdict(answer.objects if pin else None, tuple(errors), (), tuple(notes))
     total = sum(o.size for o in answer.objects)
     capacity = values.parse_quantity(volume_size)
     need = needed_bytes(total, headroom_percent)

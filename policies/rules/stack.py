@@ -5,6 +5,11 @@ WeightsGate dynamic resource, found by type and by its `model` input (or its nam
 `<model>-weights-gate`). Dependencies are read from the engine's resource graph
 (`dependencies` and `property_dependencies`).
 
+A server that streams its weights straight from an object store (vLLM given an `s3://` or `gs://`
+model with `--load-format runai_streamer`, and no PersistentVolumeClaim in its pod: the program's
+`source.load: stream`) has no weights of ours to gate: it is exempt, and the policy says so by
+reading exactly those facts from its pod spec.
+
 Rendering mode: a stack whose Kubernetes provider writes YAML (`renderYamlToDirectory`) talks to no
 cluster, so the program declares no dynamic resources. There the Deployment must at least depend
 on its model's puller Job (manifests are applied later in dependency order by whoever applies
@@ -32,8 +37,10 @@ from .kube import (
     SERVER,
     UNKNOWN,
     Finding,
+    K8sObject,
     Stack,
     StackResource,
+    as_list,
     containers,
     get,
     labelled,
@@ -56,6 +63,35 @@ def gate_model(resource: StackResource) -> Any:
     return resource.name[: -len(GATE_SUFFIX)] if resource.name.endswith(GATE_SUFFIX) else None
 
 
+STREAM_SCHEMES = ("s3://", "gs://")
+STREAM_LOAD_FORMAT = "runai_streamer"
+
+
+def load_format(args: list) -> Any:
+    """The value of vLLM's `--load-format` (`--load_format`, `=value` too) in a container's args."""
+    for index, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in ("--load-format", "--load_format"):
+            return value if value else (args[index + 1] if index + 1 < len(args) else None)
+    return None
+
+
+def streams_weights(obj: K8sObject) -> bool:
+    """A server Deployment that reads its weights from an object store and mounts no claim."""
+    if obj.kind != "Deployment":
+        return False
+    _, spec = obj.pod_spec()
+    volumes = as_list(get(spec, "volumes")) if isinstance(spec, dict) else UNKNOWN
+    if volumes is UNKNOWN or any(get(v, "persistentVolumeClaim") is not None for v in volumes or []):
+        return False
+    for container in as_list(get(spec, "containers")) or []:
+        args = get(container, "args")
+        if (isinstance(args, list) and args and all(isinstance(a, str) for a in args)
+                and args[0].startswith(STREAM_SCHEMES) and load_format(args) == STREAM_LOAD_FORMAT):
+            return True
+    return False
+
+
 def rendering(resource: StackResource) -> Any:
     """True when the resource's Kubernetes provider only renders YAML; UNKNOWN if unknowable."""
     target = get(resource.provider_props, "renderYamlToDirectory")
@@ -69,7 +105,9 @@ def rendering(resource: StackResource) -> Any:
     "Every serving Deployment (app.kubernetes.io/component: server) depends on its model's "
     "WeightsGate (pulumi-python:dynamic/llm-serving:WeightsGate), so serving starts only once the "
     "weights are complete and the puller has released the volume; when rendering YAML "
-    "(renderYamlToDirectory, no gate exists) it depends on the model's puller Job. Fix: declare the "
+    "(renderYamlToDirectory, no gate exists) it depends on the model's puller Job. A server that "
+    "streams its weights from an object store (an s3:// or gs:// model with --load-format "
+    "runai_streamer, no PersistentVolumeClaim mounted) has no weights to gate and is exempt. Fix: declare the "
     "Deployment with depends_on=[<model>-weights-gate] (VllmModel/NimModel do), and label it "
     "llm-serving.dev/model.",
     config={"gateType": {"type": "string", "default": GATE_TYPE,
@@ -85,7 +123,7 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
             continue
         component, findings = labelled(obj, COMPONENT_LABEL, "component")
         yield from (Finding(f.message, resource.urn, True) for f in findings)
-        if obj.kind in ("Deployment", "LeaderWorkerSet") and component == SERVER:
+        if obj.kind in ("Deployment", "LeaderWorkerSet") and component == SERVER and not streams_weights(obj):
             servers.append((resource, obj))
         elif obj.kind == "Job" and component == PULLER:
             model = obj.label(MODEL_LABEL)

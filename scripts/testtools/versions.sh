@@ -29,3 +29,15 @@ VERSITYGW_DIR="$TESTTOOLS_ROOT/versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIP
 MINIO_DIR="$TESTTOOLS_ROOT/minio-${MINIO_VERSION}-r${MINIO_RECIPE}"
 # What the tests put on PATH: links to the binaries.
 TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
+
+# The Run:ai model streamer that vLLM's `--load-format runai_streamer` uses (source.load: stream),
+# in a Python venv of its own (tests/streamer). vLLM v0.11.0's `runai` extra asks for
+# runai-model-streamer>=0.14.0 and its image installs it unpinned: 0.14.0 is that floor. The
+# streamer imports torch: the version vLLM v0.11.0 pins (torch==2.8.0; PyPI's build, with its
+# CUDA libraries, ~4 GB: no CPU-only torch is on PyPI for x86-64).
+RUNAI_STREAMER_VERSION=0.14.0
+STREAMER_TORCH_VERSION=2.8.0
+# boto3 lists the prefix and copies the config files (the streamer's S3 package); unpinned there.
+STREAMER_BOTO3_VERSION=1.44.8
+STREAMER_RECIPE=1
+STREAMER_DIR="$TESTTOOLS_ROOT/runai-streamer-${RUNAI_STREAMER_VERSION}-torch-${STREAMER_TORCH_VERSION}-r${STREAMER_RECIPE}"

@@ -20,6 +20,9 @@ STACK = {"models": [
     model("rich", gpus=4, tensorParallelSize=4, lora={"enabled": True, "maxLoras": 2, "maxLoraRank": 64},
           hfTokenSecret={"name": "hf"}, args=["--max-model-len", "8192", "--enable-prefix-caching"],
           env={"VLLM_LOGGING_LEVEL": "DEBUG"}),
+    # source.load: stream (the model is an s3:// URI, --load-format runai_streamer, VLLM_ASSETS_CACHE).
+    model("streamed", source={"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
+                              "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}),
 ]}
 
 
@@ -48,12 +51,12 @@ def test_the_default_image_is_the_version_the_data_describes():
 
 def test_the_stack_renders_vllm_servers_with_options_and_env():
     containers = servers()
-    assert len(containers) == 2
+    assert len(containers) == 3
     options = {canonical(a) for c in containers for a in c["args"] if a.startswith("-")}
-    assert {"--port", "--tensor-parallel-size", "--enable-lora", "--max-lora-rank"} <= options
+    assert {"--port", "--tensor-parallel-size", "--enable-lora", "--max-lora-rank", "--load-format"} <= options
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["plain", "rich"])
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
 def test_every_option_is_one_vllm_accepts(index):
     container = servers()[index]
     args = container["args"]
@@ -62,7 +65,7 @@ def test_every_option_is_one_vllm_accepts(index):
     assert unknown == set(), f"vLLM {vllm.VERSION} has no option(s) {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["plain", "rich"])
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
 def test_every_vllm_variable_is_one_vllm_reads(index):
     names = {entry["name"] for entry in servers()[index].get("env", []) if entry["name"].startswith("VLLM_")}
     assert names - vllm.ENV == set(), f"vLLM {vllm.VERSION} reads no {sorted(names - vllm.ENV)}"

@@ -156,3 +156,12 @@ def test_the_puller_reads_the_bucket_at_that_time_and_nothing_else_changes():
     assert [env.get("RCLONE_CONFIG_SRC_VERSION_AT") for env in pinned] == ["2026-11-30T18:00:00Z"] * 2  # pull, verify
     assert [env.get("RCLONE_CONFIG_SRC_VERSION_AT") for env in plain] == [None, None]
     assert [{k: v for k, v in env.items() if k != "RCLONE_CONFIG_SRC_VERSION_AT"} for env in pinned] == plain
+
+
+def test_a_streamed_source_cannot_be_pinned_to_a_time():
+    # The stream reads the objects as they are; only the copy honours versionAt.
+    with pytest.raises(ConfigError) as caught:
+        one({**S3, "load": "stream", "versionAt": "2026-11-30T18:00:00Z"}, resources={"memory": "16Gi"})
+    (line,) = caught.value.problems
+    assert line.startswith("models.0.source.versionAt: a streamed server reads the objects as they are"), line
+    assert one({**S3, "load": "stream"}, resources={"memory": "16Gi"}).source.version_at is None

@@ -34,6 +34,10 @@ STACK = {
          "gpus": 2, "tensorParallelSize": 2, "lora": {"enabled": True}},
         {"name": "gamma", "engine": "nim", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
          "source": {"repo": "org/gamma"}, "resources": {"memory": "8Gi"}},
+        # Streamed from an object store (source.load: stream): no volume, Job nor gate to wait on.
+        {"name": "delta", "source": {"type": "s3", "load": "stream", "bucket": "models", "prefix": "delta/",
+                                     "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}},
+         "resources": {"memory": "8Gi"}},
     ],
     "router": {"replicas": 2, "image": "ghcr.io/llm-serving/router:0.4.1",
                "backendRouter": {"image": "nvcr.io/nvidia/llm-backend-router:0.1.0"}},
@@ -123,4 +127,7 @@ def test_weights_gate_rule_fails_when_the_wiring_breaks(graph):
     server_urns = {r.urn for r, obj in graph.k8s_objects() if obj.kind == "Deployment" and obj.component == "server"}
     cut = Stack(tuple(replace(r, dependencies=()) if r.urn in server_urns else r for r in graph.resources))
     found = violations(server_weights_gate(cut))
-    assert len(found) == 3 and {f.urn for f in found} == server_urns
+    # The streamed model's server has no weights to wait on: the other three are caught.
+    streamed = {r.urn for r, obj in graph.k8s_objects() if obj.kind == "Deployment" and obj.label(
+        "llm-serving.dev/model") == "delta"}
+    assert len(found) == 3 and len(streamed) == 1 and {f.urn for f in found} == server_urns - streamed

@@ -29,6 +29,11 @@ def model(name: str = "chat", **fields: Any) -> dict:
     return {"name": name, "source": {"repo": "acme/tiny-llm", "revision": "main"}, **fields}
 
 
+# An s3 source the vLLM server streams from (source.load: stream).
+STREAM = {"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
+          "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "s3-keys"}}
+
+
 def nim(name: str = "nim", **fields: Any) -> dict:
     return model(name, engine="nim", image=NIM_IMAGE, **fields)
 
@@ -269,6 +274,22 @@ BAD_CONFIGS += (
     BadConfig("pvc-weights-size",
               {"models": [model(source={"type": "pvc", "claimName": "shared-weights"}, weights={"size": "100Gi"})]},
               "models.0.weights.size", "keeps its own size", "a size that sizes nothing (the claim exists)"),
+    # --- s3 with load: stream (config/streaming.py) ----------------------------------------------
+    BadConfig("stream-on-nim", {"models": [nim(source=STREAM)]},
+              "models.0.source.load", "use load: copy", "a NIM server given an s3:// model it cannot load"),
+    BadConfig("stream-multi-node", {"models": [model(source=STREAM, gpus=2, multiNode={"nodes": 2})]},
+              "models.0.multiNode", "remove multiNode or use source.load: copy",
+              "worker pods looking for config files only the leader copied"),
+    BadConfig("stream-lora", {"models": [model(source=STREAM, lora={"enabled": True})]},
+              "models.0.lora.enabled", "use source.load: copy", "adapters re-based onto a weights path that does not exist"),
+    BadConfig("stream-version-at", {"models": [model(source={**STREAM, "versionAt": "2026-11-30T18:00:00Z"})]},
+              "models.0.source.versionAt", "use source.load: copy",
+              "a pin preview lists while the server streams the latest objects"),
+    BadConfig("stream-weights-size", {"models": [model(source=STREAM, weights={"size": "100Gi"})]},
+              "models.0.weights.size", "has no weights volume", "a size that sizes nothing (no volume)"),
+    BadConfig("stream-memory-limit-too-big", {"models": [model(source={**STREAM, "streamMemoryLimit": "30Gi"})]},
+              "models.0.source.streamMemoryLimit", "more than half of resources.memory",
+              "a streamer buffer that gets the server OOM-killed while loading"),
 )
 
 # --- issue 25: what `validate` accepts, the API server accepts and the engine uses ---------------

@@ -169,7 +169,9 @@ def build(odd: bool) -> st.SearchStrategy:
             choice = draw(st.integers(0, 5))
             if choice == 0:
                 raw["source"] = draw(st.fixed_dictionaries(
-                    {"type": st.just("s3"), "bucket": maybe(pick("weights", "models.example"), "Bad_Bucket", "")},
+                    {"type": st.just("s3"), "bucket": maybe(pick("weights", "models.example"), "Bad_Bucket", ""),
+                     # Copied by the puller, or served straight from the store (config/streaming.py).
+                     "load": maybe(pick("copy", "stream"), "mount")},
                     optional={"prefix": pick("llama/", "qwen/0.5b/"),
                               "endpoint": maybe(pick("http://minio.storage.svc:9000", "https://s3.example.com"),
                                                 "http://localhost:9000", "ftp://x"),
@@ -177,7 +179,8 @@ def build(odd: bool) -> st.SearchStrategy:
                               "credentials": st.fixed_dictionaries({"secret": dns_label}),
                               "serviceAccountName": dns_label,
                               "versionAt": maybe(pick("2026-11-30T18:00:00Z", "2025-01-02T03:04:05.5+02:00"),
-                                                 "2026-11-30", "2999-01-01T00:00:00Z", "yesterday")}))
+                                                 "2026-11-30", "2999-01-01T00:00:00Z", "yesterday"),
+                              "streamMemoryLimit": memory}))
             elif choice == 1:
                 raw["source"] = draw(st.fixed_dictionaries(
                     {"type": st.just("pvc"), "claimName": maybe(dns_label, "Bad_Claim")},
@@ -226,6 +229,16 @@ def build(odd: bool) -> st.SearchStrategy:
         replicas = raw.get("replicas")
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
+        source = raw.get("source")
+        if not odd and isinstance(source, dict) and source.get("type") == "s3":
+            if source.get("load") == "stream":  # no volume, one pod per replica, no LoRA (config/streaming.py)
+                for key in ("weights", "lora", "multiNode"):
+                    raw.pop(key, None)
+                source.pop("streamMemoryLimit", None)  # 4Gi, half of the memory below
+                source.pop("versionAt", None)  # the stream reads the latest objects
+                raw["resources"] = {**raw.get("resources", {}), "memory": "16Gi"}
+            else:
+                source.pop("streamMemoryLimit", None)
         if not odd and "multiNode" in raw:  # every pod of a group mounts the weights; one pod's LoRA cache
             if raw["multiNode"].get("weights") == "perPod":  # a volume per pod: any mode, pulled in the pod
                 source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
