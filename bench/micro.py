@@ -97,7 +97,8 @@ def bench_targets(quick: bool) -> dict:
 
 def bench_puller(quick: bool) -> dict:
     mount = common.WEIGHTS_MOUNT  # puller_throughput points it at its scratch volume: restore it
-    mb, shards, runs = (100, 4, 1) if quick else (200, 4, 3)
+    # Shards over 50 MiB: the size from which the image's client hands a file to hf_transfer.
+    mb, shards, runs = (240, 4, 1) if quick else (400, 4, 3)
     try:
         with tempfile.TemporaryDirectory(prefix="puller-bench-") as tmp:
             work = Path(tmp)

@@ -1,12 +1,19 @@
-"""Throughput of the weight puller against a loopback Hub, next to a plain file copy of the same
-bytes (the ceiling on this machine). Not a test: prints medians and the ratio.
+"""Throughput of the weight puller against a loopback Hub, next to a plain parallel copy of the
+same bytes from the same server and a plain file copy (the ceilings on this machine). Not a test:
+prints medians and the ratios, all from one run.
 
-    .venv/bin/python bench/puller_throughput.py [--mb 200] [--shards 4] [--runs 3] [--sweep-workers]
+    nice .venv/bin/python bench/puller_throughput.py [--mb 1000] [--shards 4] [--runs 3] [--sweep-workers]
 
-The puller is the compiled Job's exact command line (the `hf` CLI of the pinned huggingface_hub,
-with the Job's env), into a fresh directory per run; the server is tests/support/hf_server.py
-(plain HTTP, no Xet) sending the files with sendfile. Both sides read the generated shards from
-the page cache, so the ratio measures the client's overhead, not the disk.
+The puller is the compiled Job's exact command line and env, run with the `hf` of the pinned vLLM
+image's huggingface_hub line with hf_transfer (``hf_server.hub_cli``: 0.35.3 + hf_transfer 0.1.9),
+into a fresh directory per run: once as rendered (HF_HUB_ENABLE_HF_TRANSFER=0) and once with
+hf_transfer on (=1; weights.hub_env says why it stays off). hf_transfer only takes files over
+50 MiB (5 x the client's 10 MiB read), so the shards are larger than that. The server is
+tests/support/hf_server.py (plain HTTP, no Xet) sending the files with sendfile; the arms
+alternate within each run. Both sides read the generated shards from the page cache, so the
+ratios measure the clients, not the disk. Each pull's CPU time (user + system: the figure the
+shared machine's load does not bend) and peak RSS are reported too (the puller's memory limit is
+4 GiB; hf_transfer holds each 10 MiB range in memory until it is whole).
 """
 
 from __future__ import annotations
@@ -27,14 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from components.compile import common, weights
 from components.config import load_stack_config
-from tests.support.hf_server import HubServer, write_model_shards
+from tests.support.hf_server import HubServer, hub_cli, write_model_shards
 
-ROOT = Path(__file__).resolve().parents[1]
-HF = ROOT / ".venv" / "bin" / "hf"
 RUN_TIMEOUT = 300
+HF_TRANSFER_ON = {"HF_HUB_ENABLE_HF_TRANSFER": "1"}
 
 
-def puller_command(endpoint: str, volume: Path, extra: list[str]) -> tuple[list[str], dict]:
+def puller_command(endpoint: str, volume: Path, extra: list[str], env_override: dict | None = None) -> tuple[list[str], dict]:
     config = load_stack_config({"models": [{"name": "bench", "source": {"repo": "bench/model"}}]})
     platform_config = config.platform.model_copy(update={"hf_endpoint": endpoint})  # loopback: see tests/puller
     common.WEIGHTS_MOUNT = str(volume)
@@ -43,23 +49,36 @@ def puller_command(endpoint: str, volume: Path, extra: list[str]) -> tuple[list[
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(volume.parent / "home"),
            "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     env.update({item["name"]: item["value"] for item in container["env"] if "value" in item})
-    return [str(HF), *container["args"], *extra], env
+    env.update(env_override or {})
+    return [str(hub_cli()), *container["args"], *extra], env
 
 
-def timed_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False) -> float:
-    """Seconds for one pull into a fresh volume (``rerun``: the second pull, a no-op, which is
-    the CLI's fixed cost: interpreter start, imports, resolving the revision)."""
+def run_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False,
+             env_override: dict | None = None) -> tuple[float, int, float, float]:
+    """Seconds, peak RSS (bytes), CPU seconds of the puller and CPU seconds of this process (the
+    hub's threads: nothing else runs here meanwhile) for one pull into a fresh volume (``rerun``: the second pull, a
+    no-op, which is the CLI's fixed cost: interpreter start, imports, resolving the revision)."""
     volume = work / f"volume-{time.monotonic_ns()}"
     volume.mkdir()
-    argv, env = puller_command(endpoint, volume, extra)
+    argv, env = puller_command(endpoint, volume, extra, env_override)
     for _attempt in range(2 if rerun else 1):
-        start = time.perf_counter()
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-        elapsed = time.perf_counter() - start
-        if result.returncode != 0:
-            raise SystemExit(f"puller failed:\n{result.stderr[-2000:]}")
+        start, own = time.perf_counter(), os.times()
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        elapsed, own_after = time.perf_counter() - start, os.times()
+        stderr = process.stderr.read().decode(errors="replace")
+        process.stderr.close()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise SystemExit(f"puller failed:\n{stderr[-2000:]}")
     shutil.rmtree(volume)
-    return elapsed
+    server = (own_after.user - own.user) + (own_after.system - own.system)
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, server
+
+
+def timed_pull(endpoint: str, work: Path, extra: list[str], rerun: bool = False,
+               env_override: dict | None = None) -> float:
+    return run_pull(endpoint, work, extra, rerun, env_override)[0]
 
 
 def timed_copy(files: list[Path], work: Path) -> float:
@@ -89,43 +108,64 @@ def timed_plain(url: str, names: list[str], work: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=200, help="total size of the generated safetensors")
+    parser.add_argument("--mb", type=int, default=1000, help="total size of the generated safetensors")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--sweep-workers", action="store_true", help="also time --max-workers 1 and 16")
+    parser.add_argument("--sweep-workers", action="store_true", help="also time --max-workers 2 and 16, as rendered")
+    parser.add_argument("--connection-mb-s", type=float, default=None,
+                        help="cap each server connection at this many MB/s (a link one stream cannot fill)")
     args = parser.parse_args()
 
+    arms: dict[str, tuple[list[str], dict]] = {
+        "puller as rendered (hf_transfer off)": ([], {}),
+        "puller, hf_transfer on": ([], HF_TRANSFER_ON),
+    }
+    if args.sweep_workers:
+        arms.update({"puller as rendered, --max-workers 2": (["--max-workers", "2"], {}),
+                     "puller as rendered, --max-workers 16": (["--max-workers", "16"], {})})
     with tempfile.TemporaryDirectory(prefix="puller-bench-") as tmp:
         work = Path(tmp)
         files = write_model_shards(work / "source", args.mb * 10**6, args.shards)
         total = sum(p.stat().st_size for p in files.values())
-        with HubServer(work / "hub") as hub:
+        rate = int(args.connection_mb_s * 10**6) if args.connection_mb_s else None
+        with HubServer(work / "hub", connection_rate=rate) as hub:
             hub.commit("bench/model", dict(files))
-            timed_pull(hub.url, work, [])  # warm-up: page cache, imports
-            arms = {"puller (max-workers 8, the default)": []}
-            if args.sweep_workers:
-                arms.update({"puller --max-workers 1": ["--max-workers", "1"],
-                             "puller --max-workers 16": ["--max-workers", "16"]})
-            results = {}
-            plain = statistics.median(timed_plain(hub.url, list(files), work) for _ in range(args.runs))
+            for extra, env in arms.values():  # warm-up: page cache, imports
+                run_pull(hub.url, work, extra, env_override=env)
+            plain, copy = [], []
+            seconds, rss, cpu, server = ({name: [] for name in arms} for _ in range(4))
+            for index in range(args.runs):
+                # Alternate the order so no arm always runs right after the same one.
+                order = list(arms) if index % 2 == 0 else list(reversed(arms))
+                plain.append(timed_plain(hub.url, list(files), work))
+                for name in order:
+                    extra, env = arms[name]
+                    elapsed, peak, used, served = run_pull(hub.url, work, extra, env_override=env)
+                    server[name].append(served)
+                    seconds[name].append(elapsed)
+                    rss[name].append(peak)
+                    cpu[name].append(used)
+                copy.append(timed_copy(list(files.values()), work))
             noop = statistics.median(timed_pull(hub.url, work, [], rerun=True) for _ in range(args.runs))
-            for name, extra in arms.items():
-                results[name] = statistics.median(timed_pull(hub.url, work, extra) for _ in range(args.runs))
-        copy = statistics.median(timed_copy(list(files.values()), work) for _ in range(args.runs))
 
     mb = total / 10**6
-    print(f"{datetime.now(UTC):%Y-%m-%d} {platform.node()} {os.cpu_count()} cores, "
+    plain_s, copy_s = statistics.median(plain), statistics.median(copy)
+    load = os.getloadavg()[0]
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC {platform.node()} {os.cpu_count()} cores (load {load:.1f}), "
           f"Python {platform.python_version()}; {mb:.0f} MB in {args.shards} safetensors shards + config, "
-          f"median of {args.runs} runs")
-    print(f"  {'plain file copy':40s} {copy:7.3f} s  {mb / copy:8.1f} MB/s")
-    print(f"  {'plain parallel copy from the server':40s} {plain:7.3f} s  {mb / plain:8.1f} MB/s  (curl per file)")
-    for name, seconds in results.items():
-        print(f"  {name:40s} {seconds:7.3f} s  {mb / seconds:8.1f} MB/s  ratio to copy {copy / seconds:.2f}, "
-              f"to the plain parallel copy {plain / seconds:.2f}")
+          f"median of {args.runs} runs"
+          + (f"; every server connection capped at {args.connection_mb_s:g} MB/s" if args.connection_mb_s else ""))
+    print(f"  {'plain file copy':40s} {copy_s:7.3f} s  {mb / copy_s:8.1f} MB/s")
+    print(f"  {'plain parallel copy from the server':40s} {plain_s:7.3f} s  {mb / plain_s:8.1f} MB/s  (curl per file)")
+    for name in arms:
+        pull = statistics.median(seconds[name])
+        print(f"  {name:40s} {pull:7.3f} s  {mb / pull:8.1f} MB/s  to the plain parallel copy "
+              f"{plain_s / pull:.2f}x, to the file copy {copy_s / pull:.2f}x; "
+              f"CPU {statistics.median(cpu[name]):.2f} s (hub {statistics.median(server[name]):.2f} s), "
+              f"peak RSS {max(rss[name]) / 2**20:.0f} MiB")
     print(f"  {'puller re-run (no-op: fixed cost)':40s} {noop:7.3f} s")
-    default = next(iter(results.values()))
-    print(f"  transfer alone (default minus fixed cost): {mb / (default - noop):.1f} MB/s, "
-          f"ratio to copy {copy / (default - noop):.2f}")
+    print("  runs (s): plain " + " ".join(f"{v:.3f}" for v in plain) + "; "
+          + "; ".join(f"{name}: " + " ".join(f"{v:.3f}" for v in values) for name, values in seconds.items()))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ setup_testtools() {
   # rclone and an S3-compatible server for the weight-source tests (tests/puller), built from the
   # Go module proxy when missing (cached like the toolchain; warm run = instant).
   bash "$REPO/scripts/testtools/build.sh"
+  # The `hf` CLI of the vLLM image's huggingface_hub line, with hf_transfer (the puller tests).
+  bash "$REPO/scripts/testtools/hub-client.sh"
   # The Run:ai model streamer (source.load: stream) in a venv from PyPI, for tests/streamer.
   bash "$REPO/scripts/testtools/streamer.sh"
 }

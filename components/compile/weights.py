@@ -45,11 +45,14 @@ def puller_args(model: ModelConfig) -> list[str]:
         "--revision", model.source.revision,
         "--local-dir", common.WEIGHTS_MOUNT,
     ]
-    # One flag per pattern: what the `hf` of huggingface_hub >= 1.0 accepts (a list option).
-    for pattern in model.source.allow_patterns or ():
-        args += ["--include", pattern]
-    for pattern in model.source.ignore_patterns:
-        args += ["--exclude", pattern]
+    # One flag followed by every pattern: the `hf` of the pinned image (huggingface_hub 0.35.x,
+    # docs/weight-sources.md) declares both options `nargs="*"`, so a repeated flag keeps only
+    # its last pattern (the default skip-list then skipped only `original/*`, and the puller
+    # fetched the `.bin` copies preflight had not sized the volume for).
+    if model.source.allow_patterns:
+        args += ["--include", *model.source.allow_patterns]
+    if model.source.ignore_patterns:
+        args += ["--exclude", *model.source.ignore_patterns]
     return args
 
 
@@ -67,6 +70,14 @@ def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[
         # Anything else that writes under $HOME lands in the /tmp emptyDir, not the read-only root.
         {"name": "HOME", "value": common.TMP_MOUNT},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+        # Off on purpose, though the image has hf_transfer (vLLM's docker/Dockerfile installs it in
+        # the vllm-openai-base stage, so `1` would work). In its huggingface_hub 0.35.x, `1` hands
+        # each non-Xet file over 50 MiB to hf_transfer: 10 MiB ranges on up to 100 connections,
+        # each held in memory until whole, under the GIL (so files go one at a time), for 2-2.4x
+        # the CPU per byte of the plain stream. On the loopback bench the plain stream is 0.46-0.62x
+        # of a plain parallel copy, hf_transfer 0.25-0.49x; only with every connection capped (a
+        # far mirror) did hf_transfer lead. Xet files (the Hub's own) never take it either way.
+        # docs/weight-sources.md, "Bench".
         {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
         # `hf` asks pypi.org for a newer release at start-up otherwise: a stall (and egress) in
         # an air-gapped cluster.

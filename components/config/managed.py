@@ -60,7 +60,7 @@ PULLER_ENV = {
     "HF_ENDPOINT": "the puller's endpoint; set hfEndpoint (or platform.hfEndpoint)",
     "HF_HOME": "the puller's hub cache on the weights volume; remove it",
     "HF_HUB_DISABLE_TELEMETRY": "set for the puller; remove it",
-    "HF_HUB_ENABLE_HF_TRANSFER": "set for the puller; remove it",
+    "HF_HUB_ENABLE_HF_TRANSFER": "set for the puller (off; why: docs/weight-sources.md); remove it",
     "HF_HUB_DISABLE_UPDATE_CHECK": "set for the puller; remove it",
     "HF_XET_CHUNK_CACHE_SIZE_BYTES": "set for the puller; remove it",
     "HF_TOKEN": "set hfTokenSecret (or the stack secret llm-serving:hfToken)",

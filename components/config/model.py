@@ -37,9 +37,8 @@ if TYPE_CHECKING:
     from .platform import PlatformConfig
 
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
-# Checkpoint copies vLLM never loads when safetensors are there. Skip-lists degrade safely: a
-# puller whose CLI keeps only the last `--exclude` (huggingface_hub 0.x) downloads more, never
-# less; `original/*` (Meta's full duplicate) is last so it is the one such a CLI keeps.
+# Checkpoint copies vLLM never loads when safetensors are there (the puller passes them all after
+# one `--exclude`: compile/weights.py puller_args).
 DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "*.onnx", "*.ot", "original/*")
 
 
@@ -55,8 +54,8 @@ class ModelSource(Strict):
     )
     allow_patterns: Optional[tuple[str, ...]] = Field(
         None, description="Download only files matching one of these globs (`hf download "
-        "--include`; `*` also matches `/`). Unset: every file not ignored. More than one pattern "
-        "needs a puller image with huggingface_hub >= 1.0 (0.x keeps only the last `--include`).",
+        "--include`; `*` also matches `/`). Unset: every file not ignored. The patterns follow one `--include`, "
+        "as the huggingface_hub 0.x CLI of the default puller image takes them.",
     )
     ignore_patterns: tuple[str, ...] = Field(
         DEFAULT_IGNORE_PATTERNS, description="Skip files matching these globs (`hf download "

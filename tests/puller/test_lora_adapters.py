@@ -11,10 +11,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from test_puller import HF
-
 from components.compile import common, server
 from components.config import load_stack_config
+from tests.support.hf_server import hub_cli
 
 BASE = "acme/tiny"
 ADAPTER_FILES = {
@@ -38,7 +37,7 @@ def init_container(hub, adapters):
 def run_init(container: dict, cache: Path, scratch: Path) -> subprocess.CompletedProcess:
     """The container's command with its env; the two mounts it writes (the adapter cache and
     /tmp) become temp dirs, nothing else of this process's environment is passed."""
-    env = {"PATH": f"{HF.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
+    env = {"PATH": f"{hub_cli().parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
     for item in container["env"]:
         value = item["value"]
         if value.startswith(server.engines.LORA_ADAPTERS_DIR):

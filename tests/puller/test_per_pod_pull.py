@@ -23,9 +23,9 @@ import pytest
 
 from components.compile import common, multinode
 from components.config import load_stack_config
-from tests.puller.test_puller import HF, REPO, SERVED
+from tests.puller.test_puller import REPO, SERVED
 from tests.puller.test_s3_puller import BUCKET, KEYS, PREFIX, model_files, previewed, shell
-from tests.support.hf_server import tiny_model_files
+from tests.support.hf_server import hub_cli, tiny_model_files
 from tests.support.s3_server import S3Server, tools_bin
 
 RUN_TIMEOUT = 120
@@ -66,7 +66,7 @@ def bind(container: dict, volume: Path, tmp: Path) -> tuple[list[str], dict]:
         argv = [*shell(), "-c", command[2].replace("/tmp/", f"{tmp}/"), *command[3:]]
     else:
         assert command == ["hf"], command
-        argv = [str(HF)]
+        argv = [str(hub_cli())]
     argv += [rebind(a) for a in container.get("args", [])]
     env = {"PATH": f"{tools_bin()}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
     for item in container.get("env", []):

@@ -1,14 +1,23 @@
 """A minimal Hugging Face Hub-compatible HTTP server on 127.0.0.1, for tests and the benchmark.
 
-Only the endpoints that `hf download` (huggingface_hub 2.4.0, snapshot download to a
-``--local-dir``) and the preflight's `HfApi.model_info` / file HEAD actually call, read from the
-client's source in .venv:
+Only the endpoints that `hf download` (the puller's huggingface_hub 0.35.3 with hf_transfer, and
+2.4.0 of the program's own venv; snapshot download to a ``--local-dir``) and the preflight's
+`HfApi.model_info` / file HEAD actually call, read from the clients' sources:
 
     GET  /api/models/{repo}[/revision/{rev}][?blobs=True]   model_info / repo_info: sha, siblings
     GET  /api/models/{repo}/tree/{rev}[/{path}]?recursive=   list_repo_tree (one page, no Link)
     HEAD /{repo}/resolve/{rev}/{path}                        file metadata: X-Repo-Commit, ETag,
-                                                             Content-Length (get_hf_file_metadata)
-    GET  /{repo}/resolve/{rev}/{path}                        the bytes; `Range: bytes=N-` → 206
+                                                             Content-Length, and for LFS files
+                                                             X-Linked-Etag / X-Linked-Size
+                                                             (get_hf_file_metadata reads those first)
+    GET  /{repo}/resolve/{rev}/{path}                        the bytes; any `Range: bytes=A-[B]` →
+                                                             206 with Content-Range
+
+Ranges are what hf_transfer needs (HF_HUB_ENABLE_HF_TRANSFER=1, files over 50 MiB): it probes
+with ``bytes=0-0`` and reads the size after the ``/`` of Content-Range, then fetches 10 MiB closed
+ranges ``bytes=A-B`` on up to 100 connections; its last range may end past the last byte, which
+is clamped to the file as RFC 9110 says. The LFS redirect to a CDN is not modelled: the bytes
+come from the resolve URL itself, as from a mirror.
 
 Errors carry the hub's ``X-Error-Code`` (RepoNotFound, RevisionNotFound, EntryNotFound,
 GatedRepo) so that huggingface_hub raises the same typed errors it raises against the hub.
@@ -18,7 +27,8 @@ access; a gated repo's metadata is public but its files answer 401 without a tok
 
 No Xet: responses never carry ``X-Xet-*`` headers and tree entries have no ``xetHash``, so the
 client takes its plain-HTTP path (the one a mirror serves). Faults for tests: drop the
-connection mid-file once, or stall a file until released. Every request is recorded.
+connection mid-file (once or every time, on any GET or only on hf_transfer's chunk requests), or
+stall a file until released. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -28,8 +38,11 @@ import json
 import os
 import re
 import socket
+import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Optional, Union
@@ -37,6 +50,17 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 CHUNK = 1 << 20
+HUB_CLIENT = Path(__file__).resolve().parents[2] / "scripts" / "testtools" / "hub-client.sh"
+
+
+@cache
+def hub_cli() -> Path:
+    """The puller's `hf`: huggingface_hub 0.35.3 with hf_transfer and hf_xet, the line of the
+    pinned vLLM image, in a cached venv of its own (created by scripts/testtools/hub-client.sh
+    when missing)."""
+    subprocess.run(["bash", str(HUB_CLIENT)], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run(["bash", str(HUB_CLIENT), "--print-dir"], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip()) / "bin" / "hf"
 
 
 @dataclass(frozen=True)
@@ -71,14 +95,17 @@ class Request:
 class HubServer:
     """``with HubServer(tmp_dir) as hub: ...``; ``hub.url`` is the endpoint."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, connection_rate: Optional[int] = None):
+        """``connection_rate``: cap every connection at that many bytes/s (the bench's model of a
+        link where one TCP stream cannot fill the pipe: a far mirror, a per-connection CDN cap)."""
         self.root = Path(root)
+        self.connection_rate = connection_rate
         self.blobs_dir = self.root / "blobs"
         self.blobs_dir.mkdir(parents=True, exist_ok=True)
         self.repos: dict[str, Repo] = {}
         self.requests: list[Request] = []
         self._lock = threading.Lock()
-        self._drops: dict[str, int] = {}          # file path -> bytes to send before dropping once
+        self._drops: dict[str, _Drop] = {}        # file path -> when and after how many bytes to cut
         self._stalls: dict[str, threading.Event] = {}
         self.stalled = threading.Event()           # set when a stalled file's body has started
         self._server: Optional[ThreadingHTTPServer] = None
@@ -121,9 +148,14 @@ class HubServer:
             repo.refs[ref] = digest
         return digest
 
-    def drop_once(self, path: str, after_bytes: int) -> None:
-        """The next GET of ``path`` sends ``after_bytes`` of the body, then closes the connection."""
-        self._drops[path] = after_bytes
+    def drop_once(self, path: str, after_bytes: int, chunks_only: bool = False, times: int = 1) -> None:
+        """The next GET of ``path`` sends ``after_bytes`` of the body, then closes the connection.
+
+        ``chunks_only``: only a GET for a closed range past the first byte counts (hf_transfer's
+        chunk requests, not its ``bytes=0-0`` probe nor the client's first plain GET).
+        ``times``: cut that many such GETs, not just one.
+        """
+        self._drops[path] = _Drop(after_bytes, chunks_only, times)
 
     def stall(self, path: str) -> threading.Event:
         """GETs of ``path`` send half the body, then wait until the returned event is set."""
@@ -149,7 +181,7 @@ class HubServer:
         class Handler(_Handler):
             server_hub = hub
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="hf-test-hub", daemon=True)
         self._thread.start()
@@ -175,9 +207,29 @@ class HubServer:
         with self._lock:
             self.requests.append(request)
 
-    def _take_drop(self, path: str) -> Optional[int]:
+    def _take_drop(self, path: str, closed_range: bool) -> Optional[int]:
         with self._lock:
-            return self._drops.pop(path, None)
+            drop = self._drops.get(path)
+            if drop is None or (drop.chunks_only and not closed_range):
+                return None
+            drop.times -= 1
+            if drop.times <= 0:
+                del self._drops[path]
+            return drop.after_bytes
+
+
+@dataclass
+class _Drop:
+    after_bytes: int
+    chunks_only: bool
+    times: int
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: hf_transfer opens up to 100 connections per file at
+    # once, and connects beyond the backlog wait for SYN retransmits (1 s, 3 s...), which made
+    # the server, not the client, the limit of a ranged pull.
+    request_queue_size = 1024
 
 
 class HubError(Exception):
@@ -323,42 +375,54 @@ class _Handler(BaseHTTPRequestHandler):
         if blob is None:
             raise HubError(404, "EntryNotFound", f"{path} does not exist at {commit}")
         etag = blob.sha256 if blob.lfs else blob.git_oid
-        start = 0
+        start, end = 0, blob.size - 1
         requested = self.headers.get("Range") if self.command == "GET" else None
         if requested:
-            found = re.fullmatch(r"bytes=(\d+)-", requested.strip())
-            if not found or int(found[1]) >= blob.size:
+            found = re.fullmatch(r"bytes=(\d+)-(\d*)", requested.strip())
+            if not found or int(found[1]) >= blob.size or (found[2] and int(found[2]) < int(found[1])):
                 raise HubError(416, None, f"unsatisfiable range {requested}")
             start = int(found[1])
-        self.send_response(206 if start else 200)
+            if found[2]:
+                end = min(int(found[2]), blob.size - 1)
+        count = end - start + 1
+        self.send_response(206 if requested else 200)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(blob.size - start))
+        self.send_header("Content-Length", str(count))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{etag}"')
         self.send_header("X-Repo-Commit", commit)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{blob.size - 1}/{blob.size}")
+        if blob.lfs:
+            # What the hub sends beside an LFS file's redirect; the client prefers them to
+            # ETag/Content-Length (which, on the hub, describe the redirect response).
+            self.send_header("X-Linked-Etag", f'"{etag}"')
+            self.send_header("X-Linked-Size", str(blob.size))
+        if requested:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{blob.size}")
         self.end_headers()
         if self.command == "HEAD":
             return
         hub = self.server_hub
-        drop_after = hub._take_drop(path)
+        closed_chunk = bool(requested and found[2] and end > 0)
+        drop_after = hub._take_drop(path, closed_chunk)
         stall = hub._stalls.get(path)
         with blob.path.open("rb") as handle:
             if drop_after is not None:
-                self.wfile.write(_read_at(handle, start, drop_after))
+                self.wfile.write(_read_at(handle, start, min(drop_after, count)))
                 self.wfile.flush()
                 self._hang_up()
                 return
             if stall is not None:
-                self.wfile.write(_read_at(handle, start, (blob.size - start) // 2))
+                self.wfile.write(_read_at(handle, start, count // 2))
                 self.wfile.flush()
                 hub.stalled.set()
                 stall.wait(timeout=120)
                 self._hang_up()
                 return
             self.wfile.flush()
-            _sendfile(self.connection, handle, start, blob.size - start)
+            if hub.connection_rate:
+                _send_paced(self.connection, handle, start, count, hub.connection_rate)
+            else:
+                _sendfile(self.connection, handle, start, count)
 
     def _hang_up(self) -> None:
         self.close_connection = True
@@ -386,6 +450,18 @@ def _sendfile(connection: socket.socket, handle, offset: int, count: int) -> Non
                 break
             connection.sendall(chunk)
             remaining -= len(chunk)
+
+
+def _send_paced(connection: socket.socket, handle, offset: int, count: int, rate: int) -> None:
+    """``_sendfile`` in 1 MiB slices, sleeping so the connection averages ``rate`` bytes/s."""
+    began, sent = time.monotonic(), 0
+    while sent < count:
+        piece = min(CHUNK, count - sent)
+        connection.sendfile(handle, offset + sent, piece)
+        sent += piece
+        ahead = began + sent / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 # -- a tiny model ------------------------------------------------------------------------------
