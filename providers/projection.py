@@ -131,6 +131,13 @@ _SOURCE_DIAGNOSES = (
      "`pulumi up` again to re-run the puller"),
     (re.compile(r"llm-serving: wrong size:([^\n]*)"), "weights-incomplete",
      "weights files of the wrong size:{0}; run `pulumi up` again to re-run the puller"),
+    # rclone checks each object's MD5 (its ETag, or the uploader's x-amz-meta-md5chksum) against
+    # the bytes it wrote, and names the file (its temporary `.partial` name) when they differ.
+    (re.compile(r"ERROR : (?!Attempt \d+/\d+ failed)([^\n]+?)(?:\.[0-9a-f]{8}\.partial)?: corrupted on transfer"),
+     "source-corrupted",
+     "bytes arrived corrupted (their MD5 is not the store's, on every retry): {0}; check what sits between "
+     "the cluster and the store (a proxy rewriting bodies), and that the store's ETags are MD5s (objects "
+     "encrypted with SSE-KMS or SSE-C have other ETags)"),
     (re.compile(r"(SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|ExpiredToken|InvalidToken"
                 r"|operation error S3: \w+, https response error StatusCode: 40[13])"),
      "source-unauthorized", "the store refused the puller ({0}): fix the keys in the source.credentials "

@@ -1,7 +1,7 @@
 """The puller of the object-store and existing-volume sources (``source.type`` s3 / pvc).
 
 s3: the puller Job's init container ``pull`` copies ``bucket/prefix`` onto the weights volume with
-rclone (the image ``sources.RCLONE_IMAGE``), in parallel (``COPY_FLAGS``); its container
+rclone (the image ``sources.RCLONE_IMAGE``), in parallel (``copy_flags``); its container
 ``verify`` then checks the volume. pvc: no pull, only ``verify`` (the claim mounted read-only).
 
 ``verify`` refuses, with one ``llm-serving:`` line naming the keys, a volume that misses a file
@@ -28,14 +28,24 @@ from . import common
 
 REMOTE = "src"
 # Parallelism of the copy, tuned with bench/s3_puller_throughput.py against a plain parallel copy
-# (docs/weight-sources.md): whole files in parallel, and every file over 64 MiB (safetensors
-# shards) in 8 parallel ranged streams of 64 MiB chunks written in place. No read-ahead buffer
+# (docs/weight-sources.md): 16 files in flight, and a file of 64 MiB or more (safetensors shards)
+# in up to 8 parallel ranged streams of 64 MiB chunks written in place. No read-ahead buffer
 # (--buffer-size=0): with ranged streams it is one more copy of every byte, and the sweep ran
 # 2-3x faster without it.
+#
+# rclone checks every object's MD5 (its ETag, or the uploader's x-amz-meta-md5chksum) before it
+# gives the file its name. A file copied in one stream is hashed as it is written; a file copied
+# in ranged streams is read back from the page cache and hashed after its last chunk (rclone
+# v1.76.0 fs/operations/copy.go verify, backend/local Hash). MD5 is most of the puller's CPU
+# (~1.6 ns a byte), so ranged streams are used only to fill the 16 slots: preview's listing says
+# how many large files there are (``copy_flags``); with 16 or more, each comes in one stream.
+TRANSFERS = 16
+LARGE_OBJECT_BYTES = 64 << 20  # --multi-thread-cutoff
+MAX_STREAMS = 8
 COPY_FLAGS = (
-    "--transfers=16",
+    f"--transfers={TRANSFERS}",
     "--checkers=16",
-    "--multi-thread-streams=8",
+    f"--multi-thread-streams={MAX_STREAMS}",
     "--multi-thread-cutoff=64M",
     "--multi-thread-chunk-size=64M",
     "--buffer-size=0",
@@ -172,6 +182,20 @@ def md5_sums(source: S3Source) -> str:
     return "\n".join(lines)
 
 
+def streams_per_file(source: S3Source) -> int:
+    """Ranged streams per large object: enough to keep the 16 transfer slots busy, at most 8; 1
+    (one stream, hashed while written) when preview listed 16 or more. Unpinned: 8."""
+    large = sum(1 for obj in source.manifest or () if obj.size >= LARGE_OBJECT_BYTES)
+    if source.manifest is None or not large:
+        return MAX_STREAMS
+    return min(MAX_STREAMS, -(-TRANSFERS // large))
+
+
+def copy_flags(source: S3Source) -> list[str]:
+    streams = f"--multi-thread-streams={streams_per_file(source)}"
+    return [streams if flag.startswith("--multi-thread-streams=") else flag for flag in COPY_FLAGS]
+
+
 def expected_lines(model: ModelConfig) -> str:
     source = model.source
     if isinstance(source, PvcSource):
@@ -196,7 +220,7 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
         "name": "pull",
         "image": RCLONE_IMAGE,
         "command": ["sh", "-c", PULL_SCRIPT, "pull"],
-        "args": [remote_path(source), common.WEIGHTS_MOUNT, *COPY_FLAGS],
+        "args": [remote_path(source), common.WEIGHTS_MOUNT, *copy_flags(source)],
         "env": env,
         "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, common.tmp_volume()[1]],
         "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "6Gi"}},

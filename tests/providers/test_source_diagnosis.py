@@ -30,6 +30,11 @@ def failed_pod(container: str, message: str, init: bool) -> dict:
     ("pull", True, "Failed to copy: operation error S3: ListObjectsV2, https response error StatusCode: 403, "
      "api error SignatureDoesNotMatch: The request signature we calculated does not match", "source-unauthorized",
      "refused the puller (operation error S3: ListObjectsV2, https response error StatusCode: 403)"),
+    ("pull", True, "ERROR : Attempt 2/3 failed with 1 errors and: corrupted on transfer: md5 hashes differ\n"
+     "2026/12/01 15:06:06 ERROR : shards/model-00001-of-00002.safetensors.5fe6f9b2.partial: corrupted on transfer: "
+     "md5 hashes differ src(S3 bucket models path llama) \"f29e\" vs dst(Local file system at /model-store) \"f073\"\n"
+     "NOTICE: Failed to copy: corrupted on transfer: md5 hashes differ", "source-corrupted",
+     "arrived corrupted (their MD5 is not the store's, on every retry): shards/model-00001-of-00002.safetensors;"),
     ("pull", True, "directory not found: api error NoSuchBucket: The specified bucket does not exist",
      "source-not-found", "nothing in the store at the source"),
 ])

@@ -33,6 +33,7 @@ from components.config.sources import S3Object
 from components.preflight import PreflightError, preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
 from providers.projection import diagnose_puller_failure
+from tests.support.corrupt_proxy import CorruptProxy
 from tests.support.cut_proxy import CutProxy
 from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
@@ -316,4 +317,44 @@ def test_connection_cut_mid_transfer_resumes_with_a_ranged_read(store, volume, t
     # rclone re-opened the object where the cut left it, instead of failing or starting over.
     resumed = [re.search(rb"range: bytes=(\d+)-", r.lower()) for r in proxy.ranged()]
     assert any(m and int(m.group(1)) > 0 for m in resumed), proxy.requests
+    assert on_volume(volume) == files
+
+
+BIG = 65 << 20  # over COPY_FLAGS' --multi-thread-cutoff=64M: ranged streams, then rclone re-reads the file for its MD5
+
+
+@pytest.mark.parametrize("layout", ["one-part", "one-part, ranged streams", "multipart with the uploader's MD5"])
+def test_a_corrupted_byte_fails_the_pull(store, volume, tmp_path, bin_dir, layout):
+    files = model_files(weight_bytes=BIG if "ranged" in layout else 12 << 20)
+    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20 if "multipart" in layout else None)
+    config = previewed(stack_for(store), store)
+    bad = "model-00001-of-00002.safetensors"
+    proxy = CorruptProxy(store.port, key=f"{PREFIX}{bad}")  # every answer for that key: one byte flipped
+    try:
+        model = config.models[0]
+        via = model.model_copy(update={"source": model.source.model_copy(update={"endpoint": proxy.url})})
+        results = run_job(config.model_copy(update={"models": (via,)}), bin_dir, tmp_path)
+    finally:
+        proxy.close()
+    assert proxy.flips >= 1
+    assert len(results) == 1 and results[0].returncode != 0, [r.stderr[-800:] for r in results]
+    assert "corrupted on transfer: md5 hashes differ" in results[0].stderr
+    assert bad not in on_volume(volume)  # never under its name: rclone renames a file only once it checks out
+    verdict = gate_verdict(results[0], "pull")
+    assert verdict.reason == "source-corrupted" and f": {bad};" in verdict.message, verdict.message
+
+
+def test_a_byte_corrupted_once_is_fetched_again(store, volume, tmp_path, bin_dir):
+    files = model_files(weight_bytes=12 << 20)
+    store.upload(BUCKET, PREFIX, files)
+    config = previewed(stack_for(store), store)
+    proxy = CorruptProxy(store.port, key=f"{PREFIX}model-00001-of-00002.safetensors", times=1)
+    try:
+        model = config.models[0]
+        via = model.model_copy(update={"source": model.source.model_copy(update={"endpoint": proxy.url})})
+        results = run_job(config.model_copy(update={"models": (via,)}), bin_dir, tmp_path)
+    finally:
+        proxy.close()
+    assert proxy.flips == 1
+    assert [r.returncode for r in results] == [0, 0], results[-1].stderr
     assert on_volume(volume) == files

@@ -1,0 +1,52 @@
+"""The S3 puller's copy flags (issue 23, speed): ranged streams only to fill rclone's 16 transfer
+slots, read from preview's listing. A file copied in one stream is MD5-checked as it is written; a
+file copied in ranged streams is read back and hashed after its last chunk, so with enough large
+files to fill the slots every file comes in one stream. Pure: config in, args out."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.compile import object_store, weights
+from components.config import load_stack_config
+from components.config.sources import S3Object
+
+MiB = 1 << 20
+
+
+def s3_model(sizes):
+    source = {"type": "s3", "bucket": "models", "prefix": "llama/", "endpoint": "http://minio.storage.svc:9000"}
+    config = load_stack_config({"models": [{"name": "m", "weights": {"size": "100Gi"}, "source": source}]})
+    model = config.models[0]
+    if sizes is not None:  # preview's listing, pinned as preflight pins it
+        manifest = tuple(S3Object(key=f"model-{i:05d}.safetensors", size=size, etag="0" * 32)
+                         for i, size in enumerate(sizes))
+        model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": manifest})})
+    return model, config.platform
+
+
+def pull_args(sizes) -> list[str]:
+    model, platform = s3_model(sizes)
+    job = weights.compile_puller_job(model, platform)
+    return job["spec"]["template"]["spec"]["initContainers"][0]["args"]
+
+
+@pytest.mark.parametrize("sizes, streams", [
+    (None, 8),                                   # unpinned: nothing known, the most streams
+    ([1 * MiB] * 40, 8),                         # no large file: the setting applies to none
+    ([5000 * MiB], 8),                           # one shard: 8 ranged streams (capped)
+    ([5000 * MiB] * 4 + [1 * MiB] * 3, 4),       # 4 shards: 4 streams each, 16 connections
+    ([64 * MiB] * 5, 4),                         # at the cutoff counts as large (ceil 16/5)
+    ([5000 * MiB] * 8, 2),
+    ([5000 * MiB] * 16, 1),                      # 16 shards fill the slots: one stream each
+    ([4600 * MiB] * 191, 1),
+])
+def test_ranged_streams_fill_the_transfer_slots(sizes, streams):
+    args = pull_args(sizes)
+    assert [a for a in args if a.startswith("--multi-thread-streams=")] == [f"--multi-thread-streams={streams}"]
+    assert "--transfers=16" in args and "--multi-thread-cutoff=64M" in args
+    assert len(args) == 2 + len(object_store.COPY_FLAGS)  # the remote and the volume, then one of each flag
+
+
+def test_the_cutoff_constant_is_the_flag():
+    assert f"--multi-thread-cutoff={object_store.LARGE_OBJECT_BYTES // MiB}M" in object_store.COPY_FLAGS
