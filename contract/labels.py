@@ -20,6 +20,8 @@ NIM_CACHE_PLURAL, NIM_SERVICE_PLURAL = "nimcaches", "nimservices"
 NIM_CRD_NAMES = (f"{NIM_CACHE_PLURAL}.{NIM_GROUP}", f"{NIM_SERVICE_PLURAL}.{NIM_GROUP}")
 # The operator selects the pods of a NIMService by this label (value: the NIMService's name).
 NIM_POD_SELECTOR_LABEL = "app"
+# A multi-node NIMService's LeaderWorkerSet is `<name>-lws` (k8s-nim-operator v3.1.2, GetLWSName).
+NIM_LWS_SUFFIX = "-lws"
 
 # --- LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1) --
 LWS_GROUP = "leaderworkerset.x-k8s.io"

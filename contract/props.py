@@ -111,6 +111,10 @@ class OperatorObjects(Wire):
     nim_service: str
     nim_cache: str
     service_revision: str = ""
+    # multiNode: the LeaderWorkerSet the operator renders (groups of ``group_size`` pods). Written
+    # only for multi-node models, so other operator-path stacks record the same inputs as before.
+    leader_worker_set: Optional[str] = None
+    group_size: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -208,24 +212,33 @@ class NimOperatorCheckProps(RequiredCrdsProps):
     ``crds`` (the check's first wire shape), so that is what it still writes."""
 
     model: str = ""
+    # The NIMService's spec.multiNode as rendered (canonical JSON), "" for a one-node model: the
+    # operator's webhook makes it immutable, so the check refuses a change of it at preview.
+    # Written only when set, so one-node models record the same inputs as before.
+    multi_node: str = ""
     failure_property: ClassVar[str] = "crds"
+    MULTI_NODE_PROPERTY: ClassVar[str] = "multi_node"
 
     @classmethod
-    def of(cls, model: str, crds: tuple[str, ...], version: str, cluster: ClusterTarget) -> NimOperatorCheckProps:
+    def of(cls, model: str, crds: tuple[str, ...], version: str, cluster: ClusterTarget,
+           multi_node: str = "") -> NimOperatorCheckProps:
         requirement = CrdRequirement("it", tuple(crds), version, NIM_OPERATOR_FIX)
-        return cls(f"model {model} uses path: operator", (requirement,), cluster, model)
+        return cls(f"model {model} uses path: operator", (requirement,), cluster, model, multi_node)
 
     @property
     def resource_id(self) -> str:
         return f"{self.model}-nim-operator"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "crds": list(self.requirements[0].crds), **self.cluster.to_dict()}
+        wire = {"model": self.model, "crds": list(self.requirements[0].crds), **self.cluster.to_dict()}
+        if self.multi_node:
+            wire[self.MULTI_NODE_PROPERTY] = self.multi_node
+        return wire
 
     @classmethod
     def from_dict(cls, props: Props) -> NimOperatorCheckProps:
         return cls.of(props.get("model") or "?", tuple(props.get("crds") or NIM_CRD_NAMES), NIM_VERSION,
-                      ClusterTarget.from_dict(props))
+                      ClusterTarget.from_dict(props), props.get(cls.MULTI_NODE_PROPERTY) or "")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from contract.props import RequiredCrdsProps
+from contract.props import NimOperatorCheckProps, RequiredCrdsProps
 
 from . import kube
 from .failures import Reported, reported
@@ -75,6 +75,26 @@ def check_required(props: dict, connect: Optional[Callable[[kube.Target], kube.C
         raise CrdsMissing(missing_message(wanted, missing))
 
 
+def multi_node_change(olds: dict, news: dict) -> Optional[str]:
+    """Why an operator-path model's ``multiNode`` may not change, or None. The NIM operator's
+    webhook refuses any change of a NIMService's ``spec.multiNode`` (k8s-nim-operator v3.1.2,
+    validateMultiNodeImmutability; adding or removing it too), and a same-name replacement cannot be
+    previewed (the dry run lands on the live object): so the change is refused here, at preview,
+    before anything reaches the cluster. ``olds`` are the deployed check's inputs (empty at create)."""
+    if not olds or "crds" not in olds or "crds" not in news:
+        return None  # not deployed yet, or not an operator-path model's check
+    key = NimOperatorCheckProps.MULTI_NODE_PROPERTY
+    before, after = olds.get(key) or "", news.get(key) or ""
+    if before == after:
+        return None
+    model = news.get("model") or "?"
+    return (f"model {model}: multiNode cannot change on a deployed NIMService: the NIM operator refuses any "
+            f"change of spec.multiNode (immutable), so `pulumi up` would stop halfway. Deployed: "
+            f"{before or 'no multiNode'}; asked: {after or 'no multiNode'}. Fix: keep models[].multiNode as "
+            "deployed, or take the model down first (remove it from models, `pulumi up`), then add it back "
+            "with the new multiNode (its NIMCache downloads the weights again)")
+
+
 class RequiredCrdsProvider(ResourceProvider):
     """The check as a resource, for the router's settings and for operator-path NIM models alike:
     the recorded props (``RequiredCrdsProps``, or the NIM check's ``model`` / ``crds`` shape) say
@@ -89,14 +109,18 @@ class RequiredCrdsProvider(ResourceProvider):
         if connect is not None:
             self._connect = connect
 
-    def check(self, _olds: dict, news: dict) -> CheckResult:
+    def check(self, olds: dict, news: dict) -> CheckResult:
+        failures = []
+        changed = multi_node_change(olds, news)
+        if changed:
+            failures.append(CheckFailure(NimOperatorCheckProps.MULTI_NODE_PROPERTY, changed))
         try:
             check_required(news, self._connect)
         except CrdsMissing as missing:
-            return CheckResult(news, [CheckFailure(RequiredCrdsProps.from_dict(news).failure_property, str(missing))])
+            failures.append(CheckFailure(RequiredCrdsProps.from_dict(news).failure_property, str(missing)))
         except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
             pass
-        return CheckResult(news, [])
+        return CheckResult(news, failures)
 
     @reported
     def create(self, props: dict) -> CreateResult:

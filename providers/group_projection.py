@@ -13,6 +13,7 @@ only groups have:
   every group is (``group_rollout_complete``);
 - a group the LWS controller recreated (a worker failed or was deleted: the event
   ``RecreateGroupOnPodRestart``) is reported as such, while it comes back and once it has;
+- a group pod its node evicted (phase Failed, reason Evicted) is named with the kubelet's message;
 - per-pod weights (``multiNode.weights: perPod``): pods pulling or verifying their own volume, and
   a pull or verify step that failed, with the pod and the step (``pod_weights.weights_status``),
   before the server-level diagnostics (which would call a failed init container a crash).
@@ -52,6 +53,8 @@ class Group:
     pods: tuple[str, ...]
     ready: tuple[str, ...]
     size: int
+    evicted: tuple[str, ...] = ()  # "<pod>: <kubelet's message>" of pods the node evicted
+
 
     @property
     def complete(self) -> bool:
@@ -67,7 +70,17 @@ class Group:
             parts.append(f"{missing} pod(s) not created yet")
         if waiting:
             parts.append("not ready: " + ", ".join(sorted(waiting)))
+        if self.evicted:
+            parts.append("evicted: " + ", ".join(self.evicted))
         return "; ".join(parts)
+
+
+def _evicted(pod: dict) -> Optional[str]:
+    """``<pod>: <why>`` for a pod its node evicted (phase Failed, reason Evicted), else None."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Failed" or status.get("reason") != "Evicted":
+        return None
+    return f"{(pod.get('metadata') or {}).get('name', '')}: {cap(status.get('message') or 'no message', 200)}"
 
 
 def _labels(pod: dict) -> dict:
@@ -94,7 +107,8 @@ def groups_of(seen: GroupObservation) -> list[Group]:
         names = [(p.get("metadata") or {}).get("name", "") for p in pods]
         leaders = [n for n, p in zip(names, pods, strict=True) if _labels(p).get(LWS_WORKER_INDEX_LABEL) == "0"]
         groups.append(Group(index, leaders[0] if leaders else None, tuple(names),
-                            tuple(n for n, p in zip(names, pods, strict=True) if _ready(p)), seen.size))
+                            tuple(n for n, p in zip(names, pods, strict=True) if _ready(p)), seen.size,
+                            tuple(e for e in map(_evicted, pods) if e)))
     return groups
 
 
@@ -167,6 +181,8 @@ def project_group_status(seen: GroupObservation) -> Status:
     if status.state == PENDING and status.reason in ("starting", "scaled-to-zero"):
         incomplete = [g.describe() for g in groups if not g.complete] or ["no group pods yet"]
         reason = "group-recreating" if recreated and groups and not complete else status.reason
+        if reason == status.reason and any(g.evicted for g in groups if not g.complete):
+            reason = "pod-evicted"  # the LWS controller recreates its group; said until it has
         message = f"{len(complete)}/{desired} groups ready: " + " | ".join(incomplete) + note
         return dataclasses.replace(status, message=cap(message), reason=reason, details=details)
     return dataclasses.replace(status, details=details)

@@ -15,6 +15,11 @@ Rules, in order:
 - empty / null / missing state (not reconciled yet), ``NotReady`` or ``Pending``: PENDING,
   saying whether the weights are still being cached or the server is starting;
 - any other state: UNKNOWN (never guessed).
+
+A multi-node NIMService (``multiNode``) is served by the LeaderWorkerSet the operator renders in
+place of the Deployment; its pods are read per group by ``group_projection`` (the vLLM multi-node
+path's projection, shared): READY needs a whole group (leader and every worker ready) with its
+leader routable, and a recreated group or a group pod in trouble is reported as such.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .group_projection import GroupObservation, project_group_status
 from .projection import ERROR, PENDING, READY, UNKNOWN, Observation, Status, cap, project_status
 
 # Upper-case since 2024-08; older operators wrote lower-case ("ready", "in-progress"): compare
@@ -44,6 +50,8 @@ class NimObservation:
     service: Optional[dict] = None
     cache: Optional[dict] = None
     core: Observation = field(default_factory=lambda: Observation(model=""))
+    # multiNode: the operator's LeaderWorkerSet and its group pods (``core`` is the group's).
+    group: Optional[GroupObservation] = None
 
 
 def _norm(state: object) -> str:
@@ -113,6 +121,14 @@ def _caching(obs: NimObservation) -> Optional[str]:
     return f"caching weights: NIMCache {obs.cache_name} is {state or 'not reconciled yet'}"
 
 
+def server_status(obs: NimObservation) -> Optional[Status]:
+    """What the pods of the operator's server say, once it exists: its Deployment's, or for a
+    multi-node NIMService its LeaderWorkerSet's groups (None until the operator created it)."""
+    if obs.group is not None:
+        return project_group_status(obs.group) if obs.group.leader_worker_set is not None else None
+    return project_status(obs.core) if obs.core.deployment is not None else None
+
+
 def project_nim_status(obs: NimObservation) -> Status:
     failed = cache_failure(obs)
     if failed:
@@ -133,7 +149,7 @@ def project_nim_status(obs: NimObservation) -> Status:
         message = f"NIMService {obs.service_name} failed: {reason or 'Failed'}: {condition.get('message') or 'no message'}"
         return Status(ERROR, cap(message), _kebab(reason) or "service-failed", details)
 
-    pods = project_status(obs.core) if obs.core.deployment is not None else None
+    pods = server_status(obs)
     if pods is not None and pods.state == ERROR:
         return pods
     if state == "ready":
@@ -151,7 +167,8 @@ def project_nim_status(obs: NimObservation) -> Status:
         if pods is not None:
             return Status(PENDING, pods.message, pods.reason, {**details, **pods.details},
                           pods.ready_replicas, pods.targets, pods.pod)
-        return Status(PENDING, "model server starting: the operator has not created its Deployment yet",
+        server = "LeaderWorkerSet" if obs.group is not None else "Deployment"
+        return Status(PENDING, f"model server starting: the operator has not created its {server} yet",
                       "starting", details)
     return Status(UNKNOWN, cap(f"NIMService {obs.service_name} reports state {raw_state!r}, which this "
                                "version does not know; check `kubectl describe nimservice`"),

@@ -20,6 +20,7 @@ from typing import Any, Optional, Union
 from contract.labels import (
     COMPONENT_LABEL,
     LWS_GROUP,
+    LWS_NAME_LABEL,
     LWS_PLURAL,
     LWS_VERSION,
     MODEL_LABEL,
@@ -95,6 +96,9 @@ class OperatorRef:
     nim_cache: str
     pending_timeout_seconds: int = 900
     restart_threshold: int = DEFAULT_RESTART_THRESHOLD
+    # multiNode: the operator's LeaderWorkerSet (``<nim_service>-lws``) and its group size.
+    leader_worker_set: str = ""
+    group_size: int = 0
 
     def observe(self, clients: kube.Clients, now: Optional[datetime] = None) -> NimObservation:
         namespace, service = self.namespace, self.nim_service
@@ -107,6 +111,9 @@ class OperatorRef:
         seen.service = read_optional(clients, read_custom, NIM_GROUP, NIM_VERSION, namespace, NIM_SERVICE_PLURAL, service)
         if seen.service is None:
             return seen
+        if self.leader_worker_set:
+            seen.group = self._observe_group(clients, core)
+            return seen
         # The operator names its Deployment and Service after the NIMService and selects pods by `app`.
         core.deployment = read_optional(clients, clients.apps.read_namespaced_deployment, service, namespace)
         pods = kube.call(clients, clients.core.list_namespaced_pod, namespace,
@@ -115,6 +122,23 @@ class OperatorRef:
         core.endpoint_slices = _slices(clients, namespace, service)
         return seen
 
+    def _observe_group(self, clients: kube.Clients, core: Observation) -> GroupObservation:
+        """A multi-node NIMService's LeaderWorkerSet, every pod of it and its events. The operator
+        labels only leader pods with the NIMService's labels (v3.1.2 manifests/lws.yaml), so the
+        pods are listed by the label the LWS controller puts on every pod of the set; the
+        operator's Service (named after the NIMService) selects the leaders."""
+        namespace, name = self.namespace, self.leader_worker_set
+        group = GroupObservation(self.model, name, self.group_size, core=core)
+        group.leader_worker_set = read_optional(clients, clients.custom.get_namespaced_custom_object, LWS_GROUP,
+                                                LWS_VERSION, namespace, LWS_PLURAL, name)
+        pods = kube.call(clients, clients.core.list_namespaced_pod, namespace,
+                         label_selector=f"{LWS_NAME_LABEL}={name}")
+        core.pods = [_as_server_pod(kube.to_dict(clients, p)) for p in pods.items]
+        core.endpoint_slices = _slices(clients, namespace, self.nim_service)
+        if group.leader_worker_set is not None:
+            group.lws_events = read_events(clients, namespace, [name])
+        return group
+
     def core(self, seen: NimObservation) -> Observation:
         return seen.core
 
@@ -122,6 +146,8 @@ class OperatorRef:
         return project_nim_status(seen)
 
     def complete(self, seen: NimObservation, min_replicas: Optional[int] = None) -> bool:
+        if seen.group is not None:
+            return group_rollout_complete(seen.group.leader_worker_set, groups_of(seen.group))
         return rollout_complete(seen.core.deployment, min_replicas)
 
 
@@ -178,7 +204,8 @@ def observer_for(props: StatusProps) -> Observer:
                         int(objects.group_size), objects.puller_job, props.pending_timeout_seconds, threshold)
     if props.on_operator:
         return OperatorRef(props.namespace, props.model, objects.nim_service, objects.nim_cache,
-                           props.pending_timeout_seconds, threshold)
+                           props.pending_timeout_seconds, threshold, objects.leader_worker_set or "",
+                           int(objects.group_size or 0))
     return ModelRef(props.namespace, props.model, objects.deployment, objects.service, objects.puller_job,
                     props.pending_timeout_seconds, threshold)
 

@@ -46,14 +46,38 @@ setup_toolchain() {
   toolchain_env
 }
 
+# The tests' two PyPI virtualenvs (the Hub client of the vLLM image's line, the Run:ai streamer
+# with torch: ~4 GB on a cold machine) wait on the network, the toolchain and test-tool builds on
+# the CPU: started first, in the background, they overlap on a cold machine (warm: both instant).
+# Each logs to its own file; wait_client_venvs fails the run, showing the log, if either failed.
+start_client_venvs() {
+  CLIENT_VENV_LOGS="$(mktemp -d)"
+  bash "$REPO/scripts/testtools/hub-client.sh" >"$CLIENT_VENV_LOGS/hub-client.log" 2>&1 &
+  HUB_CLIENT_PID=$!
+  bash "$REPO/scripts/testtools/streamer.sh" >"$CLIENT_VENV_LOGS/streamer.log" 2>&1 &
+  STREAMER_PID=$!
+}
+
+wait_client_venvs() {
+  local name pid failed=0
+  for name in hub-client streamer; do
+    if [ "$name" = hub-client ]; then pid="$HUB_CLIENT_PID"; else pid="$STREAMER_PID"; fi
+    if wait "$pid"; then
+      cat "$CLIENT_VENV_LOGS/$name.log" >&2
+    else
+      log "scripts/testtools/$name.sh failed:"
+      cat "$CLIENT_VENV_LOGS/$name.log" >&2
+      failed=1
+    fi
+  done
+  rm -rf "$CLIENT_VENV_LOGS"
+  [ "$failed" = 0 ]
+}
+
 setup_testtools() {
-  # rclone and an S3-compatible server for the weight-source tests (tests/puller), built from the
-  # Go module proxy when missing (cached like the toolchain; warm run = instant).
+  # rclone and the S3-compatible servers for the weight-source tests (tests/puller), built from
+  # the Go module proxy when missing (cached like the toolchain; warm run = instant).
   bash "$REPO/scripts/testtools/build.sh"
-  # The `hf` CLI of the vLLM image's huggingface_hub line, with hf_transfer (the puller tests).
-  bash "$REPO/scripts/testtools/hub-client.sh"
-  # The Run:ai model streamer (source.load: stream) in a venv from PyPI, for tests/streamer.
-  bash "$REPO/scripts/testtools/streamer.sh"
 }
 
 pulumi_env() {

@@ -4,8 +4,10 @@
 source "$(dirname "$0")/lib.sh"
 
 setup_python
+start_client_venvs
 setup_toolchain
 setup_testtools
+wait_client_venvs
 start_cluster
 pulumi_env
 cd "$REPO"

@@ -24,6 +24,8 @@ import ipaddress
 from typing import Optional
 from urllib.parse import urlparse
 
+from contract.labels import LWS_NAME_LABEL, NIM_LWS_SUFFIX
+
 from ..config.model import ModelConfig
 from ..config.sources import source_type
 from ..config.stack import StackConfig
@@ -46,6 +48,16 @@ def policy_name(model: ModelConfig) -> str:
 
 def server_pods(model: ModelConfig) -> dict[str, str]:
     return {common.MODEL_LABEL: model.name, "app.kubernetes.io/component": SERVER_COMPONENT}
+
+
+def model_pods(model: ModelConfig) -> dict[str, str]:
+    """Every server pod of the model. A multi-node NIM model's are the pods of the operator's
+    LeaderWorkerSet ``<name>-lws``: the operator merges the NIMService's labels onto its leader
+    pods only (k8s-nim-operator v3.1.2 ``manifests/lws.yaml``: the worker template has no labels),
+    and the LWS controller labels every pod of the set with the set's name."""
+    if model.on_operator and model.multi_node is not None:
+        return {LWS_NAME_LABEL: f"{model.name}{NIM_LWS_SUFFIX}"}
+    return server_pods(model)
 
 
 def allowed_peers(stack: StackConfig) -> list[dict]:
@@ -74,7 +86,7 @@ def compile_model_network_policy(model: ModelConfig, stack: StackConfig) -> Opti
         "kind": "NetworkPolicy",
         "metadata": common.metadata(policy_name(model), stack.platform.namespace, model, POLICY_COMPONENT),
         "spec": {
-            "podSelector": {"matchLabels": server_pods(model)},
+            "podSelector": {"matchLabels": model_pods(model)},
             "policyTypes": ["Ingress"],
             "ingress": [{
                 "from": peers(stack),
@@ -90,7 +102,7 @@ def _group_ingress(model: ModelConfig) -> list[dict]:
     port and NCCL's connections (ports chosen at run time) cannot be listed ahead."""
     if model.multi_node is None:
         return []
-    return [{"from": [{"podSelector": {"matchLabels": server_pods(model)}}]}]
+    return [{"from": [{"podSelector": {"matchLabels": model_pods(model)}}]}]
 
 
 def puller_policy_name(model: ModelConfig) -> str:

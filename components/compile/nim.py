@@ -12,6 +12,11 @@ The NIMCache spec is immutable (the operator's webhook rejects any change, and
 ``source.ngc.modelPuller`` is immutable even without it). Its name therefore carries a digest of
 its spec: any cache change is a new NIMCache (a fresh download), the NIMService is patched to
 point at it, and the old one is deleted afterwards, never patched in place.
+
+A multi-node model (``multiNode``) sets the NIMService's ``spec.multiNode``; the operator then
+renders a LeaderWorkerSet ``<name>-lws`` in place of the Deployment (k8s-nim-operator v3.1.2,
+``GetLWSName``, ``manifests/lws.yaml``). ``spec.multiNode`` is immutable (the operator's webhook),
+so a change of it is refused at preview (``components/compile/plan.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Optional
 from contract import labels
 
 from ..config.model import ModelConfig
+from ..config.multinode import NIM_JSONL_LOGGING, RAY_PORT
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
 from . import common, disruption, engines, metrics, network, server, weights
@@ -39,6 +45,9 @@ SERVICE_COMPONENT = labels.SERVER_COMPONENT
 # The operator names the container port `api`; its Service port and ours are the same number.
 API_PORT_NAME = "api"
 DEFAULT_CACHE_CPU, DEFAULT_CACHE_MEMORY = "1", "4Gi"
+# multiNode, mpi launcher: the seconds the leader waits for the group's MPI cluster. The CRD's
+# default (and the operator's DefaultMPITimeout), written out so the stored object equals ours.
+MPI_START_TIMEOUT = 300
 
 _IMAGE = re.compile(r"^(?P<repository>.+?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
 
@@ -173,7 +182,45 @@ def service_probes(model: ModelConfig, platform: PlatformConfig) -> dict:
 def service_env(model: ModelConfig) -> list[dict]:
     # The operator sets NIM_CACHE_PATH, ports and logging; a user entry replaces a default.
     env = [{"name": "NIM_SERVED_MODEL_NAME", "value": model.name}]
+    if model.multi_node is not None and model.multi_node.ray:
+        # NIM for LLMs (2.x docs, multi-node known limitations): no JSON log formatter on Ray
+        # workers; the operator's default is 1 (GetStandardEnv), and NIMService env wins over it.
+        env.append({"name": NIM_JSONL_LOGGING, "value": "0"})
     return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]
+
+
+def lws_name(model: ModelConfig) -> str:
+    """The operator's LeaderWorkerSet of a multi-node NIMService, named after it (GetLWSName); also
+    the `app` label of its leader pods, and the name the LWS controller labels every group pod with."""
+    return f"{model.name}{labels.NIM_LWS_SUFFIX}"
+
+
+def multinode_spec(model: ModelConfig) -> dict:
+    """NIMService ``spec.multiNode`` as the operator's CRD declares it (k8s-nim-operator v3.1.2).
+
+    What the operator does with it (``internal/controller/platform/standalone/nimservice.go`` and
+    ``api/apps/v1alpha1/nimservice_types.go`` at v3.1.2):
+    - the LeaderWorkerSet's ``size`` is ``parallelism.pipeline`` (``GetLWSSize``), so pipeline =
+      ``nodes``; its ``replicas`` is the NIMService's, one group per replica;
+    - ``parallelism.tensor`` becomes ``GPUS_PER_NODE`` and ``NIM_TENSOR_PARALLEL_SIZE``; leader and
+      worker containers both get ``spec.resources``, so tensor = ``gpus`` (config refuses others);
+    - it is multi-node only when pipeline > 1 (``IsMultiNode``), which ``nodes >= 2`` guarantees;
+    - ``ray`` runs ``nim-serve-ray --head --port <rayPort>`` on the leader and
+      ``nim-serve-ray --head-address $(LWS_LEADER_ADDRESS):<rayPort>`` on workers (a `ray status`
+      startup probe on workers); otherwise MPI: the operator creates the ConfigMaps
+      ``<name>-mpi-config``/``<name>-mpi-start-script`` and the Secret ``<name>-ssh-pk``;
+    - ``mpi`` and ``ray`` are mutually exclusive (CRD rule): exactly one is written;
+    - ``computeDomain`` (an NVIDIA DRA ComputeDomain for multi-node NVLink) is not offered: this
+      program configures no DRA driver or claims.
+    """
+    multi = model.multi_node
+    assert multi is not None
+    launcher = {"ray": {"rayPort": RAY_PORT}} if multi.ray else {"mpi": {"mpiStartTimeout": MPI_START_TIMEOUT}}
+    return {
+        "backendType": "lws",  # the CRD's only value (and default), written so the stored object equals ours
+        "parallelism": {"tensor": model.tensor_parallel_size, "pipeline": multi.nodes},
+        **launcher,
+    }
 
 
 def pull_secrets(model: ModelConfig, platform: PlatformConfig) -> list[str]:
@@ -219,9 +266,14 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
         },
         **service_probes(model, platform),
         **common.scheduling(model, platform),
-        # Several replicas: prefer one pod per node (the spread of the raw path, as affinity).
-        **disruption.preferred_anti_affinity(model, model.disruption_policy(platform), network.server_pods(model)),
     }
+    if model.multi_node is None:
+        # Several replicas: prefer one pod per node (the spread of the raw path, as affinity). The
+        # operator's LeaderWorkerSet template has no affinity (v3.1.2), so multi-node leaves it out.
+        spec.update(disruption.preferred_anti_affinity(model, model.disruption_policy(platform),
+                                                       network.server_pods(model)))
+    else:
+        spec["multiNode"] = multinode_spec(model)
     if model.args:
         spec["args"] = list(model.args)
     scraping = metrics.nim_service_metrics(stack)  # platform.metrics: the operator's ServiceMonitor
@@ -233,6 +285,13 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
            common.HEALTH_PATH_ANNOTATION: model.health_path},
     )
     return {"apiVersion": API_VERSION, "kind": "NIMService", "metadata": meta, "spec": spec}
+
+
+def multinode_digest(service: dict) -> str:
+    """A NIMService's ``spec.multiNode`` as canonical JSON ("" without it): what the operator-path
+    check records, to refuse a change of it (immutable) at preview."""
+    multi = service["spec"].get("multiNode")
+    return "" if multi is None else json.dumps(multi, sort_keys=True, separators=(", ", ": "))
 
 
 def compile_nim_operator(model: ModelConfig, stack: StackConfig) -> NimManifests:
@@ -254,9 +313,10 @@ def compile_pod_disruption_budget(model: ModelConfig, stack: StackConfig) -> Opt
     merges onto its pods (``spec.labels``), as the model's NetworkPolicy does. The drain wait and
     grace period are not rendered on this path: NIMService has no ``lifecycle`` or
     ``terminationGracePeriodSeconds`` to carry them (the spread goes in as ``affinity``)."""
+    # Multi-node: over every pod of every group (a worker evicted takes its group down).
     return disruption.pod_disruption_budget(
         model, common.metadata(names(model, stack).service, stack.platform.namespace, model, SERVICE_COMPONENT),
-        network.server_pods(model))
+        network.model_pods(model))
 
 
 def endpoint_url(model: ModelConfig, platform: PlatformConfig) -> str:

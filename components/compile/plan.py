@@ -6,6 +6,7 @@ and the whole stack's objects in that order (``compile_stack``, for `render` and
                           (multiNode: a LeaderWorkerSet in place of the Deployment, the Service on its leaders)
                           (autoscaling: RequiredCrds first; ScaledObject after the Deployment)
     NIM operator:         NimOperatorCheck ─▶ NIMCache ─▶ NIMService ─▶ ModelStatus
+                          (multiNode: the operator renders a LeaderWorkerSet; status reads its groups)
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
 named by its typed props (``contract.props``); those need a cluster, so in render mode they are
@@ -220,16 +221,23 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
     manifests = nim.compile_nim_operator(model, stack)
     names, platform = manifests.names, stack.platform
     url = nim.endpoint_url(model, platform)
+    multi = model.multi_node
+    objects = OperatorObjects(names.service, names.cache, spec_revision(manifests.service),
+                              nim.lws_name(model) if multi else None, multi.nodes if multi else None)
     status = StatusProps(
-        platform.namespace, model.name, OperatorObjects(names.service, names.cache, spec_revision(manifests.service)),
+        platform.namespace, model.name, objects,
         # Caching is part of this wait: the download's budget plus the server's.
         url, platform.pending_timeout_seconds,
         platform.pull_timeout_seconds + platform.startup_timeout_seconds + platform.pending_timeout_seconds, cluster,
         restart_threshold=_restart_threshold(platform),
     )
     return ModelPlan(model, (
-        # First: nothing NIM-specific reaches a cluster without the operator's CRDs.
-        Child(roles.NIM_OPERATOR_CHECK, props=NimOperatorCheckProps.of(model.name, nim.CRD_NAMES, nim.VERSION, cluster),
+        # First: nothing NIM-specific reaches a cluster without the operator's CRDs. It also
+        # carries spec.multiNode, which the operator's webhook makes immutable: a change is refused
+        # at preview (providers/crd_check.py multi_node_change), not halfway through `up` (a
+        # same-name replacement cannot be previewed: its dry run lands on the live object).
+        Child(roles.NIM_OPERATOR_CHECK, props=NimOperatorCheckProps.of(
+            model.name, nim.CRD_NAMES, nim.VERSION, cluster, nim.multinode_digest(manifests.service)),
               after=(PLATFORM,)),
         # The NIMCache spec is immutable: never patch it. Its name carries a digest of the spec,
         # so a change is a new cache created before the old one is deleted.
@@ -239,7 +247,8 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
         *_budget(manifests.pod_disruption_budget, roles.NIM_SERVICE),
         Child(roles.STATUS, props=status, after=(roles.NIM_SERVICE,)),
     ), url, {"endpoint_url": url, "path": "operator",
-             "objects": {"nim_cache": names.cache, "nim_service": names.service}})
+             "objects": {"nim_cache": names.cache, "nim_service": names.service,
+                         **({"leader_worker_set": nim.lws_name(model)} if multi else {})}})
 
 
 def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:

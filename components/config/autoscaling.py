@@ -112,6 +112,8 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
     scaling = model.autoscaling
     if not scaling.enabled:
         return []
+    if model.on_operator and model.multi_node is not None:
+        return []  # the operator's own rule against multiNode with scale (multinode.py) says it
     if model.on_operator:
         # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
         # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs

@@ -7,8 +7,9 @@ they live). A silently ignored setting is worse than a refused one: the user bel
 
     setting                         vllm      nim raw                 nim operator
     lora.enabled (+ adapters)       used      refused here (1)        refused (rules.nim_problems)
-    tensorParallelSize              used      refused here (2)        used for ngc without profiles;
-                                                                      refused here otherwise (3)
+    tensorParallelSize              used      refused here (2)        used for ngc without profiles
+                                                                      and by multiNode; refused here
+                                                                      otherwise (3)
     disruption.drainSeconds         used      used                    refused here (4)
     source.allowPatterns/ignore…    used      used                    refused here (5)
     hfEndpoint                      used      used                    hf cache only; refused on ngc (5)
@@ -73,7 +74,8 @@ def model_problems(model: ModelConfig) -> list[Problem]:
         return problems
     nim = model.nim_settings
     source = nim.cache_source or "ngc"
-    if tensor_parallel_set and (source == "hf" or nim.profiles):
+    # multiNode: tensorParallelSize is the NIMService's parallelism.tensor, whatever the cache.
+    if tensor_parallel_set and (source == "hf" or nim.profiles) and model.multi_node is None:
         reason = ("an hf cache downloads the repo as it is" if source == "hf"
                   else "nim.profiles names the profiles to cache, which excludes every other selector")
         problems.append(Problem("tensorParallelSize", f"has no effect on this NIMCache: {reason}; remove it"))

@@ -224,8 +224,9 @@ class ModelConfig(Strict):
     multi_node: Optional[MultiNode] = Field(
         None, description="Serve the model across nodes: a LeaderWorkerSet (the LWS controller must be "
         "installed) instead of the Deployment, one group of `nodes` pods per replica; `gpus` is each "
-        "pod's (node's) share. vLLM only; ReadWriteMany weights, or a volume per pod (`multiNode.weights`). "
-        "See docs/multi-node.md.",
+        "pod's (node's) share. vLLM, and NIM on the operator path (the NIMService's `multiNode`: the "
+        "operator renders the LeaderWorkerSet); ReadWriteMany weights, or for vLLM a volume per pod "
+        "(`multiNode.weights`). See docs/multi-node.md.",
     )
 
     def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:

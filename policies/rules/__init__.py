@@ -35,6 +35,7 @@ ALL_RULES: tuple[Rule, ...] = (
     disruption.topology_spread,
     disruption.disruption_budget,
     metrics.monitor_selects_service,
+    gpu.nim_multinode_shape,
 )
 
 __all__ = ["ALL_RULES", "Rule"]

@@ -170,3 +170,40 @@ def gpu_limits(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if refs and not limited and not undecided:
         yield violation(f"{obj.display} is a model server with no {gpu} limit on any container; "
                         f"set resources.limits[\"{gpu}\"] on the server container")
+
+
+@resource_rule(
+    "llm-serving-nim-multinode-shape",
+    "A multi-node NIMService (spec.multiNode) sizes its group the way the NIM operator reads it "
+    "(k8s-nim-operator v3.1.2): parallelism.pipeline is the LeaderWorkerSet's size and must be at "
+    "least 2 (at 1 the operator renders a Deployment yet waits for a LeaderWorkerSet, so it never "
+    "reports Ready); parallelism.tensor is each pod's GPUs and must equal the nvidia.com/gpu limit "
+    "every pod of the group gets from spec.resources; spec.args is left out of the operator's "
+    "LeaderWorkerSet, so it must be unset. Fix: stack config models[].multiNode.nodes >= 2, "
+    "tensorParallelSize = gpus, no args (pass NIM settings as env).",
+    {"NIMService"}, config=GPU_CONFIG,
+)
+def nim_multinode_shape(obj: K8sObject, config: dict) -> Iterator[Finding]:
+    multi = get(obj.props, "spec", "multiNode")
+    if multi is UNKNOWN:
+        yield unchecked(f"{obj.display}: spec.multiNode")
+        return
+    if multi is None:
+        return
+    pipeline, tensor = get(multi, "parallelism", "pipeline"), get(multi, "parallelism", "tensor")
+    gpus = get(obj.props, "spec", "resources", "limits", config["gpuResourceName"])
+    if UNKNOWN in (pipeline, tensor, gpus):
+        yield unchecked(f"{obj.display}: spec.multiNode.parallelism / spec.resources")
+        return
+    if not isinstance(pipeline, int) or pipeline < 2:
+        yield violation(f"{obj.display}: spec.multiNode.parallelism.pipeline is {pipeline!r}; the operator "
+                        "spans nodes only from 2 (one pipeline stage per pod)")
+    if tensor is None or quantity(tensor) != quantity(gpus):
+        yield violation(f"{obj.display}: spec.multiNode.parallelism.tensor is {tensor!r} but each pod gets "
+                        f"{_show(gpus)} GPUs (spec.resources.limits); make them equal")
+    args = get(obj.props, "spec", "args")
+    if args is UNKNOWN:
+        yield unchecked(f"{obj.display}: spec.args")
+    elif args:
+        yield violation(f"{obj.display}: spec.args is set, but the operator's LeaderWorkerSet leaves it out; "
+                        "pass NIM settings as env")

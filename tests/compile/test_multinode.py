@@ -187,10 +187,15 @@ def test_settings_a_multi_node_model_cannot_have_are_refused(fields, where):
     assert any(line.startswith(f"models.0.{where}:") for line in lines), lines
 
 
-def test_nim_and_data_parallel_pipeline_are_refused():
+def test_nim_raw_mpi_on_vllm_and_data_parallel_pipeline_are_refused():
+    # NIM multi-node is the operator path's (tests/compile/test_nim_multinode.py); the raw path is refused.
     nim = model("n", engine="nim", image="nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3", weights=RWX,
                 multiNode={"nodes": 2})
-    assert any(line.startswith("models.0.multiNode: multi-node serving is offered for vLLM") for line in problems_of(nim))
+    assert any(line.startswith("models.0.multiNode: multi-node NIM is rendered by the NIM operator")
+               and "set path: operator" in line for line in problems_of(nim))
+    lines = problems_of(big("mpi"))
+    assert any(line.startswith("models.0.multiNode.mode: mpi is the NIM operator's launcher")
+               and "set multiNode.mode: ray" in line for line in lines), lines
     lines = problems_of(big("dataParallel", multiNode={"pipelineParallelSize": 2}))
     assert any(line.startswith("models.0.multiNode.pipelineParallelSize: pipeline parallel is offered in mode ray")
                for line in lines)

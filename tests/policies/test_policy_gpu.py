@@ -30,6 +30,16 @@ FAIL_CASES = [
     Case(gpu.shm_size_limit, "NIMService without sharedMemorySizeLimit",
          lambda w: put(w.one("NIMService"), "spec.storage.sharedMemorySizeLimit", DELETE),
          "spec.storage.sharedMemorySizeLimit is unset"),
+    Case(gpu.nim_multinode_shape, "multiNode of one pipeline stage",
+         lambda w: put(w.one("NIMService"), "spec.multiNode", {"parallelism": {"tensor": 1, "pipeline": 1}}),
+         "spec.multiNode.parallelism.pipeline is 1"),
+    Case(gpu.nim_multinode_shape, "multiNode tensor not the pod's GPUs",
+         lambda w: put(w.one("NIMService"), "spec.multiNode", {"parallelism": {"tensor": 8, "pipeline": 2}}),
+         "parallelism.tensor is 8 but each pod gets 1 GPUs"),
+    Case(gpu.nim_multinode_shape, "multiNode with args the LWS leaves out",
+         lambda w: [put(w.one("NIMService"), "spec.multiNode", {"parallelism": {"tensor": 1, "pipeline": 2}}),
+                    put(w.one("NIMService"), "spec.args", ["--x"])],
+         "spec.args is set, but the operator's LeaderWorkerSet leaves it out"),
     Case(gpu.gpu_limits, "server without any GPU",
          lambda w: [container(w.server("qwen"), "server")["resources"][k].pop("nvidia.com/gpu") for k in ("requests", "limits")],
          "is a model server with no nvidia.com/gpu limit"),
@@ -74,3 +84,16 @@ def test_gpu_resource_name_is_pack_config():
     world = compliant()
     found = violations(gpu.gpu_limits(K8sObject.from_manifest(world.server("qwen")), {"gpuResourceName": "amd.com/gpu"}))
     assert "no amd.com/gpu limit" in found[0].message
+
+
+def test_a_compiled_multi_node_nimservice_has_the_operators_shape():
+    from components.compile import nim
+    from tests.support.builders import model, stack
+
+    raw = model("r1", engine="nim", path="operator", image="nvcr.io/nim/deepseek-ai/deepseek-r1:1.7.3",
+                nim={"authSecret": "ngc-api"}, gpus=8, tensorParallelSize=8,
+                weights={"accessMode": "ReadWriteMany", "size": "1Ti"}, multiNode={"nodes": 2, "mode": "mpi"})
+    config = stack(raw)
+    service = nim.compile_nim_operator(config.models[0], config).service
+    findings = list(gpu.nim_multinode_shape(K8sObject.from_manifest(service), {"gpuResourceName": "nvidia.com/gpu"}))
+    assert findings == [], [f.message for f in findings]

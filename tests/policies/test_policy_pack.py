@@ -52,6 +52,7 @@ STABLE_NAMES = [
     "llm-serving-server-topology-spread",
     "llm-serving-server-disruption-budget",
     "llm-serving-stack-monitor-selects-service",
+    "llm-serving-nim-multinode-shape",
 ]
 
 

@@ -297,3 +297,34 @@ def test_providers_pickle_with_dill_as_the_engine_does(cls, fake_api):
     assert vars(provider) == {}, "no clients or state on the instance"
     restored = dill.loads(base64.b64decode(pulumi_dynamic.serialize_provider(provider)))
     assert type(restored).__name__ == cls.__name__ and vars(restored) == {}
+
+
+# --- multiNode is immutable ------------------------------------------------------------------
+
+RAY = '{"backendType": "lws", "parallelism": {"pipeline": 2, "tensor": 8}, "ray": {"rayPort": 6379}}'
+MPI = '{"backendType": "lws", "mpi": {"mpiStartTimeout": 300}, "parallelism": {"pipeline": 2, "tensor": 8}}'
+
+
+def _check_props(multi_node: str = "") -> dict:
+    props = {"model": "llama", "crds": list(CRD_NAMES), "kubeconfig": "", "context": ""}
+    return {**props, "multi_node": multi_node} if multi_node else props
+
+
+@pytest.mark.parametrize("before, after", [(RAY, MPI), ("", RAY), (RAY, "")],
+                         ids=["changed", "added to a deployed one-node model", "removed"])
+def test_a_multinode_change_of_a_deployed_model_is_refused_at_preview(fake_api, before, after):
+    fake_api["crds"] = {name: crd(name) for name in CRD_NAMES}
+    result = NimOperatorCheckProvider().check(_check_props(before), _check_props(after))
+    (failure,) = result.failures
+    assert failure.property == "multi_node"
+    assert failure.reason.startswith("model llama: multiNode cannot change on a deployed NIMService")
+    assert f"Deployed: {before or 'no multiNode'}; asked: {after or 'no multiNode'}" in failure.reason
+    assert "keep models[].multiNode as deployed, or take the model down first" in failure.reason
+
+
+@pytest.mark.parametrize("before, after", [({}, _check_props(RAY)), (_check_props(RAY), _check_props(RAY)),
+                                           (_check_props(), _check_props())],
+                         ids=["first deployment", "unchanged", "one-node"])
+def test_a_first_deployment_or_an_unchanged_multinode_passes(fake_api, before, after):
+    fake_api["crds"] = {name: crd(name) for name in CRD_NAMES}
+    assert NimOperatorCheckProvider().check(before, after).failures == []

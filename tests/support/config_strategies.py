@@ -219,6 +219,11 @@ def build(odd: bool) -> st.SearchStrategy:
                 if source == "hf":
                     raw["nim"]["cacheSource"] = draw(nim["cacheSource"])
                 keys.pop("hfTokenSecret")
+                # The NIMService's own multiNode (config/multinode.py): Ray or MPI, no autoscaling.
+                if draw(st.integers(0, 5)) == 0:
+                    keys["multiNode"] = st.fixed_dictionaries(
+                        {"nodes": maybe(st.just(2), 1)}, optional={"mode": maybe(pick("ray", "mpi"), "dataParallel")})
+                    keys.pop("autoscaling", None)
             else:
                 keys["hfEndpoint"] = urls
                 keys["nim"] = optional(authSecret=dns_label)
@@ -249,9 +254,11 @@ def build(odd: bool) -> st.SearchStrategy:
                 raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
             raw.pop("lora", None)
             # tensor parallel within a node, one pipeline stage per node (config/multinode.py)
-            raw["tensorParallelSize"] = raw["gpus"]
+            raw["tensorParallelSize"] = raw.get("gpus", 1)  # gpus may be left out (its default is 1)
             if raw["multiNode"].get("mode") != "dataParallel":
                 raw["multiNode"].pop("expertParallel", None)
+            if raw.get("engine") == "nim":  # the operator's LeaderWorkerSet leaves NIMService args out
+                raw.pop("args", None)
         return raw
 
     def platform_section() -> st.SearchStrategy:
