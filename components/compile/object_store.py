@@ -160,6 +160,10 @@ def remote_env(source: S3Source) -> list[dict]:
     ]
     if source.endpoint:
         env.append({"name": prefix + "ENDPOINT", "value": source.endpoint})
+    if source.version_at:
+        # The bucket as it was then (each key's newest version up to that time): the copy, the
+        # ETag checks and the verify step all read that snapshot, the one preview listed.
+        env.append({"name": prefix + "VERSION_AT", "value": source.version_at})
     if source.credentials:
         creds = source.credentials
         for name, key in (("AWS_ACCESS_KEY_ID", creds.access_key_id_key),

@@ -8,11 +8,14 @@ itself is ``model.ModelSource``; this module holds the others and the discrimina
 Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
 does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
 store (``platform.pin``) — a digest of every key, size and ETag it read: a changed object is a
-new volume and a new pull, an unchanged store keeps the weights. Pure: no I/O.
+new volume and a new pull, an unchanged store keeps the weights. A ``versionAt`` (a versioned
+bucket read as it was at that time) is part of the identity too: another time is another pull.
+Pure: no I/O (the one clock reading refuses a ``versionAt`` still to come).
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 from typing import Any, Literal, Optional
@@ -62,6 +65,32 @@ def check_prefix(prefix: str) -> str:
         raise ValueError(f"'{prefix}' is not a key prefix; write the folder of the weights without a leading "
                          "'/' or wildcards, e.g. 'llama-3.1-8b-instruct/'")
     return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+def check_version_at(value: Any, now: Optional[datetime.datetime] = None) -> str:
+    """An RFC 3339 time with a UTC offset, in the past; returned in UTC (``...Z``), the form rclone's
+    ``version_at`` parses and the identity hashes (the same instant written two ways is one pin)."""
+    example = "e.g. '2026-11-30T18:00:00Z'"
+    if isinstance(value, datetime.datetime):  # YAML reads an unquoted timestamp as one
+        moment = value
+    elif isinstance(value, str) and re.fullmatch(
+            r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})", value.strip()):
+        try:
+            moment = datetime.datetime.fromisoformat(value.strip().replace("z", "Z"))
+        except ValueError:
+            raise ValueError(f"'{value}' is not a valid date and time; write an RFC 3339 time in UTC, {example}") from None
+    else:
+        raise ValueError(f"'{value}' is not an RFC 3339 time; write a date, a time and its offset, {example}")
+    if moment.tzinfo is None:
+        raise ValueError(f"'{value}' has no UTC offset; write the time in UTC with a trailing Z, {example}")
+    moment = moment.astimezone(datetime.UTC)
+    now = now or datetime.datetime.now(datetime.UTC)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else "") + "Z"
+    if moment > now:
+        raise ValueError(f"{text} is in the future (now is {now.strftime('%Y-%m-%dT%H:%M:%SZ')}): the store would "
+                         "still change under the pin; write a time already past, or remove versionAt for the "
+                         "latest objects")
+    return text
 
 
 def check_relative_path(path: str) -> str:
@@ -120,6 +149,12 @@ class S3Source(Strict):
         "reads the bucket (EKS: annotated `eks.amazonaws.com/role-arn`); for `credentials`-less access. Unset: "
         "`platform.serviceAccountName`.",
     )
+    version_at: Optional[str] = Field(
+        None, description="A versioned bucket read as it was at this time (RFC 3339, `2026-11-30T18:00:00Z`): "
+        "every key's newest version written at or before it (rclone's `version_at`); keys deleted by then "
+        "are left out. Preview lists the same versions and refuses a bucket without versioning; the time is "
+        "part of the source's identity (a new time is a new volume and pull). Unset: the latest objects.",
+    )
     load: Literal["copy", "stream"] = Field(
         "copy", description="`copy`: the puller Job copies the objects onto the weights volume and checks them "
         "(sizes, MD5 ETags) before the server starts. `stream`: no volume, no puller, no check: the vLLM server "
@@ -170,6 +205,11 @@ class S3Source(Strict):
             raise ValueError(f"'{region}' is not a region name; write e.g. 'us-east-1' (or 'auto' for R2)")
         return region
 
+    @field_validator("version_at", mode="before")
+    @classmethod
+    def _version_at(cls, value: Any) -> Optional[str]:
+        return None if value is None else check_version_at(value)
+
     @field_validator("manifest")
     @classmethod
     def _manifest_is_previews(cls, manifest: Optional[tuple]) -> None:
@@ -208,7 +248,8 @@ class S3Source(Strict):
     @property
     def ref(self) -> str:
         digest = self.manifest_digest
-        return self.location + (f"#{digest}" if digest else "")
+        at = f"@{self.version_at}" if self.version_at else ""
+        return self.location + at + (f"#{digest}" if digest else "")
 
 
 class PvcSource(Strict):

@@ -22,7 +22,8 @@ What vLLM v0.11.0 does with it (read from the v0.11.0 wheel's sources, not guess
 
 Refused here (one line each, with the fix): a multi-node group (its worker pods would look for
 the config files at the leader's local folder), LoRA adapters (they are re-based onto the weights
-path, which a streamed model does not have), NIM (the loader is vLLM's), weight-volume settings,
+path, which a streamed model does not have), NIM (the loader is vLLM's), a pinned object version
+(``versionAt``: the streamer reads the objects as they are), weight-volume settings,
 and the flags and variables the stream sets. Pure: no I/O.
 """
 
@@ -82,6 +83,10 @@ def stream_problems(model: Any) -> list[Problem]:
     if model.lora.enabled:
         problems.append(Problem("lora.enabled", "LoRA adapters are re-based onto the weights path, and a streamed "
                                 "model has none; use source.load: copy, or turn lora off"))
+    if source.version_at:
+        problems.append(Problem("source.versionAt", "a streamed server reads the objects as they are when it starts "
+                                "(vLLM 0.11 hands the streamer an s3:// path, never a version); use source.load: copy "
+                                "to serve the bucket as it was at versionAt, or remove versionAt"))
     for key, field in (("size", "size"), ("storageClassName", "storage_class_name"), ("accessMode", "access_mode")):
         if field in model.weights.model_fields_set:
             problems.append(Problem(f"weights.{key}", f"a streamed model has no weights volume; remove weights.{key}"))

@@ -34,7 +34,7 @@ def _at_adapter(problem: Problem, index: int) -> Problem:
     moved = {"source.repo": f"{where}.repo", "source.revision": f"{where}.revision", "source": where,
              "source.ignorePatterns": where, "weights.size": "lora.cacheSizeLimit"}
     message = problem.message
-    for old in ("source.revision", "source.repo"):
+    for old in ("source.revision", "source.repo", "weights.size"):
         message = message.replace(old, moved[old])
     return Problem(moved.get(problem.field, problem.field), message)
 
@@ -49,7 +49,8 @@ def preflight_adapters(model: ModelConfig, base: Check, fetch: Callable[..., tup
     total, sized = 0, True
     for index, adapter in enumerate(adapters):
         check = dataclasses.replace(base, repo=adapter.repo, revision=adapter.revision, allow_patterns=None,
-                                    ignore_patterns=(), volume_size=model.lora.cache_size_limit)
+                                    ignore_patterns=(), volume_size=model.lora.cache_size_limit,
+                                    volume_size_default=False)
         answer, access = fetch(check.endpoint, check.repo, check.revision, None, (), token=token)
         verdict = decide(check, answer, access)
         report.problems.extend(_at_adapter(p, index) for p in verdict.errors)

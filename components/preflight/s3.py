@@ -1,7 +1,11 @@
 """S3 preflight: list ``bucket/prefix`` at preview (every key, size and ETag), check the total
 against ``weights.size``, and pin the listing as the source's identity (``source.manifest``).
+With ``source.versionAt`` the listing is the bucket as it was then: GetBucketVersioning first (a
+bucket that never had versioning keeps no old versions: refused), then ListObjectVersions, each
+key's newest version written at or before that time — the rule rclone's ``version_at`` applies
+in the puller, so preview, pull and verify see the same snapshot.
 
-``list_objects`` is the only I/O: ListObjectsV2 pages over HTTP, signed with AWS Signature V4
+``list_objects`` and ``list_versions_at`` are the only I/O: S3 API pages over HTTP, signed with AWS Signature V4
 (stdlib hmac/hashlib; no SDK). Credentials are this machine's ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``), or none (anonymous) — never the Secret the
 puller reads, which lives in the cluster. ``decide_s3`` is pure.
@@ -17,7 +21,7 @@ import hashlib
 import hmac
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 from urllib.parse import quote, urlparse
 
@@ -35,7 +39,7 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 @dataclass(frozen=True)
 class S3Error:
-    kind: str  # unauthorized | bucket_not_found | unreachable | too_many
+    kind: str  # unauthorized | bucket_not_found | unreachable | too_many | not_versioned
     detail: str
     status: Optional[int] = None
 
@@ -62,15 +66,15 @@ def _sign(key: bytes, text: str) -> bytes:
 
 
 def signed_headers(method: str, url: str, region: str, creds: Optional[Credentials],
-                   now: Optional[datetime.datetime] = None) -> dict[str, str]:
-    """Headers of a SigV4-signed request with an empty body (none for anonymous requests).
-    ``url``'s query must already be in canonical form (sorted, RFC 3986-encoded)."""
+                   now: Optional[datetime.datetime] = None, body: bytes = b"") -> dict[str, str]:
+    """Headers of a SigV4-signed request with ``body`` (empty: every request of preview; none for
+    anonymous requests). ``url``'s query must already be in canonical form (sorted, RFC 3986-encoded)."""
     if creds is None:
         return {}
     now = now or datetime.datetime.now(datetime.UTC)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     parsed = urlparse(url)
-    payload = hashlib.sha256(b"").hexdigest()
+    payload = hashlib.sha256(body).hexdigest()
     headers = {"host": parsed.netloc, "x-amz-content-sha256": payload, "x-amz-date": stamp}
     if creds.session_token:
         headers["x-amz-security-token"] = creds.session_token
@@ -152,6 +156,75 @@ def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Op
                 return S3Error("unreachable", f"{endpoint} truncated the listing without a continuation token")
 
 
+def _get(session: requests.Session, url: str, region: str, creds: Optional[Credentials],
+         timeout: float) -> Union[ET.Element, S3Error]:
+    """One signed GET of an S3 API XML document, or what went wrong."""
+    try:
+        response = session.get(url, headers=signed_headers("GET", url, region, creds), timeout=timeout)
+    except requests.RequestException as error:
+        return S3Error("unreachable", f"{type(error).__name__}: {error}".splitlines()[0][:200])
+    if response.status_code != 200:
+        return _error(response)
+    try:
+        return ET.fromstring(response.content)
+    except ET.ParseError:
+        return S3Error("unreachable", f"{urlparse(url).netloc} answered with something that is not an S3 document")
+
+
+def parse_time(text: str) -> datetime.datetime:
+    """An S3 ``LastModified`` (ISO 8601, UTC)."""
+    return datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+
+
+def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds: Optional[Credentials],
+                     version_at: str, virtual_host: bool = False, timeout: float = TIMEOUT_SECONDS,
+                     limit: int = MAX_MANIFEST_KEYS) -> Union[Listing, S3Error]:
+    """Every object under ``prefix`` as the bucket held it at ``version_at`` (keys relative to the
+    prefix): per key, the newest version whose LastModified is not after that time, left out when
+    that is a delete marker. The bucket must have versioning (Enabled, or Suspended after it was)."""
+    at = parse_time(version_at)
+    base = bucket_url(endpoint, bucket, virtual_host)
+    with requests.Session() as session:
+        root = _get(session, f"{base}?{_query({'versioning': ''})}", region, creds, timeout)
+        if isinstance(root, S3Error):
+            return replace(root, detail=f"GetBucketVersioning: {root.detail}")
+        status = root.findtext(f"{_NS}Status") or root.findtext("Status") or ""
+        if status not in ("Enabled", "Suspended"):
+            return S3Error("not_versioned", "GetBucketVersioning: versioning was never enabled")
+        # key -> (LastModified, is_latest, delete marker, size, etag) of every version up to `at`.
+        chosen: dict[str, tuple] = {}
+        markers = {"key-marker": "", "version-id-marker": ""}
+        while True:
+            params = {"versions": "", "prefix": prefix, "max-keys": "1000"}
+            params.update({k: v for k, v in markers.items() if v})
+            root = _get(session, f"{base}?{_query(params)}", region, creds, timeout)
+            if isinstance(root, S3Error):
+                return replace(root, detail=f"ListObjectVersions: {root.detail}")
+            for item in root:
+                marker = item.tag == f"{_NS}DeleteMarker"
+                if item.tag != f"{_NS}Version" and not marker:
+                    continue
+                key = item.findtext(f"{_NS}Key") or ""
+                modified = parse_time(item.findtext(f"{_NS}LastModified") or "1970-01-01T00:00:00Z")
+                if not key.startswith(prefix) or key.endswith("/") or modified > at:
+                    continue
+                entry = (modified, (item.findtext(f"{_NS}IsLatest") or "") == "true", marker,
+                         int(item.findtext(f"{_NS}Size") or 0), (item.findtext(f"{_NS}ETag") or "").strip('"'))
+                if key not in chosen or entry[:2] > chosen[key][:2]:
+                    chosen[key] = entry
+            if (root.findtext(f"{_NS}IsTruncated") or "false") != "true":
+                break
+            markers = {"key-marker": root.findtext(f"{_NS}NextKeyMarker") or "",
+                       "version-id-marker": root.findtext(f"{_NS}NextVersionIdMarker") or ""}
+            if not markers["key-marker"]:
+                return S3Error("unreachable", f"{endpoint} truncated the version listing without a key marker")
+    objects = [S3Object(key=key[len(prefix):], size=size, etag=etag)
+               for key, (_, _, marker, size, etag) in chosen.items() if not marker]
+    if len(objects) > limit:
+        return S3Error("too_many", f"more than {limit} objects under the prefix")
+    return Listing(tuple(sorted(objects, key=lambda o: o.key)))
+
+
 @dataclass(frozen=True)
 class S3Verdict:
     manifest: Optional[tuple[S3Object, ...]]  # what the puller copies (None: unpinned)
@@ -170,11 +243,18 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
                      "this machine sent no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
             return S3Verdict(None, errors=(Problem("source.credentials", (
                 f"cannot list {where} ({answer.detail}): {whose}; give preview keys that may list the "
-                "bucket (the puller's own come from source.credentials or its ServiceAccount)")),))
+                + ("bucket's versions (s3:ListBucketVersions, s3:GetBucketVersioning: source.versionAt is set)"
+                   if source.version_at else "bucket")
+                + " (the puller's own come from source.credentials or its ServiceAccount)")),))
         if answer.kind == "bucket_not_found":
             return S3Verdict(None, errors=(Problem("source.bucket", (
                 f"bucket '{source.bucket}' not found at {endpoint} ({answer.detail}); check source.bucket "
                 "and source.endpoint")),))
+        if answer.kind == "not_versioned":
+            return S3Verdict(None, errors=(Problem("source.versionAt", (
+                f"bucket '{source.bucket}' at {endpoint} keeps no object versions ({answer.detail}), so "
+                f"nothing can be read as it was at {source.version_at}; remove source.versionAt (the latest "
+                "objects, pinned by their ETags), or enable versioning on the bucket and pin a time after that")),))
         if answer.kind == "too_many":
             return S3Verdict(None, errors=(Problem("source.prefix", (
                 f"{where}: {answer.detail}; point source.prefix at one model's folder")),))
@@ -184,6 +264,10 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
                 "the network, or set platform.preflight.onUnreachable: warn to deploy it unchecked")),))
         return S3Verdict(None, warnings=(f"cannot reach {endpoint} ({answer.detail}): deploying {source.location} "
                                          "unchecked and unpinned (platform.preflight.onUnreachable: warn)",))
+    if not answer.objects and source.version_at:
+        return S3Verdict(None, errors=(Problem("source.versionAt", (
+            f"no object under {where} at {source.version_at}; write a time after the weights were uploaded, "
+            "or check source.prefix")),))
     if not answer.objects:
         return S3Verdict(None, errors=(Problem("source.prefix", (
             f"no object under {where}; check source.prefix (a folder of the bucket, e.g. "
@@ -207,6 +291,8 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
             f"{headroom_percent}% headroom; set weights.size: {recommended_size(total, headroom_percent)}")))
     if not any(o.key == "config.json" for o in answer.objects):
         notes.append(f"{source.location} has no config.json at the prefix's top: is the prefix the model's folder?")
+    if source.version_at:
+        notes.append(f"{source.location} read as it was at {source.version_at} (object versions)")
     if pin:
         notes.append(f"{source.location} pinned to the {len(answer.objects)} keys and ETags listed now")
     return S3Verdict(answer.objects if pin else None, tuple(errors), (), tuple(notes))

@@ -47,20 +47,27 @@ class PreflightReport:
 
 def downloads_with_puller(model: ModelConfig) -> bool:
     """vLLM and NIM raw models with a Hub source: their puller Job runs `hf download` of
-    ``source``. (The NIM operator path caches through the operator's NIMCache instead; s3 and pvc
-    sources are checked by ``s3_check`` / not at preview.)"""
+    ``source``. (The NIM operator path caches through the operator's NIMCache instead; s3 sources
+    are checked by ``s3_check``, a pvc claim only by its verify Job; the LoRA adapters of both
+    come from the Hub and are checked like a Hub model's.)"""
     return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"
 
 
 def s3_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
-             list_objects: Callable = s3.list_objects) -> s3.S3Verdict:
-    """List an s3 source's prefix from this machine; the verdict pins the listing when ``pin``."""
+             list_objects: Callable = s3.list_objects,
+             list_versions_at: Callable = s3.list_versions_at) -> s3.S3Verdict:
+    """List an s3 source's prefix from this machine (as it was at ``versionAt``, if set); the
+    verdict pins the listing when ``pin``."""
     source = model.source
     endpoint = (env.get(s3.ENDPOINT_ENV) or source.endpoint_url).rstrip("/")
     creds = s3.Credentials.from_env(env)
     # AWS: virtual-hosted requests (path style is deprecated there); other stores: path style.
-    answer = list_objects(endpoint, source.region, source.bucket, source.prefix, creds,
-                          virtual_host=source.endpoint is None and not env.get(s3.ENDPOINT_ENV))
+    virtual_host = source.endpoint is None and not env.get(s3.ENDPOINT_ENV)
+    if source.version_at:
+        answer = list_versions_at(endpoint, source.region, source.bucket, source.prefix, creds,
+                                  source.version_at, virtual_host=virtual_host)
+    else:
+        answer = list_objects(endpoint, source.region, source.bucket, source.prefix, creds, virtual_host=virtual_host)
     preflight = stack.platform.preflight
     return s3.decide_s3(
         source, answer, endpoint=endpoint, pin=stack.platform.pin if model.pin is None else model.pin,
@@ -102,6 +109,27 @@ def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
     )
 
 
+def adapters_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
+                   token_from_stack: bool = False) -> Check:
+    """The hub settings the adapters of a model without a Hub source (s3, pvc) are asked with:
+    the endpoint and token its server pod's ``lora-cache-init`` downloads with (the model's
+    ``hfEndpoint`` / ``hfTokenSecret``, as for a Hub model's adapters). The repo and revision
+    are each adapter's own (``preflight_adapters`` fills them)."""
+    preflight = stack.platform.preflight
+    secret = model.hf_token_secret
+    return Check(
+        repo="", revision="", endpoint=preflight_endpoint(model, stack, env),
+        pin=stack.platform.pin if model.pin is None else model.pin,
+        volume_size=model.lora.cache_size_limit, headroom_percent=preflight.headroom_percent,
+        on_unreachable=preflight.on_unreachable, token_secret=f"{secret.name}/{secret.key}" if secret else None,
+        token_from_stack=token_from_stack,
+    )
+
+
+def has_adapters(model: ModelConfig) -> bool:
+    return not getattr(model, "on_operator", False) and model.lora.enabled and bool(model.lora.adapters)
+
+
 def pinned(model: ModelConfig, revision: str) -> ModelConfig:
     if revision == model.source.revision:
         return model
@@ -111,7 +139,8 @@ def pinned(model: ModelConfig, revision: str) -> ModelConfig:
 def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
                     env: Optional[Mapping[str, str]] = None, token=None,
                     stack_token: Optional[str] = None,
-                    list_objects: Callable = s3.list_objects) -> PreflightReport:
+                    list_objects: Callable = s3.list_objects,
+                    list_versions_at: Callable = s3.list_versions_at) -> PreflightReport:
     """Check every puller-downloaded model; raise ``PreflightError`` listing every problem, or
     return the stack to deploy (revisions pinned where ``pin``).
 
@@ -123,17 +152,29 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
     problems: list[str] = []
     report = PreflightReport(stack)
     models: list[ModelConfig] = []
+
+    def check_adapters(index: int, model: ModelConfig, base: Check, from_stack: bool) -> ModelConfig:
+        # The adapters' init container downloads with this model's endpoint and token.
+        adapters = preflight_adapters(model, base, fetch, token=stack_token if from_stack else token)
+        problems.extend(f"models.{index}.{p.field}: {p.message}" for p in adapters.problems)
+        report.warnings.extend(f"model '{model.name}': {w}" for w in adapters.warnings)
+        report.notes.extend(f"model '{model.name}': {n}" for n in adapters.notes)
+        report.revisions.setdefault(model.name, {})["adapters"] = adapters.revisions
+        return adapters.model
+
     for index, model in enumerate(stack.models):
-        if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):
-            found = s3_check(model, stack, env, list_objects)
-            problems.extend(f"models.{index}.{p.field}: {p.message}" for p in found.errors)
-            report.warnings.extend(f"model '{model.name}': {w}" for w in found.warnings)
-            report.notes.extend(f"model '{model.name}': {n}" for n in found.notes)
-            if found.manifest is not None:
-                model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": found.manifest})})
-            models.append(model)
-            continue
         if not downloads_with_puller(model):
+            if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):
+                found = s3_check(model, stack, env, list_objects, list_versions_at)
+                problems.extend(f"models.{index}.{p.field}: {p.message}" for p in found.errors)
+                report.warnings.extend(f"model '{model.name}': {w}" for w in found.warnings)
+                report.notes.extend(f"model '{model.name}': {n}" for n in found.notes)
+                if found.manifest is not None:
+                    model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": found.manifest})})
+            if has_adapters(model):
+                # Base weights from s3 or a claim, adapters from the Hub all the same.
+                from_stack = bool(stack_token) and reads_stack_token(model)
+                model = check_adapters(index, model, adapters_check(model, stack, env, from_stack), from_stack)
             models.append(model)
             continue
         from_stack = bool(stack_token) and reads_stack_token(model)
@@ -150,13 +191,7 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
         report.notes.extend(f"model '{model.name}': {n}" for n in verdict.notes)
         model = pinned(model, verdict.revision)
         if model.lora.enabled and model.lora.adapters:
-            # The adapters' init container downloads with this model's endpoint and token.
-            adapters = preflight_adapters(model, check, fetch, token=stack_token if from_stack else token)
-            problems.extend(f"models.{index}.{p.field}: {p.message}" for p in adapters.problems)
-            report.warnings.extend(f"model '{model.name}': {w}" for w in adapters.warnings)
-            report.notes.extend(f"model '{model.name}': {n}" for n in adapters.notes)
-            report.revisions[model.name]["adapters"] = adapters.revisions
-            model = adapters.model
+            model = check_adapters(index, model, check, from_stack)
         models.append(model)
     if problems:
         raise PreflightError(problems)

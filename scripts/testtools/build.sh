@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Build the binaries the weight-source tests run — rclone (the object-store puller) and versitygw
-# (a real S3-compatible server) — from the Go module proxy into a cache dir outside the repo.
+# Build the binaries the weight-source tests run — rclone (the object-store puller), versitygw
+# (a real S3-compatible server) and MinIO (the one for object versions: versions.sh says why) —
+# from the Go module proxy into a cache dir outside the repo.
 #
 #   scripts/testtools/build.sh              build what is missing (idempotent; warm run = instant)
-#   scripts/testtools/build.sh --print-dir  print the dir holding bin/rclone and bin/versitygw
+#   scripts/testtools/build.sh --print-dir  print the dir holding bin/rclone, bin/versitygw, bin/minio
 #
 # Go caches are the toolchain's (scripts/toolchain/bootstrap.sh), so module downloads are shared.
 set -euo pipefail
@@ -27,12 +28,14 @@ BIN="$TESTTOOLS_DIR/bin"
 TIMINGS="$TESTTOOLS_ROOT/timings.log"
 have_rclone()    { [[ -x "$RCLONE_DIR/rclone" ]]; }
 have_versitygw() { [[ -x "$VERSITYGW_DIR/versitygw" ]]; }
+have_minio()     { [[ -x "$MINIO_DIR/minio" ]]; }
 link() {
   mkdir -p "$BIN"
   ln -sfn "$RCLONE_DIR/rclone" "$BIN/rclone"
   ln -sfn "$VERSITYGW_DIR/versitygw" "$BIN/versitygw"
+  ln -sfn "$MINIO_DIR/minio" "$BIN/minio"
 }
-if have_rclone && have_versitygw; then link; exit 0; fi
+if have_rclone && have_versitygw && have_minio; then link; exit 0; fi
 
 command -v go >/dev/null || die "go not found on PATH (need Go >= 1.26)"
 export GOTOOLCHAIN=local
@@ -114,6 +117,23 @@ GO
   mv "$OUT/.versitygw.tmp" "$OUT/versitygw"
 }
 
+build_minio() {
+  rm -f go.mod go.sum
+  q go mod init local/minio
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "github.com/minio/minio"
+GO
+  q go mod edit -require "github.com/minio/minio@$MINIO_VERSION"
+  q go mod tidy
+  q go build -trimpath -ldflags "-s -w" -o "$OUT/.minio.tmp" github.com/minio/minio
+  mv "$OUT/.minio.tmp" "$OUT/minio"
+}
+
 piece rclone "$RCLONE_DIR" have_rclone build_rclone
 piece versitygw "$VERSITYGW_DIR" have_versitygw build_versitygw
+piece minio "$MINIO_DIR" have_minio build_minio
 link

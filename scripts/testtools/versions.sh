@@ -11,14 +11,23 @@ RCLONE_VERSION=v1.76.0
 # pseudo-versions), a third of its requirements, 0.63x its cold compile; docs/weight-sources.md.
 VERSITYGW_VERSION=v1.8.0
 
+# MinIO: the second S3 server, for object versions only (source.versionAt). versitygw v1.8.0's
+# posix backend keeps versions, but reports a noncurrent version's LastModified as the time it was
+# superseded (it copies the file into its versioning dir and lists the copy's mtime), so "the
+# bucket as it was at T" cannot be read from it; MinIO keeps each version's own time. The module
+# proxy serves MinIO as pseudo-versions only (its last commit of the public repository).
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+
 # Bump one when its build recipe changes in a way that invalidates the binary already built.
 RCLONE_RECIPE=2
 VERSITYGW_RECIPE=1
+MINIO_RECIPE=1
 
 TESTTOOLS_ROOT="${LLM_SERVING_TESTTOOLS_DIR:-$HOME/.cache/llm-serving-testtools}"
 RCLONE_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}"
 VERSITYGW_DIR="$TESTTOOLS_ROOT/versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
-# What the tests put on PATH: links to both binaries.
+MINIO_DIR="$TESTTOOLS_ROOT/minio-${MINIO_VERSION}-r${MINIO_RECIPE}"
+# What the tests put on PATH: links to the binaries.
 TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
 
 # The Run:ai model streamer that vLLM's `--load-format runai_streamer` uses (source.load: stream),

@@ -90,3 +90,78 @@ def test_s3_and_pvc_objects_are_valid_kubernetes():
     (job,) = [m for m in manifests if m["kind"] == "Job" and m["metadata"]["name"].startswith("objstore")]
     assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [42]
     assert not [m for m in manifests if m["kind"] == "PersistentVolumeClaim" and "onclaim" in m["metadata"]["name"]]
+
+
+# --- source.versionAt: a versioned bucket as it was at a time ----------------------------------
+
+S3 = {"type": "s3", "bucket": "models", "prefix": "llama"}
+
+
+def test_version_at_is_utc_and_part_of_the_identity():
+    plain = one(S3)
+    pinned = one({**S3, "versionAt": "2026-11-30T18:00:00Z"})
+    same_instant = one({**S3, "versionAt": "2026-11-30T19:00:00+01:00"})
+    later = one({**S3, "versionAt": "2026-11-30T18:00:01Z"})
+    assert pinned.source.version_at == same_instant.source.version_at == "2026-11-30T18:00:00Z"
+    assert pinned.source.ref == "s3://models/llama/@2026-11-30T18:00:00Z"
+    # Another time is another pull; the same instant written another way is the same volume.
+    assert common.source_hash(pinned) == common.source_hash(same_instant)
+    assert len({common.source_hash(m) for m in (plain, pinned, later)}) == 3
+    # Without versionAt the identity is exactly the one from before the field existed.
+    assert plain.source.ref == "s3://models/llama/" and plain.source.version_at is None
+
+
+def test_version_at_read_by_yaml_as_a_timestamp_is_accepted():
+    import yaml
+
+    raw = yaml.safe_load("source: {type: s3, bucket: models, versionAt: 2026-11-30T18:00:00.5Z}")
+    assert one(raw["source"]).source.version_at == "2026-11-30T18:00:00.5Z"
+
+
+@pytest.mark.parametrize("value, says", [
+    ("2026-11-30", "is not an RFC 3339 time; write a date, a time and its offset, e.g. '2026-11-30T18:00:00Z'"),
+    ("2026-11-30T18:00:00", "is not an RFC 3339 time"),
+    ("2026-02-30T18:00:00Z", "is not a valid date and time; write an RFC 3339 time in UTC"),
+    ("1h", "is not an RFC 3339 time"),
+    ("2999-01-01T00:00:00Z", "2999-01-01T00:00:00Z is in the future (now is "),
+], ids=["date-only", "no-offset", "no-such-day", "duration", "future"])
+def test_bad_version_at_names_the_field_and_the_fix(value, says):
+    with pytest.raises(ConfigError) as caught:
+        one({**S3, "versionAt": value})
+    (line,) = caught.value.problems
+    assert line.startswith("models.0.source.versionAt: ") and says in line, line
+
+
+def test_the_future_is_checked_against_the_clock():
+    import datetime
+
+    from components.config.sources import check_version_at
+
+    now = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+    assert check_version_at("2026-12-01T12:00:00Z", now=now) == "2026-12-01T12:00:00Z"
+    with pytest.raises(ValueError, match="in the future"):
+        check_version_at("2026-12-01T12:00:00.000001Z", now=now)
+
+
+def test_the_puller_reads_the_bucket_at_that_time_and_nothing_else_changes():
+    from components.compile import weights
+
+    def remote_env(model):
+        job = weights.compile_puller_job(model, load_stack_config({}).platform)
+        spec = job["spec"]["template"]["spec"]
+        return [{e["name"]: e.get("value") for e in c["env"]} for c in [*spec["initContainers"], *spec["containers"]]]
+
+    pinned = remote_env(one({**S3, "versionAt": "2026-11-30T18:00:00Z"}))
+    plain = remote_env(one(S3))
+    assert [env.get("RCLONE_CONFIG_SRC_VERSION_AT") for env in pinned] == ["2026-11-30T18:00:00Z"] * 2  # pull, verify
+    assert [env.get("RCLONE_CONFIG_SRC_VERSION_AT") for env in plain] == [None, None]
+    assert [{k: v for k, v in env.items() if k != "RCLONE_CONFIG_SRC_VERSION_AT"} for env in pinned] == plain
+
+
+def test_a_streamed_source_cannot_be_pinned_to_a_time():
+    # The stream reads the objects as they are; only the copy honours versionAt.
+    with pytest.raises(ConfigError) as caught:
+        one({**S3, "load": "stream", "versionAt": "2026-11-30T18:00:00Z"}, resources={"memory": "16Gi"})
+    (line,) = caught.value.problems
+    assert line.startswith("models.0.source.versionAt: a streamed server reads the objects as they are"), line
+    assert one({**S3, "load": "stream"}, resources={"memory": "16Gi"}).source.version_at is None

@@ -1,5 +1,5 @@
-"""Weight sources on the simulated cluster under the real engine (issue 23): an `s3` model and a
-`pvc` model deploy to READY next to each other, and `pulumi destroy` removes the s3 model's own
+"""Weight sources on the simulated cluster under the real engine (issue 23): an `s3` model (read at
+a pinned object version, `versionAt`) and a `pvc` model deploy to READY next to each other, and `pulumi destroy` removes the s3 model's own
 volume but leaves the existing claim the `pvc` model served from.
 
 On KWOK no container runs: the puller Job's pod is made Succeeded by the cluster's stage
@@ -17,6 +17,7 @@ from tests.support.harness import small_model, stack_config
 pytestmark = pytest.mark.integration
 
 CLAIM = "shared-weights"
+VERSION_AT = "2026-11-30T18:00:00Z"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def deployed(make_project, kube):
         return stack_config(namespace, [
             small_model("objstore", source={
                 "type": "s3", "bucket": "models", "prefix": "tiny-llm/", "endpoint": "http://minio.storage.svc:9000",
-                "credentials": {"secret": "s3-keys"}}),
+                "credentials": {"secret": "s3-keys"}, "versionAt": VERSION_AT}),
             small_model("onclaim", source={"type": "pvc", "claimName": CLAIM, "subPath": "tiny-llm"},
                         weights={"accessMode": "ReadWriteOnce"}),
         ], createNamespace=False)
@@ -59,6 +60,9 @@ def test_s3_model_pulls_with_rclone_into_its_own_volume(deployed, kube):
     spec = job.spec.template.spec
     assert [c.name for c in spec.init_containers] == ["pull"] and [c.name for c in spec.containers] == ["verify"]
     assert spec.init_containers[0].image == "docker.io/rclone/rclone:1.76.0"
+    # A pinned object version: both steps read the bucket as it was then.
+    for container in (spec.init_containers[0], spec.containers[0]):
+        assert {e.name: e.value for e in container.env}["RCLONE_CONFIG_SRC_VERSION_AT"] == VERSION_AT
     assert job.status.completion_time is not None
     claim = kube.CoreV1Api().read_namespaced_persistent_volume_claim(objects["weights"], deployed.namespace)
     assert claim.metadata.name.startswith("objstore-weights-")

@@ -7,7 +7,9 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config.lora import VLLM_MAX_LORA_RANKS
+from components.config.sources import S3Object
 from components.preflight import HubError, HubFile, PreflightError, RepoState, preflight_stack
+from components.preflight.s3 import Listing
 from tests.support.builders import REPO, compile_model, container, model, stack
 
 SHA_A, SHA_B, SHA_C = "a" * 40, "b" * 40, "c" * 40
@@ -126,3 +128,89 @@ def test_bad_adapters_are_refused_at_their_key(lora, where):
     with pytest.raises(ConfigError) as caught:
         stack(model(lora=lora))
     assert where in str(caught.value)
+
+
+# --- adapters of a model whose base weights are not on the Hub (s3, an existing claim) -------
+# The adapters still come from the Hub (`lora.adapters[].repo`), downloaded by the server pod's
+# lora-cache-init with the model's hfEndpoint and hfTokenSecret: preview checks them the same way.
+
+S3_SOURCE = {"type": "s3", "bucket": "models", "prefix": "llama/"}
+PVC_SOURCE = {"type": "pvc", "claimName": "shared-weights"}
+S3_LISTING = (S3Object(key="config.json", size=10, etag="a" * 32),
+              S3Object(key="model.safetensors", size=GIB, etag="b" * 32))
+
+
+def no_versions(*args, **kwargs):
+    raise AssertionError("no versionAt: the latest objects are listed")
+
+
+def sourced_stack(source, *adapters, cache="10Gi", **fields):
+    weights = {"size": "5Gi"} if source["type"] == "s3" else {}
+    return stack(model("m", source=source, weights=weights,
+                       lora={"enabled": True, "cacheSizeLimit": cache, "adapters": list(adapters)}, **fields))
+
+
+def preview(config, hub, **kwargs):
+    return preflight_stack(config, fetch=hub, env={}, list_objects=lambda *a, **k: Listing(S3_LISTING),
+                           list_versions_at=no_versions, **kwargs)
+
+
+@pytest.mark.parametrize("source", [S3_SOURCE, PVC_SOURCE], ids=["s3", "pvc"])
+def test_adapters_of_s3_and_pvc_models_are_pinned_and_downloaded_at_the_commit(source):
+    hub = Hub({"acme/sql-lora": adapter_state(SHA_B)})
+    report = preview(sourced_stack(source, {"name": "sql", "repo": "acme/sql-lora"}), hub)
+    assert hub.asked == [("acme/sql-lora", "main", None)]  # the base weights are not asked of the Hub
+    (adapter,) = report.stack.models[0].lora.adapters
+    assert adapter.revision == SHA_B
+    assert report.revisions["m"]["adapters"] == {"sql": {"repo": "acme/sql-lora", "requested": "main", "commit": SHA_B}}
+    init = container(compile_model(report.stack.models[0], report.stack).deployment, "lora-cache-init")
+    assert init["command"][-3:] == ["sql", "acme/sql-lora", SHA_B]
+
+
+@pytest.mark.parametrize("source", [S3_SOURCE, PVC_SOURCE], ids=["s3", "pvc"])
+@pytest.mark.parametrize("answer, line", [
+    (HubError("repo_not_found", "repo not found", 404),
+     "models.0.lora.adapters.0.repo: repo 'acme/gone' not found at https://huggingface.co; check lora.adapters.0.repo"),
+    (HubError("revision_not_found", "revision not found", 404),
+     "models.0.lora.adapters.0.revision: revision 'main' not found in acme/gone"),
+    (HubError("unreachable", "ConnectError: refused"), "models.0.lora.adapters.0: cannot reach https://huggingface.co"),
+    (adapter_state(files=[HubFile("model.safetensors", 10)]),
+     "models.0.lora.adapters.0.repo: acme/gone@main has no adapter_config.json"),
+], ids=["repo", "revision", "unreachable", "not-an-adapter"])
+def test_an_adapter_that_cannot_be_fetched_stops_the_preview_of_s3_and_pvc_models(source, answer, line):
+    with pytest.raises(PreflightError) as caught:
+        preview(sourced_stack(source, {"name": "sql", "repo": "acme/gone"}), Hub({"acme/gone": answer}))
+    (problem,) = caught.value.problems
+    assert problem.startswith(line), problem
+
+
+@pytest.mark.parametrize("source", [S3_SOURCE, PVC_SOURCE], ids=["s3", "pvc"])
+def test_adapters_of_s3_and_pvc_models_must_fit_the_cache_and_the_fix_names_the_cache(source):
+    big = (HubFile("adapter_config.json", 1), HubFile("adapter_model.safetensors", 2 * GIB))
+    with pytest.raises(PreflightError) as caught:
+        preview(sourced_stack(source, {"name": "a", "repo": "acme/a"}, cache="1Gi"),
+                Hub({"acme/a": adapter_state(files=big)}))
+    (problem,) = caught.value.problems
+    assert problem.startswith("models.0.lora.cacheSizeLimit: 1Gi (1.0 GiB) is too small for acme/a"), problem
+    assert problem.endswith("set lora.cacheSizeLimit: 3Gi"), problem
+
+
+def test_adapters_of_an_s3_model_are_asked_at_its_hub_endpoint_with_the_stack_token():
+    config = load_stack_config({"hfToken": {"secure": "x"}, "models": [
+        {"name": "m", "source": S3_SOURCE, "weights": {"size": "5Gi"},
+         "lora": {"enabled": True, "adapters": [{"name": "sql", "repo": "acme/sql-lora"}]}}]})
+    endpoints = []
+
+    def hub(endpoint, repo, revision, allow, ignore, token=None):
+        endpoints.append((endpoint, token))
+        return adapter_state(), None
+    preflight_stack(config, fetch=hub, env={"LLM_SERVING_HF_PREFLIGHT_ENDPOINT": "http://127.0.0.1:9/"}, token=None,
+                    stack_token="stack-token", list_objects=lambda *a, **k: Listing(S3_LISTING))
+    assert endpoints == [("http://127.0.0.1:9", "stack-token")]
+
+
+def test_an_s3_model_without_adapters_asks_nothing_of_the_hub():
+    def hub(*args, **kwargs):
+        raise AssertionError("nothing to ask the Hub")
+    config = stack(model("m", source=S3_SOURCE, weights={"size": "5Gi"}))
+    assert preview(config, hub).stack.models[0].source.manifest == S3_LISTING

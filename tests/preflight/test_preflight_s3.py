@@ -100,3 +100,62 @@ def test_anonymous_requests_are_not_signed_and_signed_ones_carry_the_scope():
     assert headers["Authorization"].startswith(
         "AWS4-HMAC-SHA256 Credential=AKID/20261201/eu-west-1/s3/aws4_request, "
         "SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token, Signature=")
+
+
+# --- source.versionAt ----------------------------------------------------------------------------
+
+AT = "2026-11-30T18:00:00Z"
+
+
+def versioned_stack(**source):
+    return load_stack_config({"models": [{"name": "m", "weights": {"size": "10Gi"}, "source": {
+        "type": "s3", "bucket": "models", "prefix": "llama/", "versionAt": AT, **source}}]})
+
+
+def versions(answer):
+    calls = []
+
+    def list_versions_at(endpoint, region, bucket, prefix, creds, version_at, virtual_host=False):
+        calls.append((bucket, prefix, version_at, virtual_host))
+        return answer
+    return list_versions_at, calls
+
+
+def not_latest(*args, **kwargs):
+    raise AssertionError("with versionAt the versions are listed, not the latest objects")
+
+
+def test_version_at_lists_the_versions_at_that_time_and_pins_them():
+    fake, calls = versions(Listing(OBJECTS))
+    report = preflight_stack(versioned_stack(), env={}, list_objects=not_latest, list_versions_at=fake)
+    source = report.stack.models[0].source
+    assert calls == [("models", "llama/", AT, True)]
+    assert source.manifest == OBJECTS and source.ref.startswith(f"s3://models/llama/@{AT}#")
+    assert any(f"read as it was at {AT}" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("answer, line", [
+    (S3Error("not_versioned", "GetBucketVersioning: versioning was never enabled"),
+     "models.0.source.versionAt: bucket 'models' at https://s3.us-east-1.amazonaws.com keeps no object versions "
+     f"(GetBucketVersioning: versioning was never enabled), so nothing can be read as it was at {AT}; remove "
+     "source.versionAt (the latest objects, pinned by their ETags), or enable versioning on the bucket and pin a "
+     "time after that"),
+    (Listing(()), f"models.0.source.versionAt: no object under s3://models/llama/ at https://s3.us-east-1.amazonaws.com "
+     f"at {AT}; write a time after the weights were uploaded, or check source.prefix"),
+    (S3Error("bucket_not_found", "HTTP 404 NoSuchBucket", 404), "models.0.source.bucket: bucket 'models' not found"),
+], ids=["unversioned-bucket", "nothing-then", "no-bucket"])
+def test_version_at_refusals_name_the_key_and_the_fix(answer, line):
+    fake, _ = versions(answer)
+    with pytest.raises(PreflightError) as refused:
+        preflight_stack(versioned_stack(), env={}, list_objects=not_latest, list_versions_at=fake)
+    (problem,) = refused.value.problems
+    assert problem.startswith(line), problem
+
+
+def test_a_body_is_signed_by_its_hash():
+    import hashlib
+
+    from components.preflight.s3 import Credentials
+
+    headers = signed_headers("PUT", "http://h/b?versioning=", "us-east-1", Credentials("AKID", "s"), body=b"<x/>")
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(b"<x/>").hexdigest()

@@ -83,3 +83,22 @@ def test_stack_preflight_against_the_server(hub, monkeypatch):
     raw["models"][0]["weights"]["size"] = "1Gi"
     report = preflight_stack(load_stack_config(raw), token=False)
     assert report.revisions == {"tiny": {"repo": TINY, "requested": "main", "commit": commit}}
+
+
+def test_adapters_of_a_pvc_model_are_asked_of_the_server(hub, monkeypatch):
+    # The base weights are on a claim (nothing to ask); the adapters still come from the Hub.
+    commit = hub.commit("acme/sql-lora", {"adapter_config.json": b'{"peft_type": "LORA"}',
+                                          "adapter_model.safetensors": b"\0" * 4096})
+    monkeypatch.setenv("LLM_SERVING_HF_PREFLIGHT_ENDPOINT", hub.url)
+    raw = {"models": [{"name": "tiny", "source": {"type": "pvc", "claimName": "shared-weights"}, "lora": {
+        "enabled": True, "adapters": [{"name": "sql", "repo": "acme/sql-lora"}]}}]}
+    report = preflight_stack(load_stack_config(raw), token=False)
+    assert report.stack.models[0].lora.adapters[0].revision == commit
+    assert report.revisions == {"tiny": {"adapters": {"sql": {"repo": "acme/sql-lora", "requested": "main",
+                                                              "commit": commit}}}}
+    raw["models"][0]["lora"]["adapters"].append({"name": "gone", "repo": "acme/gone-lora"})
+    with pytest.raises(PreflightError) as refused:
+        preflight_stack(load_stack_config(raw), token=False)
+    (line,) = refused.value.problems
+    # No token sent: the server answers 401 for a repo it does not have (as the Hub does).
+    assert line.startswith("models.0.lora.adapters.1.repo: token lacks access to acme/gone-lora"), line

@@ -178,6 +178,8 @@ def build(odd: bool) -> st.SearchStrategy:
                               "provider": maybe(pick("Minio", "AWS", "Ceph"), "Azure"),
                               "credentials": st.fixed_dictionaries({"secret": dns_label}),
                               "serviceAccountName": dns_label,
+                              "versionAt": maybe(pick("2026-11-30T18:00:00Z", "2025-01-02T03:04:05.5+02:00"),
+                                                 "2026-11-30", "2999-01-01T00:00:00Z", "yesterday"),
                               "streamMemoryLimit": memory}))
             elif choice == 1:
                 raw["source"] = draw(st.fixed_dictionaries(
@@ -238,6 +240,7 @@ def build(odd: bool) -> st.SearchStrategy:
                 for key in ("weights", "lora", "multiNode"):
                     raw.pop(key, None)
                 source.pop("streamMemoryLimit", None)  # 4Gi, half of the memory below
+                source.pop("versionAt", None)  # the stream reads the latest objects
                 raw["resources"] = {**raw.get("resources", {}), "memory": "16Gi"}
             else:
                 source.pop("streamMemoryLimit", None)
