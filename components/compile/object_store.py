@@ -61,6 +61,7 @@ COPY_FLAGS = (
 # Exit codes of the scripts' own refusals (rclone's own are 1-9).
 SOURCE_CHANGED_EXIT = 42
 INCOMPLETE_EXIT = 43
+CORRUPTED_EXIT = 44  # a multipart object's copy is not its ETag: the file removed, the Job retries
 # The store no longer holds what preview listed: another attempt copies the same refusal, so the
 # Job fails at once instead of retrying twice (a missing key, 43, is retried: the next attempt's
 # copy fetches what an interrupted one left out).
@@ -68,7 +69,9 @@ FAILURE_POLICY = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "I
 
 # $1: the remote path, $2: the weights dir; then rclone's flags. LLM_SERVING_KEYS (preview's
 # keys, one a line) restricts the copy to exactly them; LLM_SERVING_MD5SUMS (md5  key lines, the
-# objects whose ETag is an MD5) is checked against the store before anything is copied.
+# objects whose ETag is an MD5) is checked against the store before anything is copied;
+# LLM_SERVING_PARTS (`part size<TAB>ETag<TAB>key` lines: multipart objects preview read a part
+# size for) are hashed after the copy (``part_lines``).
 PULL_SCRIPT = r"""set -eu
 src=$1 dest=$2; shift 2
 if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
@@ -83,7 +86,31 @@ if [ -n "${LLM_SERVING_KEYS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
   set -- --files-from-raw /tmp/keys "$@"
 fi
-exec rclone copy "$src" "$dest" "$@"
+[ -n "${LLM_SERVING_PARTS:-}" ] || exec rclone copy "$src" "$dest" "$@"
+rclone copy "$src" "$dest" "$@"
+# Objects uploaded in parts without an MD5 rclone can check: their ETag <md5>-<n> is the MD5 of
+# the n parts' binary MD5s. Recompute it from the copy, part by part (1 MiB reads); a file that
+# differs is removed, so the Job's next attempt fetches it again.
+tab=$(printf '\t') bad=""
+while IFS="$tab" read -r part etag key; do
+  [ -f "$dest/$key" ] || continue
+  size=$(stat -c %s "$dest/$key") i=0
+  n=$(( (size + part - 1) / part ))
+  esc=$(while [ "$i" -lt "$n" ]; do
+      dd if="$dest/$key" bs=1048576 iflag=skip_bytes,count_bytes skip=$((i * part)) count="$part" 2>/dev/null | md5sum
+      i=$((i + 1))
+    done | awk 'BEGIN { for (d = 0; d < 16; d++) v[substr("0123456789abcdef", d + 1, 1)] = d }
+      { for (j = 1; j < 32; j += 2) printf "\\%03o", v[substr($1, j, 1)] * 16 + v[substr($1, j + 1, 1)] }')
+  got="$(printf "$esc" | md5sum | cut -c1-32)-$n"
+  if [ "$got" != "$etag" ]; then
+    echo "$key: multipart ETag of the copy $got, the store's $etag" >&2
+    rm -f "$dest/$key"
+    bad="$bad $key"
+  fi
+done <<EOF
+$LLM_SERVING_PARTS
+EOF
+[ -z "$bad" ] || { echo "llm-serving: corrupted (not the multipart ETag preview listed):$bad" >&2; exit 44; }
 """
 
 # $1: the weights dir, $2 (s3): the remote path. LLM_SERVING_EXPECT: `size<TAB>path` lines (size
@@ -182,6 +209,12 @@ def md5_sums(source: S3Source) -> str:
     return "\n".join(lines)
 
 
+def part_lines(source: S3Source) -> str:
+    """`part size<TAB>ETag<TAB>key` lines for the listed multipart objects preview read a part size
+    for: the pull step recomputes their ETags from the copy (rclone has no MD5 to check them by)."""
+    return "\n".join(f"{obj.part_size}\t{obj.etag}\t{obj.key}" for obj in source.manifest or () if obj.part_size)
+
+
 def streams_per_file(source: S3Source) -> int:
     """Ranged streams per large object: enough to keep the 16 transfer slots busy, at most 8; 1
     (one stream, hashed while written) when preview listed 16 or more. Unpinned: 8."""
@@ -216,6 +249,9 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
         sums = md5_sums(source)
         if sums:
             env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
+        parts = part_lines(source)
+        if parts:
+            env.append({"name": "LLM_SERVING_PARTS", "value": parts})
     return {
         "name": "pull",
         "image": RCLONE_IMAGE,

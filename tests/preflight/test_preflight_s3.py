@@ -27,7 +27,7 @@ def stack(pin: bool = True, on_unreachable: str = "fail", **weights):
 def listing(answer):
     calls = []
 
-    def list_objects(endpoint, region, bucket, prefix, creds, virtual_host=False):
+    def list_objects(endpoint, region, bucket, prefix, creds, virtual_host=False, part_sizes=False):
         calls.append((endpoint, region, bucket, prefix, creds, virtual_host))
         return answer
     return list_objects, calls
@@ -115,7 +115,7 @@ def versioned_stack(**source):
 def versions(answer):
     calls = []
 
-    def list_versions_at(endpoint, region, bucket, prefix, creds, version_at, virtual_host=False):
+    def list_versions_at(endpoint, region, bucket, prefix, creds, version_at, virtual_host=False, part_sizes=False):
         calls.append((bucket, prefix, version_at, virtual_host))
         return answer
     return list_versions_at, calls
