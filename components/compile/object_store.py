@@ -6,7 +6,9 @@ rclone (the image ``sources.RCLONE_IMAGE``), in parallel (``copy_flags``); its c
 
 ``verify`` refuses, with one ``llm-serving:`` line naming the keys, a volume that misses a file
 or holds one of another size than expected; for s3 it also refuses when the store's MD5 ETags
-differ from the ones preview listed (the copy is not what preview saw). The expected list is
+differ from the ones preview listed (the copy is not what preview saw). ``pull`` checks the bytes:
+rclone the MD5 of one-part objects and of multipart ones carrying rclone's own MD5, the script
+after it the multipart ETag of the other multipart objects (part size from preview). The expected list is
 preview's listing (``source.manifest``) or, for pvc, ``expectFiles`` plus the shards the volume's
 ``model.safetensors.index.json`` names. The gate (providers/gate.py) reports those lines.
 
