@@ -91,28 +91,40 @@ fi
 [ -n "${LLM_SERVING_PARTS:-}" ] || exec rclone copy "$src" "$dest" "$@"
 rclone copy "$src" "$dest" "$@"
 # Objects uploaded in parts without an MD5 rclone can check: their ETag <md5>-<n> is the MD5 of
-# the n parts' binary MD5s. Recompute it from the copy, part by part (1 MiB reads); a file that
-# differs is removed, so the Job's next attempt fetches it again.
-tab=$(printf '\t') bad=""
-while IFS="$tab" read -r part etag key; do
-  [ -f "$dest/$key" ] || continue
-  size=$(stat -c %s "$dest/$key") i=0
-  n=$(( (size + part - 1) / part ))
+# the n parts' binary MD5s. Recompute it from the copy, part by part (1 MiB reads), as many files
+# at once as there are CPUs (at most 8); a file that differs is removed, so the Job's next attempt
+# fetches it again.
+check_parts() {
+  size=$(stat -c %s "$dest/$3") i=0
+  n=$(( (size + $1 - 1) / $1 ))
   esc=$(while [ "$i" -lt "$n" ]; do
-      dd if="$dest/$key" bs=1048576 iflag=skip_bytes,count_bytes skip=$((i * part)) count="$part" 2>/dev/null | md5sum
+      dd if="$dest/$3" bs=1048576 iflag=skip_bytes,count_bytes skip=$((i * $1)) count="$1" 2>/dev/null | md5sum
       i=$((i + 1))
     done | awk 'BEGIN { for (d = 0; d < 16; d++) v[substr("0123456789abcdef", d + 1, 1)] = d }
       { for (j = 1; j < 32; j += 2) printf "\\%03o", v[substr($1, j, 1)] * 16 + v[substr($1, j + 1, 1)] }')
   got="$(printf "$esc" | md5sum | cut -c1-32)-$n"
-  if [ "$got" != "$etag" ]; then
-    echo "$key: multipart ETag of the copy $got, the store's $etag" >&2
-    rm -f "$dest/$key"
-    bad="$bad $key"
+  if [ "$got" != "$2" ]; then
+    echo "$3: multipart ETag of the copy $got, the store's $2" >&2
+    rm -f "$dest/$3"
+    echo "$3" >> /tmp/corrupted
   fi
+}
+tab=$(printf '\t') started=0 most=$(nproc 2>/dev/null || echo 2)
+[ "$most" -le 8 ] || most=8
+: > /tmp/corrupted
+while IFS="$tab" read -r part etag key; do
+  [ -f "$dest/$key" ] || continue
+  check_parts "$part" "$etag" "$key" &
+  started=$((started + 1))
+  [ $((started % most)) != 0 ] || wait
 done <<EOF
 $LLM_SERVING_PARTS
 EOF
-[ -z "$bad" ] || { echo "llm-serving: corrupted (not the multipart ETag preview listed):$bad" >&2; exit 44; }
+wait
+if [ -s /tmp/corrupted ]; then
+  echo "llm-serving: corrupted (not the multipart ETag preview listed):$(sort /tmp/corrupted | sed 's/^/ /' | tr -d '\n')" >&2
+  exit 44
+fi
 """
 
 # $1: the weights dir, $2 (s3): the remote path. LLM_SERVING_EXPECT: `size<TAB>path` lines (size

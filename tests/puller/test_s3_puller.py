@@ -99,7 +99,8 @@ def shell() -> list[str]:
 
 
 # The commands the scripts run besides rclone: the image (Alpine) has them as busybox applets.
-APPLETS = ("awk", "cat", "cut", "dd", "find", "grep", "head", "md5sum", "printf", "rm", "sed", "sort", "stat", "tr")
+APPLETS = ("awk", "cat", "cut", "dd", "find", "grep", "head", "md5sum", "nproc", "printf", "rm", "sed", "sort", "stat",
+           "tr")
 
 
 def applets(tmp: Path) -> str:
