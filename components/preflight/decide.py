@@ -67,6 +67,10 @@ class Check:
     volume_size: str = "50Gi"
     volume_size_default: bool = False  # the model leaves weights.size unset: the built-in default
     headroom_percent: int = 10
+    # Revisions the volume holds at once: 2 for per-pod multi-node weights (multiNode.weights:
+    # perPod), whose pods pull a new revision beside the old one and prune the old only after the
+    # new one verifies; a volume sized for one would fill up in the middle of the next change.
+    revisions_held: int = 1
     on_unreachable: Literal["fail", "warn"] = "fail"
     token_secret: Optional[str] = None  # "name/key" of the puller's Secret, for messages
     # Preflight used the stack's `llm-serving:hfToken` (the value of that very Secret) instead of
@@ -122,6 +126,14 @@ def human(size: Union[int, Decimal]) -> str:
 
 def needed_bytes(download: int, headroom_percent: int) -> int:
     return math.ceil(download * (100 + headroom_percent) / 100)
+
+
+def held_note(revisions_held: int) -> str:
+    """Why the need is a multiple of the download (empty when it is not)."""
+    if revisions_held == 1:
+        return ""
+    return (f" for {revisions_held} revisions (a per-pod volume keeps the serving revision while the next "
+            "is pulled beside it: multiNode.weights: perPod)")
 
 
 def recommended_size(download: int, headroom_percent: int) -> str:
@@ -229,7 +241,7 @@ def decide(check: Check, answer: Answer, access: Optional[HubError] = None) -> V
     else:
         download_bytes = download
         capacity = values.parse_quantity(check.volume_size)
-        need = needed_bytes(download, check.headroom_percent)
+        need = needed_bytes(download * check.revisions_held, check.headroom_percent)
         notes.append(f"{check.ref}: {len(chosen)} files, {human(download)} to download "
                      f"(weights.size {check.volume_size})")
         if need > capacity:
@@ -239,6 +251,6 @@ def decide(check: Check, answer: Answer, access: Optional[HubError] = None) -> V
             errors.append(Problem("weights.size", (
                 f"{which} is too small for {check.repo}: the files "
                 f"it downloads after allow/ignore patterns total {human(download)}, "
-                f"{human(need)} with {check.headroom_percent}% headroom; set weights.size: "
-                f"{recommended_size(download, check.headroom_percent)}")))
+                f"{human(need)}{held_note(check.revisions_held)} with {check.headroom_percent}% headroom; "
+                f"set weights.size: {recommended_size(download * check.revisions_held, check.headroom_percent)}")))
     return Verdict(revision, answer.commit, tuple(errors), tuple(warnings), tuple(notes), download_bytes)

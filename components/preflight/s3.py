@@ -35,7 +35,7 @@ import requests
 
 from ..config import values
 from ..config.sources import MAX_MANIFEST_KEYS, S3Object, S3Source
-from .decide import Problem, human, needed_bytes, recommended_size
+from .decide import Problem, held_note, human, needed_bytes, recommended_size
 from .stream import decide_stream
 
 ENDPOINT_ENV = "LLM_SERVING_S3_PREFLIGHT_ENDPOINT"
@@ -318,7 +318,7 @@ class S3Verdict:
 
 def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: str, pin: bool,
               volume_size: str, volume_size_default: bool, headroom_percent: int,
-              on_unreachable: str, has_credentials: bool) -> S3Verdict:
+              on_unreachable: str, has_credentials: bool, revisions_held: int = 1) -> S3Verdict:
     where = f"{source.location} at {endpoint}"
     if isinstance(answer, S3Error):
         if answer.kind == "unauthorized":
@@ -364,14 +364,15 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
         return S3Verdict(answer.objects if pin else None, tuple(errors), (), tuple(notes))
     total = sum(o.size for o in answer.objects)
     capacity = values.parse_quantity(volume_size)
-    need = needed_bytes(total, headroom_percent)
+    need = needed_bytes(total * revisions_held, headroom_percent)
     notes.append(f"{source.location}: {len(answer.objects)} objects, {human(total)} to copy (weights.size {volume_size})")
     if need > capacity:
         which = (f"the default weights.size ({volume_size}; the model does not set it)" if volume_size_default
                  else f"{volume_size} ({human(capacity)})")
         errors.append(Problem("weights.size", (
-            f"{which} is too small for {source.location}: its objects total {human(total)}, {human(need)} with "
-            f"{headroom_percent}% headroom; set weights.size: {recommended_size(total, headroom_percent)}")))
+            f"{which} is too small for {source.location}: its objects total {human(total)}, "
+            f"{human(need)}{held_note(revisions_held)} with {headroom_percent}% headroom; "
+            f"set weights.size: {recommended_size(total * revisions_held, headroom_percent)}")))
     if not any(o.key == "config.json" for o in answer.objects):
         notes.append(f"{source.location} has no config.json at the prefix's top: is the prefix the model's folder?")
     if source.version_at:

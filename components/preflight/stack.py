@@ -77,7 +77,7 @@ def s3_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
         source, answer, endpoint=endpoint, pin=pin,
         volume_size=model.weights.size, volume_size_default="size" not in model.weights.model_fields_set,
         headroom_percent=preflight.headroom_percent, on_unreachable=preflight.on_unreachable,
-        has_credentials=creds is not None)
+        has_credentials=creds is not None, revisions_held=revisions_held(model))
 
 
 def preflight_endpoint(model: ModelConfig, stack: StackConfig, env: Mapping[str, str]) -> str:
@@ -85,6 +85,11 @@ def preflight_endpoint(model: ModelConfig, stack: StackConfig, env: Mapping[str,
     if override:
         return override.rstrip("/")
     return model.hf_endpoint or stack.platform.hf_endpoint
+
+
+def revisions_held(model: ModelConfig) -> int:
+    """Revisions the model's weights volume must hold at once (decide.Check.revisions_held)."""
+    return 2 if model.multi_node is not None and model.multi_node.per_pod else 1
 
 
 def reads_stack_token(model: ModelConfig) -> bool:
@@ -107,6 +112,7 @@ def check_for(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
         volume_size=model.weights.size,
         volume_size_default="size" not in model.weights.model_fields_set,
         headroom_percent=preflight.headroom_percent,
+        revisions_held=revisions_held(model),
         on_unreachable=preflight.on_unreachable,
         token_secret=f"{secret.name}/{secret.key}" if secret else None,
         token_from_stack=token_from_stack,

@@ -326,3 +326,23 @@ def test_a_refused_stack_token_says_which_setting_to_fix():
     assert "made from the stack's llm-serving:hfToken, which preflight used" in problem.message
     assert "pulumi config set --secret llm-serving:hfToken" in problem.message
     assert "this machine's token" not in problem.message
+
+
+def test_a_volume_that_must_hold_two_revisions_is_sized_for_both():
+    # multiNode.weights: perPod pulls the next revision beside the serving one (docs/multi-node.md).
+    assert decide(check(volume_size="9Gi"), state()).errors == ()
+    problem = only_error(decide(check(volume_size="9Gi", revisions_held=2), state()))
+    assert problem.field == "weights.size"
+    assert "for 2 revisions" in problem.message and "multiNode.weights: perPod" in problem.message
+    assert problem.message.endswith("set weights.size: 18Gi")
+
+
+def test_per_pod_multi_node_weights_are_checked_for_two_revisions():
+    from components.preflight.stack import check_for
+
+    per_pod = stack(model("big", gpus=4, tensorParallelSize=4, multiNode={"nodes": 2, "weights": "perPod"},
+                          weights={"size": "40Gi"}))
+    shared = stack(model("big", gpus=4, tensorParallelSize=4, multiNode={"nodes": 2},
+                         weights={"size": "40Gi", "accessMode": "ReadWriteMany"}))
+    assert check_for(per_pod.models[0], per_pod, env={}).revisions_held == 2
+    assert check_for(shared.models[0], shared, env={}).revisions_held == 1

@@ -17,12 +17,14 @@ OBJECTS = (S3Object(key="config.json", size=100, etag="a" * 32),
            S3Object(key="model.safetensors", size=3 << 30, etag="b" * 32 + "-2"))
 
 
-def stack(pin: bool = True, on_unreachable: str = "fail", **weights):
+def stack(pin: bool = True, on_unreachable: str = "fail", multi_node=None, **weights):
+    first = {"name": "m", "weights": weights or {"size": "10Gi"},
+             "source": {"type": "s3", "bucket": "models", "prefix": "llama/"}}
+    if multi_node:
+        first.update(gpus=4, tensorParallelSize=4, multiNode=multi_node)
     return load_stack_config({
         "platform": {"pin": pin, "preflight": {"onUnreachable": on_unreachable}},
-        "models": [{"name": "m", "weights": weights or {"size": "10Gi"},
-                    "source": {"type": "s3", "bucket": "models", "prefix": "llama/"}},
-                   {"name": "claim", "source": {"type": "pvc", "claimName": "w"}}]})
+        "models": [first, {"name": "claim", "source": {"type": "pvc", "claimName": "w"}}]})
 
 
 def listing(answer):
@@ -79,6 +81,18 @@ def test_too_small_a_volume_says_the_size_to_set():
     assert refused.value.problems == [
         "models.0.weights.size: 1Gi (1.0 GiB) is too small for s3://models/llama/: its objects total 3.0 GiB, "
         "3.3 GiB with 10% headroom; set weights.size: 4Gi"]
+
+
+def test_per_pod_volumes_are_sized_for_two_revisions():
+    # multiNode.weights: perPod pulls the next revision beside the serving one (docs/multi-node.md).
+    fake, _ = listing(Listing(OBJECTS))
+    preflight_stack(stack(size="4Gi"), env={}, list_objects=fake)  # one revision: 3.3 GiB fits
+    with pytest.raises(PreflightError) as refused:
+        preflight_stack(stack(size="4Gi", multi_node={"nodes": 2, "weights": "perPod"}), env={}, list_objects=fake)
+    assert refused.value.problems == [
+        "models.0.weights.size: 4Gi (4.0 GiB) is too small for s3://models/llama/: its objects total 3.0 GiB, "
+        "6.6 GiB for 2 revisions (a per-pod volume keeps the serving revision while the next is pulled beside it: "
+        "multiNode.weights: perPod) with 10% headroom; set weights.size: 7Gi"]
 
 
 def test_unreachable_with_warn_deploys_unpinned():
