@@ -86,10 +86,15 @@ if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
 fi
 if [ -n "${LLM_SERVING_KEYS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
-  set -- --files-from-raw /tmp/keys "$@"
+  [ -n "${LLM_SERVING_PARTS:-}" ] || set -- --files-from-raw /tmp/keys "$@"
 fi
 [ -n "${LLM_SERVING_PARTS:-}" ] || exec rclone copy "$src" "$dest" "$@"
-rclone copy "$src" "$dest" "$@"
+# The objects checked below have no MD5 for rclone to check: copied apart with --ignore-checksum
+# (rclone would hash a file it copies in one stream all the same, for nothing); the others first.
+printf '%s\n' "$LLM_SERVING_PARTS" | cut -f3 > /tmp/keys-parts
+grep -vxF -f /tmp/keys-parts /tmp/keys > /tmp/keys-rest || true
+[ ! -s /tmp/keys-rest ] || rclone copy "$src" "$dest" --files-from-raw /tmp/keys-rest "$@"
+rclone copy "$src" "$dest" --files-from-raw /tmp/keys-parts --ignore-checksum "$@"
 # Objects uploaded in parts without an MD5 rclone can check: their ETag <md5>-<n> is the MD5 of
 # the n parts' binary MD5s. Recompute it from the copy, part by part (1 MiB reads), as many files
 # at once as there are CPUs (at most 8); a file that differs is removed, so the Job's next attempt
