@@ -8,7 +8,7 @@ medians, ratios and CPU per byte; ``--json`` writes them.
 A shape ``NxM`` is N objects of M MiB. ``--multipart``: each object uploaded in 8 MiB parts
 without rclone's MD5 metadata (as ``aws s3 cp`` does: ETag ``<md5>-<parts>``), so rclone has no MD5
 to check during the copy and the pull step recomputes the multipart ETag from the copy instead
-(``object_store.PULL_SCRIPT``); the arm "multipart ETag check off" is that Job without the check
+(``object_store.PULL_PARTS_SCRIPT``); the arm "multipart ETag check off" is that Job without the check
 (what it rendered before: such objects were checked by size only). The puller's flags depend on preview's listing (ranged
 streams only to fill the 16 transfer slots: ``object_store.copy_flags``), so the bench previews the
 store first, as `pulumi up` does, and runs the Job that listing renders.
@@ -50,7 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from bench.puller_throughput import timed_copy
-from components.compile import common, weights
+from components.compile import common, object_store, weights
 from components.config import load_stack_config
 from components.preflight import preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
@@ -125,8 +125,9 @@ def timed_job(server: S3Server, work: Path, extra_flags: tuple[str, ...] = (),
     start = time.perf_counter()
     for container in containers:
         argv, env = container_argv(container, tmp)
-        if not parts_check:
-            env.pop("LLM_SERVING_PARTS", None)
+        if not parts_check and "LLM_SERVING_PARTS" in env:  # the Job as rendered without part sizes
+            env.pop("LLM_SERVING_PARTS")
+            argv[argv.index("-c") + 1] = object_store.PULL_SCRIPT.replace("/tmp/", f"{tmp}/")
         if container["name"] == "pull":
             argv += list(extra_flags)
         began = time.perf_counter()

@@ -74,7 +74,7 @@ FAILURE_POLICY = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "I
 # objects whose ETag is an MD5) is checked against the store before anything is copied;
 # LLM_SERVING_PARTS (`part size<TAB>ETag<TAB>key` lines: multipart objects preview read a part
 # size for) are hashed after the copy (``part_lines``).
-PULL_SCRIPT = r"""set -eu
+_PULL_CHECK = r"""set -eu
 src=$1 dest=$2; shift 2
 if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_MD5SUMS" > /tmp/expected.md5
@@ -84,11 +84,17 @@ if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
     exit 42
   fi
 fi
-if [ -n "${LLM_SERVING_KEYS:-}" ]; then
+"""
+PULL_SCRIPT = _PULL_CHECK + r"""if [ -n "${LLM_SERVING_KEYS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
-  [ -n "${LLM_SERVING_PARTS:-}" ] || set -- --files-from-raw /tmp/keys "$@"
+  set -- --files-from-raw /tmp/keys "$@"
 fi
-[ -n "${LLM_SERVING_PARTS:-}" ] || exec rclone copy "$src" "$dest" "$@"
+exec rclone copy "$src" "$dest" "$@"
+"""
+# With LLM_SERVING_PARTS (multipart objects preview read a part size for): the copy in two
+# groups, then their multipart ETags recomputed. A script of its own so that every other Job
+# renders exactly as before.
+PULL_PARTS_SCRIPT = _PULL_CHECK + r"""printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
 # The objects checked below have no MD5 for rclone to check: copied apart with --ignore-checksum
 # (rclone would hash a file it copies in one stream all the same, for nothing); the others first.
 printf '%s\n' "$LLM_SERVING_PARTS" | cut -f3 > /tmp/keys-parts
@@ -263,6 +269,7 @@ def _base_env() -> list[dict]:
 def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
     source: S3Source = model.source  # type: ignore[assignment]
     env = _base_env() + remote_env(source)
+    parts = ""
     if source.manifest is not None:
         env.append({"name": "LLM_SERVING_KEYS", "value": "\n".join(o.key for o in source.manifest)})
         sums = md5_sums(source)
@@ -274,7 +281,7 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
     return {
         "name": "pull",
         "image": RCLONE_IMAGE,
-        "command": ["sh", "-c", PULL_SCRIPT, "pull"],
+        "command": ["sh", "-c", PULL_PARTS_SCRIPT if parts else PULL_SCRIPT, "pull"],
         "args": [remote_path(source), common.WEIGHTS_MOUNT, *copy_flags(source)],
         "env": env,
         "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, common.tmp_volume()[1]],
