@@ -138,6 +138,12 @@ _SOURCE_DIAGNOSES = (
      "bytes arrived corrupted (their MD5 is not the store's, on every retry): {0}; check what sits between "
      "the cluster and the store (a proxy rewriting bodies), and that the store's ETags are MD5s (objects "
      "encrypted with SSE-KMS or SSE-C have other ETags)"),
+    # Objects uploaded in parts by other tools: the pull step recomputes their multipart ETag
+    # from the copy, removes a file that differs and fails the attempt (44), on every retry.
+    (re.compile(r"llm-serving: corrupted \(not the multipart ETag preview listed\):([^\n]*)"), "source-corrupted",
+     "bytes arrived corrupted (their multipart ETag, recomputed from the copy, is not the one preview listed, "
+     "on every retry):{0}; check what sits between the cluster and the store (a proxy rewriting bodies); if "
+     "the object was replaced since preview, run `pulumi up` again (preview lists it again)"),
     (re.compile(r"(SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|ExpiredToken|InvalidToken"
                 r"|operation error S3: \w+, https response error StatusCode: 40[13])"),
      "source-unauthorized", "the store refused the puller ({0}): fix the keys in the source.credentials "

@@ -6,7 +6,9 @@ rclone (the image ``sources.RCLONE_IMAGE``), in parallel (``copy_flags``); its c
 
 ``verify`` refuses, with one ``llm-serving:`` line naming the keys, a volume that misses a file
 or holds one of another size than expected; for s3 it also refuses when the store's MD5 ETags
-differ from the ones preview listed (the copy is not what preview saw). The expected list is
+differ from the ones preview listed (the copy is not what preview saw). ``pull`` checks the bytes:
+rclone the MD5 of one-part objects and of multipart ones carrying rclone's own MD5, the script
+after it the multipart ETag of the other multipart objects (part size from preview). The expected list is
 preview's listing (``source.manifest``) or, for pvc, ``expectFiles`` plus the shards the volume's
 ``model.safetensors.index.json`` names. The gate (providers/gate.py) reports those lines.
 
@@ -61,6 +63,7 @@ COPY_FLAGS = (
 # Exit codes of the scripts' own refusals (rclone's own are 1-9).
 SOURCE_CHANGED_EXIT = 42
 INCOMPLETE_EXIT = 43
+CORRUPTED_EXIT = 44  # a multipart object's copy is not its ETag: the file removed, the Job retries
 # The store no longer holds what preview listed: another attempt copies the same refusal, so the
 # Job fails at once instead of retrying twice (a missing key, 43, is retried: the next attempt's
 # copy fetches what an interrupted one left out).
@@ -68,8 +71,10 @@ FAILURE_POLICY = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "I
 
 # $1: the remote path, $2: the weights dir; then rclone's flags. LLM_SERVING_KEYS (preview's
 # keys, one a line) restricts the copy to exactly them; LLM_SERVING_MD5SUMS (md5  key lines, the
-# objects whose ETag is an MD5) is checked against the store before anything is copied.
-PULL_SCRIPT = r"""set -eu
+# objects whose ETag is an MD5) is checked against the store before anything is copied;
+# LLM_SERVING_PARTS (`part size<TAB>ETag<TAB>key` lines: multipart objects preview read a part
+# size for) are hashed after the copy (``part_lines``).
+_PULL_CHECK = r"""set -eu
 src=$1 dest=$2; shift 2
 if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_MD5SUMS" > /tmp/expected.md5
@@ -79,11 +84,58 @@ if [ -n "${LLM_SERVING_MD5SUMS:-}" ]; then
     exit 42
   fi
 fi
-if [ -n "${LLM_SERVING_KEYS:-}" ]; then
+"""
+PULL_SCRIPT = _PULL_CHECK + r"""if [ -n "${LLM_SERVING_KEYS:-}" ]; then
   printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
   set -- --files-from-raw /tmp/keys "$@"
 fi
 exec rclone copy "$src" "$dest" "$@"
+"""
+# With LLM_SERVING_PARTS (multipart objects preview read a part size for): the copy in two
+# groups, then their multipart ETags recomputed. A script of its own so that every other Job
+# renders exactly as before.
+PULL_PARTS_SCRIPT = _PULL_CHECK + r"""printf '%s\n' "$LLM_SERVING_KEYS" > /tmp/keys
+# The objects checked below have no MD5 for rclone to check: copied apart with --ignore-checksum
+# (rclone would hash a file it copies in one stream all the same, for nothing); the others first.
+printf '%s\n' "$LLM_SERVING_PARTS" | cut -f3 > /tmp/keys-parts
+grep -vxF -f /tmp/keys-parts /tmp/keys > /tmp/keys-rest || true
+[ ! -s /tmp/keys-rest ] || rclone copy "$src" "$dest" --files-from-raw /tmp/keys-rest "$@"
+rclone copy "$src" "$dest" --files-from-raw /tmp/keys-parts --ignore-checksum "$@"
+# Objects uploaded in parts without an MD5 rclone can check: their ETag <md5>-<n> is the MD5 of
+# the n parts' binary MD5s. Recompute it from the copy, part by part (1 MiB reads), as many files
+# at once as there are CPUs (at most 8); a file that differs is removed, so the Job's next attempt
+# fetches it again.
+check_parts() {
+  size=$(stat -c %s "$dest/$3") i=0
+  n=$(( (size + $1 - 1) / $1 ))
+  esc=$(while [ "$i" -lt "$n" ]; do
+      dd if="$dest/$3" bs=1048576 iflag=skip_bytes,count_bytes skip=$((i * $1)) count="$1" 2>/dev/null | md5sum
+      i=$((i + 1))
+    done | awk 'BEGIN { for (d = 0; d < 16; d++) v[substr("0123456789abcdef", d + 1, 1)] = d }
+      { for (j = 1; j < 32; j += 2) printf "\\%03o", v[substr($1, j, 1)] * 16 + v[substr($1, j + 1, 1)] }')
+  got="$(printf "$esc" | md5sum | cut -c1-32)-$n"
+  if [ "$got" != "$2" ]; then
+    echo "$3: multipart ETag of the copy $got, the store's $2" >&2
+    rm -f "$dest/$3"
+    echo "$3" >> /tmp/corrupted
+  fi
+}
+tab=$(printf '\t') started=0 most=$(nproc 2>/dev/null || echo 2)
+[ "$most" -le 8 ] || most=8
+: > /tmp/corrupted
+while IFS="$tab" read -r part etag key; do
+  [ -f "$dest/$key" ] || continue
+  check_parts "$part" "$etag" "$key" &
+  started=$((started + 1))
+  [ $((started % most)) != 0 ] || wait
+done <<EOF
+$LLM_SERVING_PARTS
+EOF
+wait
+if [ -s /tmp/corrupted ]; then
+  echo "llm-serving: corrupted (not the multipart ETag preview listed):$(sort /tmp/corrupted | sed 's/^/ /' | tr -d '\n')" >&2
+  exit 44
+fi
 """
 
 # $1: the weights dir, $2 (s3): the remote path. LLM_SERVING_EXPECT: `size<TAB>path` lines (size
@@ -182,6 +234,12 @@ def md5_sums(source: S3Source) -> str:
     return "\n".join(lines)
 
 
+def part_lines(source: S3Source) -> str:
+    """`part size<TAB>ETag<TAB>key` lines for the listed multipart objects preview read a part size
+    for: the pull step recomputes their ETags from the copy (rclone has no MD5 to check them by)."""
+    return "\n".join(f"{obj.part_size}\t{obj.etag}\t{obj.key}" for obj in source.manifest or () if obj.part_size)
+
+
 def streams_per_file(source: S3Source) -> int:
     """Ranged streams per large object: enough to keep the 16 transfer slots busy, at most 8; 1
     (one stream, hashed while written) when preview listed 16 or more. Unpinned: 8."""
@@ -211,15 +269,19 @@ def _base_env() -> list[dict]:
 def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
     source: S3Source = model.source  # type: ignore[assignment]
     env = _base_env() + remote_env(source)
+    parts = ""
     if source.manifest is not None:
         env.append({"name": "LLM_SERVING_KEYS", "value": "\n".join(o.key for o in source.manifest)})
         sums = md5_sums(source)
         if sums:
             env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
+        parts = part_lines(source)
+        if parts:
+            env.append({"name": "LLM_SERVING_PARTS", "value": parts})
     return {
         "name": "pull",
         "image": RCLONE_IMAGE,
-        "command": ["sh", "-c", PULL_SCRIPT, "pull"],
+        "command": ["sh", "-c", PULL_PARTS_SCRIPT if parts else PULL_SCRIPT, "pull"],
         "args": [remote_path(source), common.WEIGHTS_MOUNT, *copy_flags(source)],
         "env": env,
         "volumeMounts": [{"name": "weights", "mountPath": common.WEIGHTS_MOUNT}, common.tmp_volume()[1]],

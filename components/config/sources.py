@@ -113,11 +113,18 @@ class S3Object(Strict):
     """One object preview listed (key relative to the prefix)."""
 
     # A byte count, compared with the listing; weights files of several GB are common.
-    not_kubernetes_ints = frozenset({"size"})
+    not_kubernetes_ints = frozenset({"size", "part_size"})
 
     key: str = Field(description="Key below the prefix.")
     size: int = Field(ge=0, description="Bytes.")
     etag: str = Field("", description="The store's ETag (an MD5 hex for objects uploaded in one part).")
+    # Not part of the source's identity (``manifest_digest``): the ETag already pins the bytes and
+    # their part count; the part size only says how to recompute it.
+    part_size: Optional[int] = Field(
+        None, ge=1, description="Bytes of each part (the last may be shorter) of an object uploaded in parts "
+        "(ETag `<md5>-<parts>`), as the store answered `HEAD ?partNumber=1`: the puller recomputes that ETag "
+        "from the copy. Unset: not a multipart object, or the store did not say (checked by size only).",
+    )
 
 
 class S3Source(Strict):

@@ -5,6 +5,11 @@ bucket that never had versioning keeps no old versions: refused), then ListObjec
 key's newest version written at or before that time — the rule rclone's ``version_at`` applies
 in the puller, so preview, pull and verify see the same snapshot.
 
+Objects uploaded in parts by other tools than rclone (ETag ``<md5>-<parts>``: the MD5 of the
+parts' binary MD5s) get their part size from ``HEAD <key>?partNumber=1`` (the Content-Length of
+part 1, with the version the listing chose), so the puller can recompute that ETag from its copy
+(compile/object_store.py); a store that does not answer it leaves the object checked by size.
+
 ``list_objects`` and ``list_versions_at`` are the only I/O: S3 API pages over HTTP, signed with AWS Signature V4
 (stdlib hmac/hashlib; no SDK). Credentials are this machine's ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY`` (/ ``AWS_SESSION_TOKEN``), or none (anonymous) — never the Secret the
@@ -19,11 +24,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
-from urllib.parse import quote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 import requests
 
@@ -47,6 +53,17 @@ class S3Error:
 @dataclass(frozen=True)
 class Listing:
     objects: tuple[S3Object, ...]
+    # Multipart objects the store gave no part size for (key, why): checked by size only.
+    unsized: tuple[tuple[str, str], ...] = ()
+
+
+_MULTIPART_ETAG = re.compile(r"^[0-9a-f]{32}-([0-9]+)$")
+
+
+def multipart_parts(etag: str) -> int:
+    """The part count of a multipart ETag (``<md5>-<parts>``, more than one part); 0 for any other."""
+    match = _MULTIPART_ETAG.match(etag)
+    return int(match.group(1)) if match and int(match.group(1)) > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -80,7 +97,7 @@ def signed_headers(method: str, url: str, region: str, creds: Optional[Credentia
         headers["x-amz-security-token"] = creds.session_token
     names = sorted(headers)
     canonical = "\n".join([
-        method, quote(parsed.path or "/", safe="/-_.~"), parsed.query,
+        method, quote(unquote(parsed.path) or "/", safe="/-_.~"), parsed.query,
         "".join(f"{name}:{headers[name].strip()}\n" for name in names), ";".join(names), payload,
     ])
     scope = f"{day}/{region}/s3/aws4_request"
@@ -104,6 +121,63 @@ def bucket_url(endpoint: str, bucket: str, virtual_host: bool) -> str:
     return f"{endpoint.rstrip('/')}/{bucket}"
 
 
+def object_url(endpoint: str, bucket: str, key: str, virtual_host: bool) -> str:
+    base = bucket_url(endpoint, bucket, virtual_host).rstrip("/")
+    return f"{base}/{quote(key, safe='/-_.~')}"
+
+
+def part_size(session: requests.Session, url: str, region: str, creds: Optional[Credentials], obj: S3Object,
+              parts: int, timeout: float, version_id: Optional[str] = None) -> Union[int, str, None]:
+    """The size of part 1 of the multipart object at ``url`` (its version ``version_id``) from
+    ``HEAD ?partNumber=1``, or why the store's answer gives none; None for an object rclone
+    uploaded (its ``x-amz-meta-md5chksum`` is the file's MD5, which the copy checks already).
+    The parts of every common uploader (aws s3 cp, boto3, rclone, mc) are all that size but the
+    last, which ``size`` and ``parts`` must then agree with."""
+    url += "?" + _query({"partNumber": "1", **({"versionId": version_id} if version_id else {})})
+    try:
+        response = session.head(url, headers=signed_headers("HEAD", url, region, creds), timeout=timeout)
+    except requests.RequestException as error:
+        return f"HEAD ?partNumber=1: {type(error).__name__}"
+    if response.status_code not in (200, 206):
+        return f"HEAD ?partNumber=1: HTTP {response.status_code}"
+    headers = response.headers
+    if headers.get("x-amz-meta-md5chksum"):
+        return None
+    if (headers.get("x-amz-server-side-encryption", "").startswith("aws:kms")
+            or headers.get("x-amz-server-side-encryption-customer-algorithm")):
+        return "encrypted with SSE-KMS or SSE-C: its ETag is not made of MD5s"
+    count = headers.get("x-amz-mp-parts-count")
+    if count is not None and count != str(parts):
+        return f"HEAD ?partNumber=1 says {count} parts, the ETag {parts}"
+    try:
+        length = int(headers.get("Content-Length", ""))
+    except ValueError:
+        return "HEAD ?partNumber=1: no Content-Length"
+    if not (length > 0 and (parts - 1) * length < obj.size <= parts * length):
+        return f"HEAD ?partNumber=1: a part of {length} bytes does not make {parts} parts of {obj.size} bytes"
+    return length
+
+
+def with_part_sizes(objects: list[S3Object], endpoint: str, region: str, bucket: str, prefix: str,
+                    creds: Optional[Credentials], virtual_host: bool, timeout: float,
+                    version_ids: Optional[Mapping[str, str]] = None) -> Listing:
+    """The listing with the part size of every multipart object the store gives one for (one
+    HEAD each; ``version_ids``: key -> the version the listing chose)."""
+    sized, unsized = [], []
+    with requests.Session() as session:
+        for obj in sorted(objects, key=lambda o: o.key):
+            parts = multipart_parts(obj.etag)
+            if parts:
+                url = object_url(endpoint, bucket, prefix + obj.key, virtual_host)
+                answer = part_size(session, url, region, creds, obj, parts, timeout, (version_ids or {}).get(obj.key))
+                if isinstance(answer, int):
+                    obj = obj.model_copy(update={"part_size": answer})
+                elif answer is not None:
+                    unsized.append((obj.key, answer))
+            sized.append(obj)
+    return Listing(tuple(sized), tuple(unsized))
+
+
 def _error(response: requests.Response) -> S3Error:
     code = ""
     try:
@@ -120,8 +194,9 @@ def _error(response: requests.Response) -> S3Error:
 
 def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Optional[Credentials],
                  virtual_host: bool = False, timeout: float = TIMEOUT_SECONDS,
-                 limit: int = MAX_MANIFEST_KEYS) -> Union[Listing, S3Error]:
-    """Every object under ``prefix`` (keys relative to it; folder markers left out)."""
+                 limit: int = MAX_MANIFEST_KEYS, part_sizes: bool = False) -> Union[Listing, S3Error]:
+    """Every object under ``prefix`` (keys relative to it; folder markers left out); with
+    ``part_sizes``, multipart objects carry their part size (``with_part_sizes``)."""
     objects: list[S3Object] = []
     token: Optional[str] = None
     base = bucket_url(endpoint, bucket, virtual_host)
@@ -150,10 +225,13 @@ def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Op
                 if len(objects) > limit:
                     return S3Error("too_many", f"more than {limit} objects under the prefix")
             if (root.findtext(f"{_NS}IsTruncated") or "false") != "true":
-                return Listing(tuple(sorted(objects, key=lambda o: o.key)))
+                break
             token = root.findtext(f"{_NS}NextContinuationToken")
             if not token:
                 return S3Error("unreachable", f"{endpoint} truncated the listing without a continuation token")
+    if part_sizes:
+        return with_part_sizes(objects, endpoint, region, bucket, prefix, creds, virtual_host, timeout)
+    return Listing(tuple(sorted(objects, key=lambda o: o.key)))
 
 
 def _get(session: requests.Session, url: str, region: str, creds: Optional[Credentials],
@@ -178,10 +256,11 @@ def parse_time(text: str) -> datetime.datetime:
 
 def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds: Optional[Credentials],
                      version_at: str, virtual_host: bool = False, timeout: float = TIMEOUT_SECONDS,
-                     limit: int = MAX_MANIFEST_KEYS) -> Union[Listing, S3Error]:
+                     limit: int = MAX_MANIFEST_KEYS, part_sizes: bool = False) -> Union[Listing, S3Error]:
     """Every object under ``prefix`` as the bucket held it at ``version_at`` (keys relative to the
     prefix): per key, the newest version whose LastModified is not after that time, left out when
-    that is a delete marker. The bucket must have versioning (Enabled, or Suspended after it was)."""
+    that is a delete marker. The bucket must have versioning (Enabled, or Suspended after it was).
+    ``part_sizes``: as for ``list_objects``, asked of the version chosen."""
     at = parse_time(version_at)
     base = bucket_url(endpoint, bucket, virtual_host)
     with requests.Session() as session:
@@ -191,7 +270,7 @@ def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds
         status = root.findtext(f"{_NS}Status") or root.findtext("Status") or ""
         if status not in ("Enabled", "Suspended"):
             return S3Error("not_versioned", "GetBucketVersioning: versioning was never enabled")
-        # key -> (LastModified, is_latest, delete marker, size, etag) of every version up to `at`.
+        # key -> (LastModified, is_latest, delete marker, size, etag, versionId) of every version up to `at`.
         chosen: dict[str, tuple] = {}
         markers = {"key-marker": "", "version-id-marker": ""}
         while True:
@@ -209,7 +288,8 @@ def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds
                 if not key.startswith(prefix) or key.endswith("/") or modified > at:
                     continue
                 entry = (modified, (item.findtext(f"{_NS}IsLatest") or "") == "true", marker,
-                         int(item.findtext(f"{_NS}Size") or 0), (item.findtext(f"{_NS}ETag") or "").strip('"'))
+                         int(item.findtext(f"{_NS}Size") or 0), (item.findtext(f"{_NS}ETag") or "").strip('"'),
+                         item.findtext(f"{_NS}VersionId") or "")
                 if key not in chosen or entry[:2] > chosen[key][:2]:
                     chosen[key] = entry
             if (root.findtext(f"{_NS}IsTruncated") or "false") != "true":
@@ -219,9 +299,12 @@ def list_versions_at(endpoint: str, region: str, bucket: str, prefix: str, creds
             if not markers["key-marker"]:
                 return S3Error("unreachable", f"{endpoint} truncated the version listing without a key marker")
     objects = [S3Object(key=key[len(prefix):], size=size, etag=etag)
-               for key, (_, _, marker, size, etag) in chosen.items() if not marker]
+               for key, (_, _, marker, size, etag, _) in chosen.items() if not marker]
     if len(objects) > limit:
         return S3Error("too_many", f"more than {limit} objects under the prefix")
+    if part_sizes:
+        version_ids = {key[len(prefix):]: entry[5] for key, entry in chosen.items() if entry[5]}
+        return with_part_sizes(objects, endpoint, region, bucket, prefix, creds, virtual_host, timeout, version_ids)
     return Listing(tuple(sorted(objects, key=lambda o: o.key)))
 
 
@@ -294,6 +377,16 @@ def decide_s3(source: S3Source, answer: Union[Listing, S3Error], *, endpoint: st
         notes.append(f"{source.location} has no config.json at the prefix's top: is the prefix the model's folder?")
     if source.version_at:
         notes.append(f"{source.location} read as it was at {source.version_at} (object versions)")
+    warnings: list[str] = []
     if pin:
         notes.append(f"{source.location} pinned to the {len(answer.objects)} keys and ETags listed now")
-    return S3Verdict(answer.objects if pin else None, tuple(errors), (), tuple(notes))
+        sized = sum(1 for o in answer.objects if o.part_size)
+        if sized:
+            notes.append(f"{source.location}: {sized} objects uploaded in parts: the puller recomputes their "
+                         "multipart ETags from its copy (part size from HEAD ?partNumber=1)")
+        if answer.unsized:
+            shown = "; ".join(f"{key} ({why})" for key, why in answer.unsized[:3])
+            more = f" and {len(answer.unsized) - 3} more" if len(answer.unsized) > 3 else ""
+            warnings.append(f"{source.location}: {len(answer.unsized)} objects uploaded in parts are checked by "
+                            f"size only, the store gave no part size to recompute their ETags from: {shown}{more}")
+    return S3Verdict(answer.objects if pin else None, tuple(errors), tuple(warnings), tuple(notes))

@@ -63,14 +63,18 @@ def s3_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
     creds = s3.Credentials.from_env(env)
     # AWS: virtual-hosted requests (path style is deprecated there); other stores: path style.
     virtual_host = source.endpoint is None and not env.get(s3.ENDPOINT_ENV)
+    pin = stack.platform.pin if model.pin is None else model.pin
+    # The part sizes of multipart objects are for the puller's check of a pinned listing.
+    sizes = {"part_sizes": True} if pin and not source.streams else {}
     if source.version_at:
         answer = list_versions_at(endpoint, source.region, source.bucket, source.prefix, creds,
-                                  source.version_at, virtual_host=virtual_host)
+                                  source.version_at, virtual_host=virtual_host, **sizes)
     else:
-        answer = list_objects(endpoint, source.region, source.bucket, source.prefix, creds, virtual_host=virtual_host)
+        answer = list_objects(endpoint, source.region, source.bucket, source.prefix, creds,
+                              virtual_host=virtual_host, **sizes)
     preflight = stack.platform.preflight
     return s3.decide_s3(
-        source, answer, endpoint=endpoint, pin=stack.platform.pin if model.pin is None else model.pin,
+        source, answer, endpoint=endpoint, pin=pin,
         volume_size=model.weights.size, volume_size_default="size" not in model.weights.model_fields_set,
         headroom_percent=preflight.headroom_percent, on_unreachable=preflight.on_unreachable,
         has_credentials=creds is not None, revisions_held=revisions_held(model))

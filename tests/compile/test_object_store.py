@@ -50,3 +50,30 @@ def test_ranged_streams_fill_the_transfer_slots(sizes, streams):
 
 def test_the_cutoff_constant_is_the_flag():
     assert f"--multi-thread-cutoff={object_store.LARGE_OBJECT_BYTES // MiB}M" in object_store.COPY_FLAGS
+
+
+def pull_command(model, platform) -> list:
+    return weights.compile_puller_job(model, platform)["spec"]["template"]["spec"]["initContainers"][0]["command"]
+
+
+def pull_env(model, platform) -> dict:
+    job = weights.compile_puller_job(model, platform)
+    return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["initContainers"][0]["env"]}
+
+
+def test_only_multipart_objects_with_a_part_size_are_hashed_by_the_pull():
+    model, platform = s3_model([5000 * MiB, 10 * MiB])
+    listed = model.source.manifest
+    assert "LLM_SERVING_PARTS" not in pull_env(model, platform)  # no part size: the env as before
+    assert pull_command(model, platform)[2] == object_store.PULL_SCRIPT  # and the script
+    manifest = (listed[0].model_copy(update={"etag": "a" * 32 + "-625", "part_size": 8 * MiB}),
+                listed[1].model_copy(update={"etag": "b" * 32 + "-2"}))  # the store gave no part size
+    sized = model.model_copy(update={"source": model.source.model_copy(update={"manifest": manifest})})
+    env = pull_env(sized, platform)
+    assert env["LLM_SERVING_PARTS"] == f"{8 * MiB}\t{'a' * 32}-625\tmodel-00000.safetensors"
+    assert "LLM_SERVING_MD5SUMS" not in env  # neither ETag is an MD5
+    assert pull_command(sized, platform)[2] == object_store.PULL_PARTS_SCRIPT
+    assert weights.compile_puller_job(sized, platform)["metadata"]["name"] == \
+        weights.compile_puller_job(model.model_copy(update={"source": model.source.model_copy(
+            update={"manifest": (manifest[0].model_copy(update={"part_size": None}), manifest[1])})}),
+            platform)["metadata"]["name"]

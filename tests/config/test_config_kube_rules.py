@@ -64,13 +64,15 @@ def test_every_integer_field_stays_in_int32(section, key):
 
 
 def test_a_byte_count_that_never_reaches_kubernetes_is_not_held_to_int32():
-    """An S3 object of 3 GiB (preview's listing) is a plain byte count, not a Kubernetes field;
-    it is the one exemption, and the walk above holds every other integer to int32."""
+    """An S3 object of 3 GiB and its parts of up to 5 GiB (preview's listing) are plain byte
+    counts, not Kubernetes fields; they are the only exemptions, and the walk above holds every
+    other integer to int32."""
     from components.config.sources import S3Object
 
-    assert S3Object.model_validate({"key": "model.safetensors", "size": 3 * 2**30}).size == 3 * 2**30
+    listed = S3Object.model_validate({"key": "model.safetensors", "size": 30 * 2**30, "partSize": 5 * 2**30})
+    assert (listed.size, listed.part_size) == (30 * 2**30, 5 * 2**30)
     exempt = {f"{section.__name__}.{name}" for section in _sections(StackConfig) for name in section.not_kubernetes_ints}
-    assert exempt <= {"S3Object.size"}
+    assert exempt <= {"S3Object.size", "S3Object.part_size"}
 
 
 def test_replicas_beyond_int32_named_with_the_fix():

@@ -5,6 +5,7 @@ server is tests/puller/test_s3_puller.py)."""
 from __future__ import annotations
 
 import pytest
+import requests
 
 from components.compile import common
 from components.config import load_stack_config
@@ -29,7 +30,7 @@ def stack(pin: bool = True, on_unreachable: str = "fail", multi_node=None, **wei
 def listing(answer):
     calls = []
 
-    def list_objects(endpoint, region, bucket, prefix, creds, virtual_host=False):
+    def list_objects(endpoint, region, bucket, prefix, creds, virtual_host=False, part_sizes=False):
         calls.append((endpoint, region, bucket, prefix, creds, virtual_host))
         return answer
     return list_objects, calls
@@ -129,7 +130,7 @@ def versioned_stack(**source):
 def versions(answer):
     calls = []
 
-    def list_versions_at(endpoint, region, bucket, prefix, creds, version_at, virtual_host=False):
+    def list_versions_at(endpoint, region, bucket, prefix, creds, version_at, virtual_host=False, part_sizes=False):
         calls.append((bucket, prefix, version_at, virtual_host))
         return answer
     return list_versions_at, calls
@@ -173,3 +174,80 @@ def test_a_body_is_signed_by_its_hash():
 
     headers = signed_headers("PUT", "http://h/b?versioning=", "us-east-1", Credentials("AKID", "s"), body=b"<x/>")
     assert headers["x-amz-content-sha256"] == hashlib.sha256(b"<x/>").hexdigest()
+
+
+# --- multipart objects: the part size (HEAD ?partNumber=1) --------------------------------------
+
+class Answer:
+    def __init__(self, status: int, headers: dict):
+        self.status_code, self.headers = status, headers
+
+
+class Session:
+    def __init__(self, answer):
+        self.answer, self.urls = answer, []
+
+    def head(self, url, headers, timeout):
+        self.urls.append(url)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+SHARD = S3Object(key="model.safetensors", size=(12 << 20) + 7, etag="b" * 32 + "-3")
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (Answer(206, {"Content-Length": str(5 << 20), "x-amz-mp-parts-count": "3"}), 5 << 20),
+    (Answer(206, {"Content-Length": str(5 << 20)}), 5 << 20),  # no parts count: the arithmetic must hold
+    (Answer(200, {"Content-Length": str((12 << 20) + 7)}),  # a store that ignores partNumber: the whole object
+     f"HEAD ?partNumber=1: a part of {(12 << 20) + 7} bytes does not make 3 parts of {(12 << 20) + 7} bytes"),
+    (Answer(206, {"Content-Length": str(4 << 20), "x-amz-mp-parts-count": "3"}),
+     f"HEAD ?partNumber=1: a part of {4 << 20} bytes does not make 3 parts of {(12 << 20) + 7} bytes"),
+    (Answer(206, {"Content-Length": str(5 << 20), "x-amz-mp-parts-count": "4"}), "HEAD ?partNumber=1 says 4 parts, the ETag 3"),
+    (Answer(206, {"Content-Length": str(5 << 20), "x-amz-server-side-encryption": "aws:kms"}),
+     "encrypted with SSE-KMS or SSE-C: its ETag is not made of MD5s"),
+    (Answer(206, {"Content-Length": str(5 << 20), "x-amz-meta-md5chksum": "abc="}), None),  # rclone checks that MD5
+    (Answer(501, {}), "HEAD ?partNumber=1: HTTP 501"),
+    (requests.ConnectionError("refused"), "HEAD ?partNumber=1: ConnectionError"),
+], ids=["206", "no-count", "ignored", "uneven", "count-differs", "sse-kms", "rclone-md5", "refused", "unreachable"])
+def test_the_part_size_is_taken_only_when_it_makes_the_etags_parts(answer, expected):
+    from components.preflight.s3 import part_size
+
+    session = Session(answer)
+    assert part_size(session, "http://h/b/k", "us-east-1", None, SHARD, 3, 1.0, "v 1") == expected
+    assert session.urls == ["http://h/b/k?partNumber=1&versionId=v%201"]
+
+
+def test_multipart_etags():
+    from components.preflight.s3 import multipart_parts
+
+    assert [multipart_parts(e) for e in ("a" * 32 + "-12", "a" * 32 + "-1", "a" * 32, "x-2", "")] == [12, 0, 0, 0, 0]
+
+
+def test_preview_says_which_multipart_objects_get_which_check():
+    sized = S3Object(key="a.safetensors", size=3 << 30, etag="c" * 32 + "-2", part_size=2 << 30)
+    fake, _ = listing(Listing((*OBJECTS, sized), unsized=(("model.safetensors", "HEAD ?partNumber=1: HTTP 501"),)))
+    report = preflight_stack(stack(), env={}, list_objects=fake)
+    assert report.stack.models[0].source.manifest == (*OBJECTS, sized)
+    assert any("1 objects uploaded in parts: the puller recomputes their multipart ETags" in n for n in report.notes)
+    assert report.warnings == ["model 'm': s3://models/llama/: 1 objects uploaded in parts are checked by size only, "
+                               "the store gave no part size to recompute their ETags from: model.safetensors "
+                               "(HEAD ?partNumber=1: HTTP 501)"]
+
+
+def test_part_sizes_are_asked_only_for_a_pinned_copy():
+    asked = []
+
+    def fake(*args, **kwargs):
+        asked.append(kwargs.get("part_sizes", False))
+        return Listing(OBJECTS)
+    preflight_stack(stack(), env={}, list_objects=fake)
+    preflight_stack(stack(pin=False), env={}, list_objects=fake)
+    assert asked == [True, False]
+
+
+def test_the_part_size_is_not_the_sources_identity():
+    plain = stack().models[0].source.model_copy(update={"manifest": OBJECTS})
+    sized = plain.model_copy(update={"manifest": (OBJECTS[0], OBJECTS[1].model_copy(update={"part_size": 1 << 30}))})
+    assert sized.ref == plain.ref  # a stack previewed before part sizes were read keeps its volume

@@ -35,6 +35,9 @@ def failed_pod(container: str, message: str, init: bool) -> dict:
      "md5 hashes differ src(S3 bucket models path llama) \"f29e\" vs dst(Local file system at /model-store) \"f073\"\n"
      "NOTICE: Failed to copy: corrupted on transfer: md5 hashes differ", "source-corrupted",
      "arrived corrupted (their MD5 is not the store's, on every retry): shards/model-00001-of-00002.safetensors;"),
+    ("pull", True, "model-00001-of-00002.safetensors: multipart ETag of the copy 0f3e-3, the store's 9a1c-3\n"
+     "llm-serving: corrupted (not the multipart ETag preview listed): model-00001-of-00002.safetensors",
+     "source-corrupted", "is not the one preview listed, on every retry): model-00001-of-00002.safetensors;"),
     ("pull", True, "directory not found: api error NoSuchBucket: The specified bucket does not exist",
      "source-not-found", "nothing in the store at the source"),
 ])

@@ -10,8 +10,9 @@ Rewrites of the rendered command, and only these:
 - the store's endpoint is the loopback server: the validated config is copied with
   ``source.endpoint`` swapped (``model_copy`` skips the validation that refuses loopback for a
   pod), so ``RCLONE_CONFIG_SRC_ENDPOINT`` carries it;
-- ``sh`` is busybox's sh when installed (the image's shell), else the host's POSIX sh; ``rclone``
-  resolves through PATH to the built binary;
+- ``sh`` is busybox's sh when installed (the image's shell), and the tools the scripts call (dd,
+  md5sum, awk, stat, sed...) are busybox's applets too, as in the Alpine image; else the host's
+  POSIX sh and tools; ``rclone`` resolves through PATH to the built binary;
 - Secret references are resolved from the test's keys; /tmp (the pod's emptyDir) is a temp dir
   through ``HOME`` only where rclone looks (the scripts write /tmp/keys: see ``TMP``).
 """
@@ -35,6 +36,7 @@ from components.preflight.s3 import ENDPOINT_ENV
 from providers.projection import diagnose_puller_failure
 from tests.support.corrupt_proxy import CorruptProxy
 from tests.support.cut_proxy import CutProxy
+from tests.support.refusing_proxy import RefusingProxy
 from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 BUCKET = "models"
@@ -96,12 +98,30 @@ def shell() -> list[str]:
     return ["busybox", "sh"] if shutil.which("busybox") else ["sh"]
 
 
+# The commands the scripts run besides rclone: the image (Alpine) has them as busybox applets.
+APPLETS = ("awk", "cat", "cut", "dd", "find", "grep", "head", "md5sum", "nproc", "printf", "rm", "sed", "sort", "stat",
+           "tr")
+
+
+def applets(tmp: Path) -> str:
+    """A PATH entry with busybox's applets for the scripts' commands ('' without busybox)."""
+    busybox = shutil.which("busybox")
+    if not busybox:
+        return ""
+    folder = tmp.parent / "busybox-applets"
+    folder.mkdir(exist_ok=True)
+    for name in APPLETS:
+        if not (folder / name).exists():
+            (folder / name).symlink_to(busybox)
+    return f"{folder}:"
+
+
 def run(container: dict, bin_dir: Path, secrets: dict, tmp: Path) -> subprocess.CompletedProcess:
     command = container["command"]
     assert command[:2] == ["sh", "-c"]
     script = command[2].replace("/tmp/", f"{tmp}/")  # the pod's /tmp emptyDir
     argv = [*shell(), "-c", script, *command[3:], *container["args"]]
-    env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
+    env = {"PATH": f"{bin_dir}:{applets(tmp)}{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
     for item in container["env"]:
         if "value" in item:
             env[item["name"]] = item["value"]
@@ -172,12 +192,83 @@ def test_rerun_copies_nothing(store, volume, tmp_path, bin_dir):
     assert {p: p.stat().st_mtime_ns for p in volume.rglob("*") if p.is_file()} == stamps
 
 
-def test_multipart_objects_are_checked_by_size(store, volume, tmp_path, bin_dir):
+SHARD = "model-00001-of-00002.safetensors"  # 12 MiB below: three parts of 5, 5 and 2 MiB
+SHARD2 = "model-00002-of-00002.safetensors"  # 6 MiB: two parts of 5 and 1 MiB
+
+
+def pull_env(config) -> dict[str, str]:
+    pull = weights.compile_puller_job(config.models[0], config.platform)["spec"]["template"]["spec"]["initContainers"][0]
+    return {item["name"]: item.get("value") for item in pull["env"]}
+
+
+def test_multipart_objects_with_rclones_md5_are_left_to_rclone(store, volume, tmp_path, bin_dir):
     files = model_files(weight_bytes=12 << 20)
-    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20)
+    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20)  # x-amz-meta-md5chksum: rclone checks the MD5
     config = previewed(stack_for(store), store)
-    etags = {o.key: o.etag for o in config.models[0].source.manifest}
-    assert "-" in etags["model-00001-of-00002.safetensors"]  # <md5>-<parts>: not an MD5 of the file
+    manifest = {o.key: o for o in config.models[0].source.manifest}
+    assert manifest[SHARD].etag.endswith("-3")  # <md5>-<parts>: not an MD5 of the file
+    assert manifest[SHARD].part_size is None and "LLM_SERVING_PARTS" not in pull_env(config)  # not hashed twice
+    results = run_job(config, bin_dir, tmp_path)
+    assert [r.returncode for r in results] == [0, 0], results[-1].stderr
+    assert on_volume(volume) == files
+
+
+def test_multipart_objects_of_other_uploaders_are_checked_by_their_etag(store, volume, tmp_path, bin_dir):
+    files = model_files(weight_bytes=12 << 20)
+    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20, md5_metadata=False)  # as aws s3 cp / boto3
+    config = previewed(stack_for(store), store)
+    manifest = {o.key: o for o in config.models[0].source.manifest}
+    assert manifest[SHARD].etag.endswith("-3") and manifest[SHARD].part_size == 5 << 20
+    assert manifest[SHARD2].etag.endswith("-2") and manifest[SHARD2].part_size == 5 << 20
+    assert sorted(k for k, o in manifest.items() if o.part_size) == [SHARD, SHARD2]  # the small files: one part
+    assert pull_env(config)["LLM_SERVING_PARTS"] == "\n".join(
+        f"{5 << 20}\t{manifest[key].etag}\t{key}" for key in (SHARD, SHARD2))
+    results = run_job(config, bin_dir, tmp_path)
+    assert [r.returncode for r in results] == [0, 0], results[-1].stderr
+    assert on_volume(volume) == files
+
+
+def test_a_corrupted_byte_in_a_multipart_object_of_another_uploader_fails_the_pull(store, volume, tmp_path, bin_dir):
+    files = model_files(weight_bytes=12 << 20)
+    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20, md5_metadata=False)
+    config = previewed(stack_for(store), store)
+    proxy = CorruptProxy(store.port, key=f"{PREFIX}{SHARD}")  # every answer for that key: one byte flipped
+    try:
+        model = config.models[0]
+        via = model.model_copy(update={"source": model.source.model_copy(update={"endpoint": proxy.url})})
+        results = run_job(config.model_copy(update={"models": (via,)}), bin_dir, tmp_path)
+    finally:
+        proxy.close()
+    assert proxy.flips >= 1
+    assert len(results) == 1 and results[0].returncode == 44, [r.stderr[-800:] for r in results]
+    assert results[0].stderr.splitlines()[-1] == f"llm-serving: corrupted (not the multipart ETag preview listed): {SHARD}"
+    # Removed: the Job's next attempt fetches it again instead of keeping a bad file under its name.
+    assert on_volume(volume) == {k: v for k, v in files.items() if k != SHARD}
+    verdict = gate_verdict(results[0], "pull")
+    assert verdict.reason == "source-corrupted" and f"preview listed, on every retry): {SHARD};" in verdict.message
+    # The store's bytes were never bad: the next attempt (no relay in the way) copies and accepts them.
+    results = run_job(config, bin_dir, tmp_path)
+    assert [r.returncode for r in results] == [0, 0], results[-1].stderr
+    assert on_volume(volume) == files
+
+
+def test_a_store_that_refuses_part_numbers_leaves_multipart_objects_size_checked(store, volume, tmp_path, bin_dir):
+    files = model_files(weight_bytes=12 << 20)
+    store.upload(BUCKET, PREFIX, files, multipart_over=6 << 20, md5_metadata=False)
+    proxy = RefusingProxy(store.port)
+    try:
+        report = preflight_stack(stack_for(store), env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                                                        "AWS_SECRET_ACCESS_KEY": SECRET_KEY, ENDPOINT_ENV: proxy.url})
+    finally:
+        proxy.close()
+    assert proxy.refused == 2
+    config = report.stack
+    assert all(o.part_size is None for o in config.models[0].source.manifest)
+    assert "LLM_SERVING_PARTS" not in pull_env(config)
+    (warning,) = report.warnings
+    assert warning.endswith(f"2 objects uploaded in parts are checked by size only, the store gave no part size to "
+                            f"recompute their ETags from: {SHARD} (HEAD ?partNumber=1: HTTP 501); "
+                            f"{SHARD2} (HEAD ?partNumber=1: HTTP 501)"), warning
     results = run_job(config, bin_dir, tmp_path)
     assert [r.returncode for r in results] == [0, 0], results[-1].stderr
     assert on_volume(volume) == files

@@ -139,3 +139,30 @@ def test_keys_refused_for_the_versions_say_which_call_and_which_permissions(hist
     (line,) = refused.value.problems
     assert line.startswith("models.0.source.credentials: cannot list ") and "(GetBucketVersioning: HTTP 403" in line, line
     assert "s3:ListBucketVersions, s3:GetBucketVersioning" in line, line
+
+
+def test_a_multipart_version_is_checked_by_the_part_size_of_that_version(tmp_path, volume, bin_dir):
+    """v1 of a shard in 5 MiB parts, v2 in 6 MiB parts (both without rclone's MD5, as aws s3 cp):
+    preview at T asks HEAD ?partNumber=1 of v1's versionId, and the pull recomputes v1's ETag."""
+    shard = "model-00001-of-00002.safetensors"
+    with S3Server(tmp_path / "minio", bin_dir, kind="minio") as store:
+        store.bucket(BUCKET)
+        store.enable_versioning(BUCKET)
+        v1 = model_files(weight_bytes=12 << 20)
+        store.upload(BUCKET, PREFIX, v1, multipart_over=6 << 20, md5_metadata=False)
+        time.sleep(1.2)
+        at = instant()
+        time.sleep(1.2)
+        staging = tmp_path / "v2"
+        staging.mkdir()
+        (staging / shard).write_bytes(v1[shard][::-1])
+        store.rclone("copy", str(staging), f"admin:{BUCKET}/{PREFIX}".rstrip("/"), "--s3-disable-checksum",
+                     "--s3-upload-cutoff", "5M", "--s3-chunk-size", "6M")
+        then = {o.key: o for o in previewed(stack_for(store, versionAt=at), store).models[0].source.manifest}
+        now = {o.key: o for o in previewed(stack_for(store), store).models[0].source.manifest}
+        assert (then[shard].etag.endswith("-3"), then[shard].part_size) == (True, 5 << 20)
+        assert (now[shard].etag.endswith("-2"), now[shard].part_size) == (True, 6 << 20)
+        config = previewed(stack_for(store, versionAt=at), store)
+        results = run_job(config, bin_dir, tmp_path)
+        assert [r.returncode for r in results] == [0, 0], results[-1].stderr
+        assert on_volume(volume) == v1

@@ -125,15 +125,19 @@ class S3Server:
     def delete(self, bucket: str, key: str) -> None:
         self.rclone("deletefile", f"admin:{bucket}/{key}")
 
-    def upload(self, bucket: str, prefix: str, files: dict[str, bytes], multipart_over: Optional[int] = None) -> None:
+    def upload(self, bucket: str, prefix: str, files: dict[str, bytes], multipart_over: Optional[int] = None,
+               md5_metadata: bool = True, part_mib: int = 5) -> None:
         """Upload ``files`` (relative path -> bytes) under ``prefix``; files bigger than
-        ``multipart_over`` bytes go up in 5 MiB parts (a multipart ETag)."""
+        ``multipart_over`` bytes go up in ``part_mib`` MiB parts (a multipart ETag), with rclone's own
+        ``x-amz-meta-md5chksum`` unless ``md5_metadata`` is false (as any other uploader: aws s3 cp,
+        boto3)."""
         staging = self.root / "staging"
         for name, data in files.items():
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        flags = ["--s3-upload-cutoff", f"{multipart_over}B", "--s3-chunk-size", "5M"] if multipart_over else []
+        flags = ["--s3-upload-cutoff", f"{multipart_over}B", "--s3-chunk-size", f"{part_mib}M"] if multipart_over else []
+        flags += [] if md5_metadata else ["--s3-disable-checksum"]
         self.rclone("copy", str(staging), f"admin:{bucket}/{prefix}".rstrip("/"), *flags)
         for path in sorted(staging.rglob("*"), reverse=True):
             path.unlink() if path.is_file() else path.rmdir()
