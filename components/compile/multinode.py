@@ -15,7 +15,7 @@ security, volumes, scheduling, drain), with the command per role:
 
 The LWS pod webhook injects ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``
 into every container (sigs.k8s.io/lws v0.8.0 pkg/utils/pod AddLWSVariables). Every vLLM option
-used here is in vLLM 0.11's parser (tests/fixtures/vllm_0_11_0.py, tests/unit/test_multinode.py).
+used here is in vLLM 0.11's parser (tests/fixtures/vllm_0_11_0.py, tests/compile/test_multinode.py).
 
 Weights (``multiNode.weights``): ``shared`` mounts the one ReadWriteMany volume the puller Job
 filled (behind the weights gate). ``perPod``: the LeaderWorkerSet's ``volumeClaimTemplates`` give

@@ -2,7 +2,7 @@
 
 Regenerate the golden file deliberately after an intended change and review its diff:
 
-    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_gateway_compile.py
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/compile/test_gateway_compile.py
 """
 
 from __future__ import annotations

@@ -276,7 +276,7 @@ def test_the_gpu_cluster_example_pins_every_image_to_a_tag_and_isolates_every_mo
               for c in [*m["spec"]["template"]["spec"].get("initContainers", []), *m["spec"]["template"]["spec"]["containers"]]]
     images += [f"{m['spec']['image']['repository']}:{m['spec']['image']['tag']}" for m in objects if m["kind"] == "NIMService"]
     images += [m["spec"]["source"]["ngc"]["modelPuller"] for m in objects if m["kind"] == "NIMCache"]
-    # Released tags (no digest it could not read: tests/unit/test_stack_digests.py).
+    # Released tags (no digest it could not read: tests/config/test_stack_digests.py).
     assert images and [i for i in images if parse_image(i).tag in (None, "latest")] == []
     found = all_policies(objects)
     for manifest in objects:
