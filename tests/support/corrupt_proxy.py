@@ -12,37 +12,22 @@ import threading
 from collections import deque
 from typing import Optional
 
+from tests.support.relay import LoopbackRelay, shut
 
-class CorruptProxy:
+
+class CorruptProxy(LoopbackRelay):
     def __init__(self, upstream_port: int, key: str, times: Optional[int] = None):
         """Flip the middle byte of the body of every GET whose path ends with ``key`` (ranged GETs
         included: the middle of the range), at most ``times`` times (None: always)."""
-        self.upstream = ("127.0.0.1", upstream_port)
         self.key = key.encode()
         self.left = times
         self.flips = 0
         self._lock = threading.Lock()
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(64)
-        self.port = self._server.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream_port)
 
-    def close(self) -> None:
-        self._server.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            asked: deque[tuple[bytes, bool]] = deque()  # per request on this connection: (method, flip its answer?)
-            threading.Thread(target=self._up, args=(client, upstream, asked), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client, asked), daemon=True).start()
+    def _directions(self, client: socket.socket, upstream: socket.socket) -> tuple:
+        asked: deque[tuple[bytes, bool]] = deque()  # per request on this connection: (method, flip its answer?)
+        return ((self._up, (client, upstream, asked)), (self._down, (upstream, client, asked)))
 
     def _up(self, client: socket.socket, upstream: socket.socket, asked: deque) -> None:
         try:
@@ -54,7 +39,7 @@ class CorruptProxy:
         except OSError:
             pass
         finally:
-            _close(client, upstream)
+            shut(client, upstream)
 
     def _flip_now(self) -> bool:
         with self._lock:
@@ -104,12 +89,4 @@ class CorruptProxy:
         except OSError:
             pass
         finally:
-            _close(client, upstream)
-
-
-def _close(*socks: socket.socket) -> None:
-    for sock in socks:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            shut(client, upstream)

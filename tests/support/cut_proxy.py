@@ -7,35 +7,17 @@ from __future__ import annotations
 import socket
 import threading
 
+from tests.support.relay import LoopbackRelay, shut
 
-class CutProxy:
+
+class CutProxy(LoopbackRelay):
     def __init__(self, upstream_port: int, cut_after_bytes: int):
-        self.upstream = ("127.0.0.1", upstream_port)
         self.cut_after = cut_after_bytes
         self.cuts = 0
         self.requests: list[bytes] = []  # the head of every request the client sent
         self._lock = threading.Lock()
         self._armed = True
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(64)
-        self.port = self._server.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
+        super().__init__(upstream_port)
 
     def _up(self, client: socket.socket, upstream: socket.socket) -> None:
         try:
@@ -47,11 +29,7 @@ class CutProxy:
         except OSError:
             pass
         finally:
-            for sock in (client, upstream):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(client, upstream)
 
     def _down(self, upstream: socket.socket, client: socket.socket) -> None:
         sent = 0
@@ -70,12 +48,7 @@ class CutProxy:
         except OSError:
             pass
         finally:
-            for sock in (client, upstream):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                    sock.close()
-                except OSError:
-                    pass
+            shut(client, upstream, close=True)
 
     def ranged(self) -> list[bytes]:
         return [r for r in self.requests if b"\r\nrange: bytes=" in r.lower()]

@@ -8,7 +8,8 @@ request that asks for a part is answered here and its connection closed.
 from __future__ import annotations
 
 import socket
-import threading
+
+from tests.support.relay import LoopbackRelay, shut
 
 REFUSAL = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n"
            b"Connection: close\r\n\r\n%s")
@@ -16,30 +17,10 @@ BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Cod
         b"<Message>A header or query you provided implies functionality that is not implemented.</Message></Error>")
 
 
-class RefusingProxy:
+class RefusingProxy(LoopbackRelay):
     def __init__(self, upstream_port: int):
-        self.upstream = ("127.0.0.1", upstream_port)
         self.refused = 0
-        self._server = socket.socket()
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(64)
-        self.port = self._server.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
+        super().__init__(upstream_port)
 
     def _up(self, client: socket.socket, upstream: socket.socket) -> None:
         try:
@@ -54,7 +35,7 @@ class RefusingProxy:
         except OSError:
             pass
         finally:
-            _close(client, upstream)
+            shut(client, upstream)
 
     def _down(self, upstream: socket.socket, client: socket.socket) -> None:
         try:
@@ -63,12 +44,4 @@ class RefusingProxy:
         except OSError:
             pass
         finally:
-            _close(client, upstream)
-
-
-def _close(*socks: socket.socket) -> None:
-    for sock in socks:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            shut(client, upstream)
