@@ -205,17 +205,10 @@ def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Op
             params = {"list-type": "2", "prefix": prefix, "max-keys": "1000"}
             if token:
                 params["continuation-token"] = token
-            url = f"{base}?{_query(params)}"
-            try:
-                response = session.get(url, headers=signed_headers("GET", url, region, creds), timeout=timeout)
-            except requests.RequestException as error:
-                return S3Error("unreachable", f"{type(error).__name__}: {error}".splitlines()[0][:200])
-            if response.status_code != 200:
-                return _error(response)
-            try:
-                root = ET.fromstring(response.content)
-            except ET.ParseError:
-                return S3Error("unreachable", f"{endpoint} answered with something that is not an S3 listing")
+            root = _get(session, f"{base}?{_query(params)}", region, creds, timeout,
+                        not_xml=f"{endpoint} answered with something that is not an S3 listing")
+            if isinstance(root, S3Error):
+                return root
             for item in root.iter(f"{_NS}Contents"):
                 key = item.findtext(f"{_NS}Key") or ""
                 if not key.startswith(prefix) or key.endswith("/"):
@@ -235,8 +228,9 @@ def list_objects(endpoint: str, region: str, bucket: str, prefix: str, creds: Op
 
 
 def _get(session: requests.Session, url: str, region: str, creds: Optional[Credentials],
-         timeout: float) -> Union[ET.Element, S3Error]:
-    """One signed GET of an S3 API XML document, or what went wrong."""
+         timeout: float, not_xml: Optional[str] = None) -> Union[ET.Element, S3Error]:
+    """One signed GET of an S3 API XML document, or what went wrong (``not_xml``: the message when
+    the answer is not XML)."""
     try:
         response = session.get(url, headers=signed_headers("GET", url, region, creds), timeout=timeout)
     except requests.RequestException as error:
@@ -246,7 +240,7 @@ def _get(session: requests.Session, url: str, region: str, creds: Optional[Crede
     try:
         return ET.fromstring(response.content)
     except ET.ParseError:
-        return S3Error("unreachable", f"{urlparse(url).netloc} answered with something that is not an S3 document")
+        return S3Error("unreachable", not_xml or f"{urlparse(url).netloc} answered with something that is not an S3 document")
 
 
 def parse_time(text: str) -> datetime.datetime:
