@@ -261,6 +261,11 @@ def expected_lines(model: ModelConfig) -> str:
     return "\n".join(f"{obj.size}\t{obj.key}" for obj in source.manifest or ())
 
 
+def _env_if(name: str, value: str) -> list[dict]:
+    """The variable only when it has a value: the scripts read an absent one (`${NAME:-}`) as nothing to check."""
+    return [{"name": name, "value": value}] if value else []
+
+
 def _base_env() -> list[dict]:
     # rclone's cache and config lookups go under $HOME: the /tmp emptyDir (read-only root).
     return [{"name": "HOME", "value": common.TMP_MOUNT}]
@@ -272,12 +277,8 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
     parts = ""
     if source.manifest is not None:
         env.append({"name": "LLM_SERVING_KEYS", "value": "\n".join(o.key for o in source.manifest)})
-        sums = md5_sums(source)
-        if sums:
-            env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
         parts = part_lines(source)
-        if parts:
-            env.append({"name": "LLM_SERVING_PARTS", "value": parts})
+        env += _env_if("LLM_SERVING_MD5SUMS", md5_sums(source)) + _env_if("LLM_SERVING_PARTS", parts)
     return {
         "name": "pull",
         "image": RCLONE_IMAGE,
@@ -301,16 +302,12 @@ def verify_container(model: ModelConfig, ident: common.Identity) -> dict:
     if isinstance(source, S3Source):
         env += remote_env(source)
         args.append(remote_path(source))
-        sums = md5_sums(source)
-        if sums:
-            env.append({"name": "LLM_SERVING_MD5SUMS", "value": sums})
+        env += _env_if("LLM_SERVING_MD5SUMS", md5_sums(source))
     else:
         env.append({"name": "LLM_SERVING_SHARDS", "value": "index"})
         if source.sub_path:
             mount["subPath"] = source.sub_path
-    expected = expected_lines(model)
-    if expected:
-        env.append({"name": "LLM_SERVING_EXPECT", "value": expected})
+    env += _env_if("LLM_SERVING_EXPECT", expected_lines(model))
     return {
         "name": "verify",
         "image": RCLONE_IMAGE,
