@@ -58,18 +58,22 @@ start_client_venvs() {
   STREAMER_PID=$!
 }
 
+# One background install: its log either way, and a failure said first.
+wait_client_venv() {
+  local name="$1" pid="$2"
+  if wait "$pid"; then
+    cat "$CLIENT_VENV_LOGS/$name.log" >&2
+  else
+    log "scripts/testtools/$name.sh failed:"
+    cat "$CLIENT_VENV_LOGS/$name.log" >&2
+    return 1
+  fi
+}
+
 wait_client_venvs() {
-  local name pid failed=0
-  for name in hub-client streamer; do
-    if [ "$name" = hub-client ]; then pid="$HUB_CLIENT_PID"; else pid="$STREAMER_PID"; fi
-    if wait "$pid"; then
-      cat "$CLIENT_VENV_LOGS/$name.log" >&2
-    else
-      log "scripts/testtools/$name.sh failed:"
-      cat "$CLIENT_VENV_LOGS/$name.log" >&2
-      failed=1
-    fi
-  done
+  local failed=0
+  wait_client_venv hub-client "$HUB_CLIENT_PID" || failed=1
+  wait_client_venv streamer "$STREAMER_PID" || failed=1
   rm -rf "$CLIENT_VENV_LOGS"
   [ "$failed" = 0 ]
 }
