@@ -10,6 +10,7 @@ pulumi-kubernetes with ``parent=self`` and wires the order:
     workload-kind guard, the fronted models ────────────────────────────────────────────────┴▶ router workload
     router workload ─▶ Service ─▶ ServiceMonitor; PDB; RouterTargets
     gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
+    ConfigMap ─▶ limiter Deployment ─▶ its Service ─▶ gateway Deployment (tenant limits)
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
 update from the earlier render (port 8080, invented env) keeps every object's name and selector,
@@ -145,8 +146,15 @@ class RequestRouter(pulumi.ComponentResource):
         if gateway is not None:
             gateway_policy = apply(roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, *base)
             config = apply(roles.GATEWAY_CONFIG, gateway.config_map, *base)
+            limiter_service = None
+            if gateway.limiter is not None:
+                # The replicas resolve the limiter's Service name at start, as the router's.
+                limiter_policy = apply(roles.GATEWAY_LIMITER_NETWORK_POLICY, gateway.limiter.network_policy, *base)
+                limiter = apply(roles.GATEWAY_LIMITER, gateway.limiter.deployment, config,
+                                *[p for p in (limiter_policy,) if p is not None])
+                limiter_service = apply(roles.GATEWAY_LIMITER_SERVICE, gateway.limiter.service, limiter)
             deployment = apply(roles.GATEWAY, gateway.deployment, self.service, config,
-                               *[p for p in (gateway_policy,) if p is not None])
+                               *[p for p in (gateway_policy, limiter_service) if p is not None])
             apply(roles.GATEWAY_SERVICE, gateway.service, deployment)
             apply(roles.GATEWAY_PDB, gateway.pod_disruption_budget, deployment)
 

@@ -41,6 +41,13 @@ BAD = [
      "router.gateway.apiKeys.tenants.0.routingKey", ""),
     ("zero-rate", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"requestsPerMinute": 0}}]}},
      "router.gateway.apiKeys.tenants.0.rateLimit.requestsPerMinute", ""),
+    ("limit-of-nothing", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.requestsPerMinute", "set requestsPerMinute and/or tokensPerMinute"),
+    ("burst-without-rate", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"tokensPerMinute": 1000,
+                                                                                           "burst": 5}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.burst", "set requestsPerMinute or remove burst"),
+    ("zero-tokens", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"tokensPerMinute": 0}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.tokensPerMinute", ""),
     ("session-header-is-trusted", {"affinity": {"sessionHeader": "x-routing-key"}},
      "router.gateway.affinity.sessionHeader", "sets or consumes itself"),
     ("session-header-not-a-name", {"affinity": {"sessionHeader": "x session"}},
@@ -70,6 +77,16 @@ def test_defaults():
     assert gateway.enabled and gateway.image == DEFAULT_IMAGE and gateway.replicas == 2
     assert gateway.uid == 101 and gateway.api_keys is None and gateway.affinity.enabled
     assert gateway.resolved_name("llm-router") == "llm-router-gateway"
+
+
+def test_the_default_burst_is_a_seconds_worth_of_requests_at_least_one():
+    def burst(limit: dict) -> int:
+        tenants = load({"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": limit}]}}).router.gateway.api_keys.tenants
+        return tenants[0].rate_limit.resolved_burst()
+    assert burst({"requestsPerMinute": 600}) == 10
+    assert burst({"requestsPerMinute": 10}) == 1  # two simultaneous requests pass
+    assert burst({"requestsPerMinute": 601}) == 11
+    assert burst({"requestsPerMinute": 600, "burst": 0}) == 0
 
 
 def test_session_header_is_lowercased():

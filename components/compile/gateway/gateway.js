@@ -1,7 +1,7 @@
 // The llm-serving gateway: OpenAI's HTTP API to clients, Stargate's gateway contract to the
 // router. Rendered into the gateway's ConfigMap beside nginx.conf and gateway_config.js (the
-// settings, generated from the stack config). Written for njs 0.7.9 (Debian bookworm) and later:
-// no destructuring, no optional chaining, no js_shared_dict_zone.
+// settings, generated from the stack config). Written for njs 0.8 (Debian trixie's 0.8.9, the
+// image's): the token-limit path uses js_shared_dict_zone, js_periodic and ngx.fetch.
 //
 // Request flow (nginx.conf):
 //   js_set $gw_tenant    tenant()     bearer key -> sha256 -> tenant (the keys Secret, re-read)
@@ -489,6 +489,117 @@ function foldResponses(events) {
     return {answer: last};
 }
 
+// ---- token limits: usage read from answers, charged at the limiter ---------------------------
+// Per-request state lives in js_var variables (not module variables), so it holds on njs engines
+// that reuse a VM between requests. The usage numbers are the engine's (chat: `prompt_tokens`,
+// `completion_tokens`; Responses: `input_tokens`, `output_tokens`; the last ones seen win, as a
+// stream's final usage is its total). A stream that carries none (a client that did not ask for
+// `stream_options.include_usage`) is charged the x-input-tokens estimate plus one token per event.
+
+const PROMPT_USED = /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g;
+const COMPLETION_USED = /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g;
+const EVENT = /(?:^|\n)data:/g;
+
+function lastMatch(re, text) {
+    let found = '';
+    let m;
+    re.lastIndex = 0;
+    while ((m = re.exec(text)) !== null) {
+        found = m[1];
+    }
+    return found;
+}
+
+function countUsage(r, data, last) {
+    const tenantName = r.variables.gw_tenant;
+    const t = tenantName ? cfg.tenants[tenantName] : null;
+    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
+        return;
+    }
+    const chunk = data.length ? data.toString() : '';
+    // The previous chunk's end joins this one: a number split between two buffers still matches.
+    const text = (r.variables.gw_usage_tail || '') + chunk;
+    const prompt = lastMatch(PROMPT_USED, text);
+    const completion = lastMatch(COMPLETION_USED, text);
+    if (prompt) {
+        r.variables.gw_prompt_used = prompt;
+    }
+    if (completion) {
+        r.variables.gw_completion_used = completion;
+    }
+    const events = (chunk.match(EVENT) || []).length;
+    if (events) {
+        r.variables.gw_events_seen = String(Number(r.variables.gw_events_seen || 0) + events);
+    }
+    r.variables.gw_usage_tail = text.slice(-64);
+    if (!last) {
+        return;
+    }
+    let used;
+    if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
+        used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
+    } else {
+        used = Number(r.variables.gw_input_tokens || 0) + Number(r.variables.gw_events_seen || 0);
+    }
+    if (used > 0) {
+        ngx.shared.gw_pending.incr(tenantName, used, 0);
+    }
+}
+
+// js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
+function countStream(r, data, flags) {
+    if (r.status === 200) {
+        countUsage(r, data, flags.last);
+    }
+    r.sendBuffer(data, flags);
+}
+
+// js_body_filter of @gw_fold: the usage is read from the stream before it is folded.
+function foldCounted(r, data, flags) {
+    if (r.status === 200) {
+        countUsage(r, data, flags.last);
+    }
+    foldBody(r, data, flags);
+}
+
+// js_set $gw_charge, read by the limit check: this tenant's usage not yet charged, taken (an
+// atomic decrement, so usage added meanwhile by another worker stays for the next check).
+function takeCharge(r) {
+    const tenantName = r.variables.gw_tenant;
+    const pending = ngx.shared.gw_pending;
+    if (!tenantName || !pending) {
+        return '0';
+    }
+    const owed = pending.get(tenantName) || 0;
+    if (owed > 0) {
+        pending.incr(tenantName, -owed, 0);
+    }
+    return String(owed);
+}
+
+// js_periodic (every second): usage of tenants that sent no further request from this replica
+// goes to the limiter through the loopback server (nginx.conf, /_gw/charge).
+async function flushCharges() {
+    const pending = ngx.shared.gw_pending;
+    if (!pending) {
+        return;
+    }
+    const names = pending.keys();
+    for (let i = 0; i < names.length; i++) {
+        const owed = pending.get(names[i]) || 0;
+        if (owed <= 0) {
+            continue;
+        }
+        pending.incr(names[i], -owed, 0);
+        try {
+            await ngx.fetch('http://' + cfg.internalListen + '/_gw/charge', {
+                method: 'POST', headers: {'x-gw-tenant': names[i], 'x-gw-tokens': String(owed)}});
+        } catch (e) {
+            ngx.log(ngx.WARN, 'gateway: the limiter did not take ' + owed + ' tokens of ' + names[i] + ': ' + e.message);
+        }
+    }
+}
+
 function chat(r) {
     handle(r, 'chat');
 }
@@ -549,4 +660,5 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody};
+export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
+                countStream, foldCounted, takeCharge, flushCharges};
