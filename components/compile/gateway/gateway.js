@@ -511,11 +511,6 @@ function lastMatch(re, text) {
 }
 
 function countUsage(r, data, last) {
-    const tenantName = r.variables.gw_tenant;
-    const t = tenantName ? cfg.tenants[tenantName] : null;
-    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
-        return;
-    }
     const chunk = data.length ? data.toString() : '';
     // The previous chunk's end joins this one: a number split between two buffers still matches.
     const text = (r.variables.gw_usage_tail || '') + chunk;
@@ -533,6 +528,11 @@ function countUsage(r, data, last) {
     }
     r.variables.gw_usage_tail = text.slice(-64);
     if (!last) {
+        return;
+    }
+    const tenantName = r.variables.gw_tenant;
+    const t = tenantName ? cfg.tenants[tenantName] : null;
+    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
         return;
     }
     let used;
@@ -600,6 +600,100 @@ async function flushCharges() {
     }
 }
 
+// ---- metrics: Prometheus counters of this replica ------------------------------------------
+// js_set $gw_observe is referenced only by an access log (nginx.conf), so it runs once per
+// request in the log phase, when status and times are final; every answer passes there (429s,
+// nginx's own errors, clients that left). Labels are bounded: the tenant comes from the config,
+// the model is set only once admitted ('' before: 401, 429, bad bodies).
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const FAMILIES = [
+    ['gateway_requests_total', 'counter', 'Requests answered, by tenant, model and HTTP status.'],
+    ['gateway_rate_limited_total', 'counter', 'Requests answered 429 by the limits, by the limit reached.'],
+    ['gateway_time_to_first_byte_seconds', 'histogram', "Time until the router's first byte (its response header)."],
+    ['gateway_request_duration_seconds', 'histogram', 'Time from the request to the end of its answer.'],
+    ['gateway_prompt_tokens_total', 'counter', 'Prompt (input) tokens, as the engine reported them.'],
+    ['gateway_completion_tokens_total', 'counter', 'Completion (output) tokens, as the engine reported them.'],
+];
+
+function labelValue(v) {
+    return String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+function histogram(m, name, series, seconds) {
+    // Every bucket is written (0 adds nothing but creates it): a histogram lists all of them.
+    for (let i = 0; i < BUCKETS.length; i++) {
+        m.incr(name + '_bucket' + series + ',le="' + BUCKETS[i] + '"}', seconds <= BUCKETS[i] ? 1 : 0, 0);
+    }
+    m.incr(name + '_bucket' + series + ',le="+Inf"}', 1, 0);
+    m.incr(name + '_sum' + series + '}', seconds, 0);
+    m.incr(name + '_count' + series + '}', 1, 0);
+}
+
+function observe(r) {
+    const m = ngx.shared.gw_metrics;
+    if (!m) {
+        return '';
+    }
+    const series = '{tenant="' + labelValue(r.variables.gw_tenant || '') + '",model="'
+        + labelValue(r.variables.gw_model || '') + '"';
+    const status = r.variables.status;
+    m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
+    if (status === '429') {
+        m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
+    }
+    const first = parseFloat(r.variables.upstream_header_time || '');
+    if (first >= 0) {
+        histogram(m, 'gateway_time_to_first_byte_seconds', series, first);
+    }
+    histogram(m, 'gateway_request_duration_seconds', series, parseFloat(r.variables.request_time) || 0);
+    const prompt = Number(r.variables.gw_prompt_used || 0);
+    const completion = Number(r.variables.gw_completion_used || 0);
+    if (prompt > 0) {
+        m.incr('gateway_prompt_tokens_total' + series + '}', prompt, 0);
+    }
+    if (completion > 0) {
+        m.incr('gateway_completion_tokens_total' + series + '}', completion, 0);
+    }
+    return '';
+}
+
+// A histogram's buckets in increasing `le` order (as text, "10" would sort before "2.5").
+function bySeriesThenBucket(x, y) {
+    const le = /,le="([^"]*)"\}$/;
+    const mx = le.exec(x);
+    const my = le.exec(y);
+    const bx = mx ? x.slice(0, mx.index) : x;
+    const by = my ? y.slice(0, my.index) : y;
+    if (bx !== by || !mx || !my) {
+        return bx < by ? -1 : (bx > by ? 1 : (x < y ? -1 : 1));
+    }
+    const vx = mx[1] === '+Inf' ? Infinity : parseFloat(mx[1]);
+    const vy = my[1] === '+Inf' ? Infinity : parseFloat(my[1]);
+    return vx - vy;
+}
+
+// GET /metrics on the health port: the counters in Prometheus' text format.
+function metrics(r) {
+    const m = ngx.shared.gw_metrics;
+    const keys = m ? m.keys().sort(bySeriesThenBucket) : [];
+    const lines = [];
+    for (let f = 0; f < FAMILIES.length; f++) {
+        const name = FAMILIES[f][0];
+        lines.push('# HELP ' + name + ' ' + FAMILIES[f][2], '# TYPE ' + name + ' ' + FAMILIES[f][1]);
+        const prefixes = FAMILIES[f][1] === 'histogram' ? [name + '_bucket{', name + '_sum{', name + '_count{'] : [name + '{'];
+        for (let p = 0; p < prefixes.length; p++) {
+            for (let k = 0; k < keys.length; k++) {
+                if (keys[k].indexOf(prefixes[p]) === 0) {
+                    lines.push(keys[k] + ' ' + m.get(keys[k]));
+                }
+            }
+        }
+    }
+    r.headersOut['Content-Type'] = 'text/plain; version=0.0.4';
+    r.return(200, lines.join('\n') + '\n');
+}
+
 function chat(r) {
     handle(r, 'chat');
 }
@@ -661,4 +755,4 @@ function unsupported(r) {
 }
 
 export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
-                countStream, foldCounted, takeCharge, flushCharges};
+                countStream, foldCounted, takeCharge, flushCharges, observe, metrics};

@@ -44,6 +44,8 @@ HTTP_PORT = 8080
 HEALTH_PORT = 8081
 HEALTH_PATH = "/healthz"
 INTERNAL_PORT = 8082
+# Prometheus text format, on the health port (never on the API port clients reach).
+METRICS_PATH = "/metrics"
 
 SCRIPT = "gateway.js"
 SETTINGS = "gateway_config.js"
@@ -156,8 +158,7 @@ def _error_json(message: str, kind: str, code: str) -> str:
 def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
     """The pieces of nginx.conf that ask the limiter (empty when no tenant has limits)."""
     limited = [t for t in s.tenants if t.limited]
-    empty = dict.fromkeys(("http", "locations", "server", "health", "servers", "stream_filter", "error_page"), "")
-    empty["fold_filter"] = "gw.foldBody"
+    empty = dict.fromkeys(("http", "locations", "server", "health", "servers", "error_page"), "")
     if not limited:
         return empty
     if not s.limiter:
@@ -194,11 +195,7 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
     # Token usage read from answers, per tenant, not yet charged at the limiter: the next check
     # of that tenant from this replica carries it, and a periodic flush sends the rest.
     js_shared_dict_zone zone=gw_pending:1m type=number;
-    js_set $gw_charge gw.takeCharge;
-    js_var $gw_usage_tail;
-    js_var $gw_prompt_used;
-    js_var $gw_completion_used;
-    js_var $gw_events_seen;"""
+    js_set $gw_charge gw.takeCharge;"""
     charge = "\n            proxy_set_header x-gw-tokens $gw_charge;" if counted else ""
     server = f"""
         # Limits: the limiter answers 204 (admitted) or 403 with Retry-After (limited). When it is
@@ -228,13 +225,11 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
             auth_request_set $gw_limit_retry $upstream_http_retry_after;
             auth_request_set $gw_limit_kind $upstream_http_x_gw_limit;""",
         "server": server,
-        "health": "", "servers": "", "stream_filter": "", "fold_filter": "gw.foldBody",
+        "health": "", "servers": "",
         # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
         "error_page": "        error_page 403 = @gw_rate_limited;\n",
     }
     if counted:
-        out["stream_filter"] = "\n            js_body_filter gw.countStream buffer_type=buffer;"
-        out["fold_filter"] = "gw.foldCounted"
         out["health"] = """
         location @gw_flush {
             js_periodic gw.flushCharges interval=1s;
@@ -317,6 +312,10 @@ http {{
         '"request_time":$request_time,"upstream_status":"$upstream_status",'
         '"upstream_first_byte":"$upstream_header_time"}}';
     access_log /dev/stdout gw;
+    # Metrics (gateway.js, observe): a log format whose only variable runs the counting, so it
+    # runs once per request when status and times are final. The line written is empty.
+    log_format gw_metrics '$gw_observe';
+    access_log /dev/null gw_metrics;
 
     js_path {s.config_dir};
     js_import gw from {SCRIPT};
@@ -329,6 +328,13 @@ http {{
     js_var $gw_body;
     js_var $gw_kind;
     js_var $gw_fold;
+    # Usage read from answers (countStream / foldCounted) for the metrics and token limits.
+    js_var $gw_usage_tail;
+    js_var $gw_prompt_used;
+    js_var $gw_completion_used;
+    js_var $gw_events_seen;
+    js_set $gw_observe gw.observe;
+    js_shared_dict_zone zone=gw_metrics:4m type=number;
 
     # The client's request id when it is a plain token, else nginx's own (32 hex digits).
     map $http_x_request_id $gw_request_id {{
@@ -377,7 +383,8 @@ http {{
             proxy_intercept_errors on;
             error_page 404 502 503 = @gw_unavailable;
             error_page 504 = @gw_timeout;
-            error_page 413 = @gw_too_large;{lb["stream_filter"]}
+            error_page 413 = @gw_too_large;
+            js_body_filter gw.countStream buffer_type=buffer;
         }}
         # Non-streaming chat / Responses: sent as a stream, folded into one answer by gateway.js.
         location @gw_fold {{
@@ -388,7 +395,7 @@ http {{
             error_page 504 = @gw_timeout;
             error_page 413 = @gw_too_large;
             js_header_filter gw.foldHeaders;
-            js_body_filter {lb["fold_filter"]} buffer_type=buffer;
+            js_body_filter gw.foldCounted buffer_type=buffer;
         }}
         location = /_gw/models {{
             internal;
@@ -434,6 +441,9 @@ http {{
         }}
         location = /stub_status {{
             stub_status;
+        }}
+        location = {METRICS_PATH} {{
+            js_content gw.metrics;
         }}{lb["health"]}
     }}{lb["servers"]}
 }}
