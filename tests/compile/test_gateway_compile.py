@@ -17,6 +17,7 @@ import yaml
 
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, endpoint_url, settings
+from components.compile.gateway.monitoring import required_crds as gateway_required_crds
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, script, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
@@ -218,3 +219,23 @@ def test_the_service_can_be_exposed_with_its_annotations():
     assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}
     kubernetes_validate.validate(service, K8S_VERSION, strict=True)
     assert "annotations" not in compile_gateway(load({})).service["metadata"]
+
+
+def test_metrics_on_add_a_cluster_only_service_and_a_service_monitor_for_the_health_port():
+    stack = load_stack_config({
+        "platform": {"namespace": "serving", "metrics": {"enabled": True, "labels": {"release": "prom"}}},
+        "models": [model("chat")],
+        "router": {"image": ROUTER_IMAGE, "gateway": {"serviceType": "LoadBalancer", "apiKeys": {
+            "secretName": "k", "tenants": [{"name": "a"}]}}},
+    })
+    gateway = compile_gateway(stack)
+    service, monitor = gateway.metrics_service, gateway.service_monitor
+    assert service["spec"]["type"] == "ClusterIP"  # the API Service is a LoadBalancer: not there
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8081, "targetPort": "health", "protocol": "TCP"}]
+    assert service["spec"]["selector"] == gateway.service["spec"]["selector"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert [p["name"] for p in gateway.service["spec"]["ports"]] == ["http"]
+    assert gateway_required_crds(monitor)[0]["crds"] == ["servicemonitors.monitoring.coreos.com"]
+    assert compile_gateway(load({})).service_monitor is None and compile_gateway(load({})).metrics_service is None

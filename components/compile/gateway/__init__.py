@@ -10,10 +10,11 @@ its HTTP port only from the gateway pods and ``allowFrom`` (``compile.router.net
 Limits: with a tenant's ``rateLimit``, the limiter (``limiter.py``, ``limiter_objects.py``) counts
 them for all replicas together.
 
-Metrics: nginx open source has no Prometheus endpoint without a third-party module or an
-exporter sidecar (another image to pin), so no ServiceMonitor is rendered. Instead each request
-is one JSON access-log line (request id, tenant, model, status, total and upstream first-byte
-time) and ``stub_status`` (connection counters) is served on the health port.
+Metrics: each replica counts its requests per tenant and model in an njs shared dictionary and
+serves them in Prometheus' text format at ``/metrics`` on the health port (``gateway.js``,
+``observe`` / ``metrics``); with ``platform.metrics`` a Service for that port and a
+ServiceMonitor (``monitoring``). Each request is also one JSON access-log line, and
+``stub_status`` (connection counters) is on the health port.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..router.network import GATEWAY_COMPONENT
 from ..router.workload import spread
 from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTINGS
 from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
+from .monitoring import compile_metrics_service, compile_service_monitor
 from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
 
 CONTAINER = "gateway"
@@ -71,12 +73,15 @@ class GatewayManifests:
     # With tenant limits: the limiter the replicas ask (its Service before the gateway's pods,
     # which resolve its name at start).
     limiter: Optional[LimiterManifests] = None
+    # With platform.metrics: the health port's Service and its ServiceMonitor.
+    metrics_service: Optional[dict] = None
+    service_monitor: Optional[dict] = None
 
     def in_order(self) -> list[dict]:
         """Policy first (pods never run without it), the config before the pods that mount it."""
         limiter = (self.limiter.network_policy, self.limiter.deployment, self.limiter.service) if self.limiter else ()
         return [m for m in (self.network_policy, self.config_map, *limiter, self.deployment, self.service,
-                            self.pod_disruption_budget) if m is not None]
+                            self.pod_disruption_budget, self.metrics_service, self.service_monitor) if m is not None]
 
 
 def enabled(stack: StackConfig) -> bool:
@@ -241,4 +246,6 @@ def compile_gateway(stack: StackConfig) -> Optional[GatewayManifests]:
         pod_disruption_budget=compile_pdb(stack, names),
         network_policy=compile_network_policy(stack, names, limiter is not None),
         limiter=limiter,
+        metrics_service=compile_metrics_service(stack, names.gateway),
+        service_monitor=compile_service_monitor(stack, names.gateway),
     )
