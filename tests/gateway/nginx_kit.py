@@ -1,8 +1,10 @@
-"""Run the gateway's rendered files on a real nginx (Debian's nginx + njs, installed by
-``scripts/gateway/ensure-nginx.sh`` when missing) on loopback, for the tests and the bench."""
+"""Run the gateway's rendered files on a real nginx (Debian trixie's nginx 1.26.3 + njs 0.8.9, the
+versions the image ships, unpacked by ``scripts/gateway/ensure-trixie-nginx.sh`` when missing)
+on loopback, for the tests and the bench: the gateway's replicas and its limiter."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -17,16 +19,7 @@ from components.compile.gateway.limiter import LIMITER_CONF, LIMITER_HEALTH_PATH
 from components.compile.gateway.nginx import GatewaySettings, limiter_files, render_files
 
 REPO = Path(__file__).resolve().parents[2]
-ENSURE = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
 NOBODY = 65534
-
-
-def nginx_binary() -> str:
-    """nginx's path; installs the Debian packages when missing (fails, never skips)."""
-    done = subprocess.run(["bash", str(ENSURE)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"installing nginx + njs failed:\n{done.stderr[-3000:]}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 def free_port() -> int:
@@ -42,16 +35,28 @@ NGINX_ROOT = os.environ.get("LLM_GATEWAY_NGINX_ROOT")
 LIB = "usr/lib/x86_64-linux-gnu"
 
 
-def nginx_command() -> list[str]:
+TRIXIE = REPO / "scripts" / "gateway" / "ensure-trixie-nginx.sh"
+
+
+@functools.cache
+def nginx_root() -> Path:
+    """The unpacked nginx 1.26.3 + njs 0.8.9 (``LLM_GATEWAY_NGINX_ROOT``, else fetched and unpacked
+    by ensure-trixie-nginx.sh once; fails, never skips)."""
     if NGINX_ROOT:
-        root = Path(NGINX_ROOT)
-        return [str(root / LIB / "ld-linux-x86-64.so.2"), "--library-path", str(root / LIB),
-                str(root / "usr/sbin/nginx")]
-    return [nginx_binary()]
+        return Path(NGINX_ROOT)
+    done = subprocess.run(["bash", str(TRIXIE)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"unpacking Debian trixie's nginx + njs failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def nginx_command() -> list[str]:
+    root = nginx_root()
+    return [str(root / LIB / "ld-linux-x86-64.so.2"), "--library-path", str(root / LIB), str(root / "usr/sbin/nginx")]
 
 
 def js_module(default: str) -> str:
-    return str(Path(NGINX_ROOT) / "usr/lib/nginx/modules/ngx_http_js_module.so") if NGINX_ROOT else default
+    return str(nginx_root() / "usr/lib/nginx/modules/ngx_http_js_module.so")
 
 
 def start_nginx(directory: Path, conf: str, health_url: str, log_name: str) -> tuple[subprocess.Popen, object]:

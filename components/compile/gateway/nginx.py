@@ -1,7 +1,7 @@
 """The gateway's files: nginx.conf, the njs script and its settings module.
 
 Pure: settings in, file texts out. ``render_files`` is also what the tests run on a real nginx
-(Debian's 1.22.1 with njs 0.7.9) with loopback addresses in place of the in-cluster ones, so
+(1.26.3 with njs 0.8.9, the image's, from Debian trixie's packages) with loopback addresses in place of the in-cluster ones, so
 the configuration that ships is the one that was exercised.
 
 What nginx does and what the njs script does:
