@@ -209,6 +209,11 @@ class GatewayConfig(Strict):
     def resolved_name(self, router_name: str) -> str:
         return self.name or f"{router_name}-gateway"
 
+    def object_names(self, router_name: str) -> tuple[str, ...]:
+        """Its Services' names: the gateway's, the limiter's and the metrics Service's."""
+        name = self.resolved_name(router_name)
+        return (name, f"{name}-limiter", f"{name}-metrics")
+
 
 def gateway_problems(gateway: GatewayConfig, fronted: tuple[str, ...]) -> list[Problem]:
     """Checks against the router's fronted models (paths relative to `router.gateway`)."""

@@ -66,10 +66,11 @@ def test_bad_gateway_config_is_reported_at_its_field(gateway, path, fragment):
     assert any(fragment in p for p in at_path), f"{fragment!r} not in {at_path}"
 
 
-def test_a_model_named_like_the_gateway_collides():
+@pytest.mark.parametrize("taken", ["llm-router-gateway", "llm-router-gateway-limiter", "llm-router-gateway-metrics"])
+def test_a_model_named_like_the_gateway_collides(taken):
     with pytest.raises(ConfigError) as caught:
-        load({}, models=(model("chat"), model("llm-router-gateway")))
-    assert any("collides with model 'llm-router-gateway'" in p for p in caught.value.problems)
+        load({}, models=(model("chat"), model(taken)))
+    assert any(f"collides with model '{taken}'" in p for p in caught.value.problems)
 
 
 def test_defaults():

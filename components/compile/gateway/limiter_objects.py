@@ -33,7 +33,7 @@ class LimiterManifests:
 
 
 def limiter_name(gateway_name: str) -> str:
-    return f"{gateway_name}-limiter"
+    return f"{gateway_name}-limiter"  # GatewayConfig.object_names, which the config checks for collisions
 
 
 def limiter_address(stack: StackConfig, gateway_name: str) -> str:

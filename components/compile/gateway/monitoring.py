@@ -23,7 +23,7 @@ PORT_NAME = "metrics"
 
 
 def metrics_service_name(gateway_name: str) -> str:
-    return f"{gateway_name}-metrics"
+    return f"{gateway_name}-metrics"  # GatewayConfig.object_names, which the config checks for collisions
 
 
 def compile_metrics_service(stack: StackConfig, gateway_name: str) -> Optional[dict]:
