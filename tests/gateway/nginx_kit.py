@@ -1,6 +1,10 @@
-"""Run the gateway's rendered files on a real nginx (Debian trixie's nginx 1.26.3 + njs 0.8.9, the
-versions the image ships, unpacked by ``scripts/gateway/ensure-trixie-nginx.sh`` when missing)
-on loopback, for the tests and the bench: the gateway's replicas and its limiter."""
+"""Run the gateway's rendered files on a real nginx on loopback, for the tests and the bench.
+
+The nginx is the one the stack ships: 1.26.3 with njs 0.8.9, Debian trixie's packages run with
+their own libraries (``scripts/gateway/ensure-nginx-shipped.sh`` fetches and caches them; see
+its header). ``LLM_GATEWAY_NGINX=debian12`` runs this machine's nginx 1.22.1 + njs 0.7.9 instead
+(``scripts/gateway/ensure-nginx.sh``). Everything that starts an nginx takes its binary and js
+module from ``nginx_build()``: the gateway's replicas and its limiter."""
 
 from __future__ import annotations
 
@@ -12,14 +16,39 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compile.gateway.limiter import LIMITER_CONF, LIMITER_HEALTH_PATH
 from components.compile.gateway.nginx import GatewaySettings, limiter_files, render_files
 
 REPO = Path(__file__).resolve().parents[2]
+ENSURE_SHIPPED = REPO / "scripts" / "gateway" / "ensure-nginx-shipped.sh"
+ENSURE_DEBIAN12 = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
+DEBIAN12_JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class NginxBuild:
+    binary: str      # what to exec (the shipped build: a wrapper running trixie's loader)
+    js_module: str   # the njs module that binary loads (nginx.conf's load_module)
+
+
+@functools.cache
+def nginx_build() -> NginxBuild:
+    """The nginx + njs the tests run; fetched and cached when missing (fails, never skips)."""
+    debian12 = os.environ.get("LLM_GATEWAY_NGINX") == "debian12"
+    ensure = ENSURE_DEBIAN12 if debian12 else ENSURE_SHIPPED
+    done = subprocess.run(["bash", str(ensure)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"installing nginx + njs failed ({ensure.name}):\n{done.stderr[-3000:]}")
+    binary = done.stdout.strip().splitlines()[-1]
+    if debian12:
+        return NginxBuild(binary, DEBIAN12_JS_MODULE)
+    # <cache>/bin/nginx -> <cache>/root/usr/lib/nginx/modules/ngx_http_js_module.so
+    module = Path(binary).parents[1] / "root" / "usr" / "lib" / "nginx" / "modules" / "ngx_http_js_module.so"
+    return NginxBuild(binary, str(module))
 
 
 def free_port() -> int:
@@ -28,41 +57,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# An unpacked Debian root (nginx, its njs module and their libraries, e.g. trixie's nginx 1.26.3
-# + njs 0.8.9 extracted with dpkg-deb -x) to run instead of the system's nginx: run through that
-# root's own dynamic loader, so its libraries are the ones it was built against.
-NGINX_ROOT = os.environ.get("LLM_GATEWAY_NGINX_ROOT")
-LIB = "usr/lib/x86_64-linux-gnu"
-
-
-TRIXIE = REPO / "scripts" / "gateway" / "ensure-trixie-nginx.sh"
-
-
-@functools.cache
-def nginx_root() -> Path:
-    """The unpacked nginx 1.26.3 + njs 0.8.9 (``LLM_GATEWAY_NGINX_ROOT``, else fetched and unpacked
-    by ensure-trixie-nginx.sh once; fails, never skips)."""
-    if NGINX_ROOT:
-        return Path(NGINX_ROOT)
-    done = subprocess.run(["bash", str(TRIXIE)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"unpacking Debian trixie's nginx + njs failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def nginx_command() -> list[str]:
-    root = nginx_root()
-    return [str(root / LIB / "ld-linux-x86-64.so.2"), "--library-path", str(root / LIB), str(root / "usr/sbin/nginx")]
-
-
-def js_module(default: str) -> str:
-    return str(nginx_root() / "usr/lib/nginx/modules/ngx_http_js_module.so")
-
-
 def start_nginx(directory: Path, conf: str, health_url: str, log_name: str) -> tuple[subprocess.Popen, object]:
     """nginx on a rendered config, as an unprivileged user; returns once health_url answers 200."""
     log = open(directory / log_name, "w")
-    argv = [*nginx_command(), "-e", "stderr", "-p", str(directory), "-c", str(directory / conf)]
+    argv = [nginx_build().binary, "-e", "stderr", "-p", str(directory), "-c", str(directory / conf)]
     if os.geteuid() == 0 and shutil.which("setpriv"):
         # As in the pod: the master process is not root (then nginx never switches users).
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
@@ -106,7 +104,7 @@ class Limiter:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.settings = replace(settings, config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"),
-                                js_module=js_module(settings.js_module), limiter=self.address)
+                                js_module=nginx_build().js_module, limiter=self.address)
         (self.dir / "tmp").mkdir()
         for name, text in limiter_files(self.settings, listen=self.address).items():
             (self.dir / name).write_text(text)
@@ -149,7 +147,7 @@ class Gateway:
         self.limiter = limiter
         self.settings = replace(settings, listen=f"127.0.0.1:{self.port}", health_listen=f"127.0.0.1:{self.health_port}",
                                 internal_listen=f"127.0.0.1:{free_port()}",
-                                limiter=limiter.address if limiter else None, js_module=js_module(settings.js_module),
+                                limiter=limiter.address if limiter else None, js_module=nginx_build().js_module,
                                 config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file)
         self.files = render_files(self.settings)
         (self.dir / "tmp").mkdir()
