@@ -55,6 +55,11 @@ GATEWAY_CONFIG = "gateway-config"
 GATEWAY_SERVICE = "gateway-service"
 GATEWAY_PDB = "gateway-pdb"
 GATEWAY_NETWORK_POLICY = "gateway-network-policy"
+GATEWAY_LIMITER = "gateway-limiter"
+GATEWAY_METRICS_SERVICE = "gateway-metrics-service"
+GATEWAY_SERVICE_MONITOR = "gateway-service-monitor"
+GATEWAY_LIMITER_SERVICE = "gateway-limiter-service"
+GATEWAY_LIMITER_NETWORK_POLICY = "gateway-limiter-network-policy"
 
 # --- the platform's children ------------------------------------------------------------------
 NAMESPACE = "namespace"

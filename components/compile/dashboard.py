@@ -28,6 +28,7 @@ from typing import Optional
 
 from ..config.stack import StackConfig
 from . import common
+from .gateway.monitoring import metrics_service_name
 
 NAME = "llm-serving-dashboard"
 DATA_KEY = "llm-serving.json"
@@ -108,6 +109,35 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
+# The gateway's row (with router.gateway on): its own counters (gateway.js, FAMILIES), per tenant
+# and model, from the pods behind its metrics Service (compile.gateway.monitoring). refIds start
+# with "gateway-"; the metric-name contract test reads those names from the script.
+def _gateway_quantiles(histogram: str) -> tuple[Query, ...]:
+    return tuple(
+        Query("gateway", f"p{percent}",
+              f"histogram_quantile({q}, sum by (tenant, model, le) (rate({histogram}_bucket{{sel}}[{RATE}])))",
+              f"{{{{tenant}}}} {{{{model}}}} p{percent}")
+        for q, percent in ((q, q[2:].ljust(2, "0")) for q in QUANTILES)
+    )
+
+
+GATEWAY_PANELS: tuple[Panel, ...] = (
+    Panel("Gateway requests per second", "reqps", "Answered requests by tenant, model and status.",
+          (_rate("gateway", "requests", "gateway_requests_total", "{{tenant}} {{model}} {{status}}",
+                 by="tenant, model, status"),)),
+    Panel("Gateway 429s per second", "reqps", "Requests refused by the tenants' limits, by the limit reached "
+          "(requests or tokens).",
+          (_rate("gateway", "limited", "gateway_rate_limited_total", "{{tenant}} {{limit}}", by="tenant, limit"),)),
+    Panel("Gateway time to first byte", "s", "Until the router's first byte, median and 95th percentile.",
+          _gateway_quantiles("gateway_time_to_first_byte_seconds")),
+    Panel("Gateway request duration", "s", "Until the end of the answer, median and 95th percentile.",
+          _gateway_quantiles("gateway_request_duration_seconds")),
+    Panel("Gateway tokens per second", "short", "Prompt and completion tokens the engines reported, by tenant.",
+          (_rate("gateway", "prompt", "gateway_prompt_tokens_total", "{{tenant}} prompt", by="tenant"),
+           _rate("gateway", "completion", "gateway_completion_tokens_total", "{{tenant}} completion", by="tenant"))),
+)
+
+
 def uid(namespace: str) -> str:
     """Grafana uids are at most 40 characters; one dashboard per stack namespace."""
     return f"llm-serving-{hashlib.sha256(namespace.encode()).hexdigest()[:12]}"
@@ -117,21 +147,22 @@ def selector(namespace: str) -> str:
     return f'{{namespace="{namespace}", service=~"$model"}}'
 
 
-def _panel(index: int, panel: Panel, namespace: str) -> dict:
+def _panel(index: int, panel: Panel, namespace: str, sel: Optional[str] = None, y: int = 0, offset: int = 0) -> dict:
     datasource = {"type": "prometheus", "uid": "${datasource}"}
+    sel = sel or selector(namespace)
     return {
-        "id": index + 1,
+        "id": offset + index + 1,
         "type": "timeseries",
         "title": panel.title,
         "description": panel.description,
         "datasource": datasource,
-        "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": 8 * (index // 2)},
+        "gridPos": {"h": 8, "w": 12, "x": 12 * (index % 2), "y": y + 8 * (index // 2)},
         "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
                     "tooltip": {"mode": "multi", "sort": "desc"}},
         "targets": [
             {"refId": f"{q.engine}-{q.key}", "datasource": datasource,
-             "expr": q.expr.replace("{sel}", selector(namespace)), "legendFormat": q.legend}
+             "expr": q.expr.replace("{sel}", sel), "legendFormat": q.legend}
             for q in panel.queries
         ],
     }
@@ -166,8 +197,21 @@ def dashboard(stack: StackConfig) -> dict:
         "time": {"from": "now-1h", "to": "now"},
         "timezone": "browser",
         "templating": {"list": _variables(models)},
-        "panels": [_panel(i, panel, namespace) for i, panel in enumerate(PANELS)],
+        "panels": [_panel(i, panel, namespace) for i, panel in enumerate(PANELS)] + _gateway_row(stack),
     }
+
+
+def _gateway_row(stack: StackConfig) -> list[dict]:
+    if stack.router is None or not stack.router.gateway.enabled:
+        return []
+    namespace = stack.platform.namespace
+    service = metrics_service_name(stack.router.gateway.resolved_name(stack.router.name))
+    sel = f'{{namespace="{namespace}", service="{service}"}}'
+    y = 8 * ((len(PANELS) + 1) // 2)
+    offset = len(PANELS) + 1
+    row = {"id": offset, "type": "row", "title": "Gateway", "collapsed": False, "panels": [],
+           "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}
+    return [row] + [_panel(i, panel, namespace, sel, y + 1, offset) for i, panel in enumerate(GATEWAY_PANELS)]
 
 
 def dashboard_json(stack: StackConfig) -> str:

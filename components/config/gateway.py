@@ -77,10 +77,36 @@ class GatewayResources(Strict):
 
 
 class RateLimit(Strict):
-    requests_per_minute: int = Field(
-        ge=1, description="Requests a tenant may send per minute across all gateway replicas (each "
-        "replica enforces its share, rounded up); beyond it: 429 with `Retry-After`.")
-    burst: int = Field(0, ge=0, description="Requests above the rate accepted at once before 429.")
+    """A tenant's limits, counted once for all gateway replicas (the gateway's limiter)."""
+
+    requests_per_minute: Optional[int] = Field(
+        None, ge=1, description="Requests a tenant may send per minute, across all gateway replicas "
+        "however its connections land on them; beyond it: 429 with `Retry-After` (the time until the "
+        "next request is admitted). Unset: no request limit.")
+    burst: Optional[int] = Field(
+        None, ge=0, description="Requests above the rate accepted at once (as nginx's `burst`: "
+        "`burst + 1` simultaneous requests pass). Unset: one second's worth of requests, at least 1, "
+        "so two simultaneous requests always pass.")
+    tokens_per_minute: Optional[int] = Field(
+        None, ge=1, description="Prompt + completion tokens a tenant may use per minute (from the "
+        "usage the engine reports; a bucket of one minute's worth). A request is admitted while the "
+        "bucket is not empty and charged its usage when it ends; once empty: 429 with `Retry-After` "
+        "(the time until it refills above zero). Unset: no token limit.")
+
+    @model_validator(mode="after")
+    def _something_limited(self) -> RateLimit:
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise values.Problems([Problem("requestsPerMinute", "rateLimit limits nothing; set requestsPerMinute "
+                                           "and/or tokensPerMinute, or remove rateLimit")])
+        if self.burst is not None and self.requests_per_minute is None:
+            raise values.Problems([Problem("burst", "burst applies to requestsPerMinute, which is unset; set "
+                                           "requestsPerMinute or remove burst")])
+        return self
+
+    def resolved_burst(self) -> int:
+        if self.burst is not None:
+            return self.burst
+        return max(1, -(-(self.requests_per_minute or 0) // 60))
 
 
 class Tenant(Strict):
@@ -92,7 +118,7 @@ class Tenant(Strict):
     models: Optional[tuple[str, ...]] = Field(
         None, description="Models this tenant may call (others answer 404 model_not_found); unset: "
         "every model the gateway fronts.")
-    rate_limit: Optional[RateLimit] = Field(None, description="Request rate limit; unset: none.")
+    rate_limit: Optional[RateLimit] = Field(None, description="Request and token limits; unset: none.")
 
 
 class ApiKeys(Strict):
@@ -182,6 +208,11 @@ class GatewayConfig(Strict):
 
     def resolved_name(self, router_name: str) -> str:
         return self.name or f"{router_name}-gateway"
+
+    def object_names(self, router_name: str) -> tuple[str, ...]:
+        """Its Services' names: the gateway's, the limiter's and the metrics Service's."""
+        name = self.resolved_name(router_name)
+        return (name, f"{name}-limiter", f"{name}-metrics")
 
 
 def gateway_problems(gateway: GatewayConfig, fronted: tuple[str, ...]) -> list[Problem]:

@@ -166,7 +166,7 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
             problems.append(Problem("router.gateway.name", f"'{gateway.resolved_name(router.name)}' is already "
                                     "a name of the router's objects; choose another, or remove it"))
     derived = {router.name, headless_name(router), backend_name(router),
-               *((gateway.resolved_name(router.name),) if gateway.enabled else ())}
+               *(gateway.object_names(router.name) if gateway.enabled else ())}
     for index, name in enumerate(names):
         if name in derived:
             problems.append(Problem(

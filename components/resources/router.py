@@ -10,6 +10,8 @@ pulumi-kubernetes with ``parent=self`` and wires the order:
     workload-kind guard, the fronted models ────────────────────────────────────────────────┴▶ router workload
     router workload ─▶ Service ─▶ ServiceMonitor; PDB; RouterTargets
     gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
+    ConfigMap ─▶ limiter Deployment ─▶ its Service ─▶ gateway Deployment (tenant limits)
+    gateway Deployment ─▶ metrics Service ─▶ ServiceMonitor (platform.metrics)
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
 update from the earlier render (port 8080, invented env) keeps every object's name and selector,
@@ -49,6 +51,7 @@ from .. import children as roles
 from ..children import child as child_name
 from ..compile.gateway import compile_gateway
 from ..compile.gateway import endpoint_url as gateway_url
+from ..compile.gateway.monitoring import required_crds as gateway_required_crds
 from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
 from ..config.stack import StackConfig, fronted_models
 from . import kubernetes as kube_resources
@@ -83,7 +86,8 @@ class RequestRouter(pulumi.ComponentResource):
         # the cluster serves them: without it, preview stops with the setting and the fix.
         crd_check: tuple[pulumi.Resource, ...] = ()
         self.crd_check = self.targets = None
-        requirements = required_crds(manifests)
+        gateway = compile_gateway(stack)
+        requirements = required_crds(manifests) + gateway_required_crds(gateway.service_monitor if gateway else None)
         if requirements and not deploy.rendering:
             self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), RequiredCrdsProps(
                 f"router {name}", tuple(CrdRequirement.from_dict(r) for r in requirements), cluster,
@@ -141,14 +145,23 @@ class RequestRouter(pulumi.ComponentResource):
 
         # The gateway starts after the router Service exists (nginx resolves its name at start);
         # the router Service itself is unchanged, so clients move to the gateway at their pace.
-        gateway = compile_gateway(stack)
         if gateway is not None:
             gateway_policy = apply(roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, *base)
             config = apply(roles.GATEWAY_CONFIG, gateway.config_map, *base)
+            limiter_service = None
+            if gateway.limiter is not None:
+                # The replicas resolve the limiter's Service name at start, as the router's.
+                limiter_policy = apply(roles.GATEWAY_LIMITER_NETWORK_POLICY, gateway.limiter.network_policy, *base)
+                limiter = apply(roles.GATEWAY_LIMITER, gateway.limiter.deployment, config,
+                                *[p for p in (limiter_policy,) if p is not None])
+                limiter_service = apply(roles.GATEWAY_LIMITER_SERVICE, gateway.limiter.service, limiter)
             deployment = apply(roles.GATEWAY, gateway.deployment, self.service, config,
-                               *[p for p in (gateway_policy,) if p is not None])
+                               *[p for p in (gateway_policy, limiter_service) if p is not None])
             apply(roles.GATEWAY_SERVICE, gateway.service, deployment)
             apply(roles.GATEWAY_PDB, gateway.pod_disruption_budget, deployment)
+            metrics_service = apply(roles.GATEWAY_METRICS_SERVICE, gateway.metrics_service, deployment)
+            if metrics_service is not None:
+                apply(roles.GATEWAY_SERVICE_MONITOR, gateway.service_monitor, metrics_service, *crd_check)
 
         if not deploy.rendering:
             # Read, not awaited: each fronted model already waited for its rollout. The models'

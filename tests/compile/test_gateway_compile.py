@@ -17,6 +17,7 @@ import yaml
 
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, endpoint_url, settings
+from components.compile.gateway.monitoring import required_crds as gateway_required_crds
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, script, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
@@ -29,7 +30,8 @@ RICH = {
     "replicas": 3,
     "models": ["chat"],
     "apiKeys": {"secretName": "gateway-keys", "tenants": [
-        {"name": "team-a", "routingKey": "team-a", "rateLimit": {"requestsPerMinute": 600, "burst": 20}},
+        {"name": "team-a", "routingKey": "team-a",
+         "rateLimit": {"requestsPerMinute": 600, "burst": 20, "tokensPerMinute": 120000}},
         {"name": "team-b", "models": ["chat"]},
     ]},
     "affinity": {"sessionHeader": "x-session-id"},
@@ -127,23 +129,56 @@ def test_settings_resolve_models_tenants_and_the_router_address():
     assert resolved.upstream == "llm-router.serving.svc.cluster.local:8000"
     assert resolved.models == ("chat",)
     team_a = resolved.tenants[0]
-    # 600 per minute across 3 replicas: each enforces 200.
-    assert team_a.requests_per_minute == 200 and team_a.burst == 20 and team_a.routing_key == "team-a"
+    # The whole rate, not a share per replica: the limiter counts it for all of them.
+    assert team_a.requests_per_minute == 600 and team_a.burst == 20 and team_a.routing_key == "team-a"
+    assert team_a.tokens_per_minute == 120000
+    assert resolved.limiter == "llm-router-gateway-limiter.serving.svc.cluster.local:8090"
     module = json.loads(settings_module(resolved).split("export default ", 1)[1].rstrip(";\n"))
-    assert module["tenants"]["team-b"] == {"routingKey": None, "models": ["chat"]}
+    assert module["tenants"]["team-b"] == {"routingKey": None, "models": ["chat"], "tokenLimited": False}
+    assert module["tenants"]["team-a"]["tokenLimited"] is True
     assert module["affinity"] == {"maxLeadingMessages": 4, "sessionHeader": "x-session-id"}
     assert settings(load({})).models == ("chat", "code")
 
 
-def test_the_nginx_conf_limits_each_rated_tenant_and_hides_internal_headers():
-    conf = compile_gateway(load(RICH)).config_map["data"]["nginx.conf"]
-    assert "limit_req_zone $gw_rate_key_0 zone=gw_tenant_0:1m rate=200r/m;" in conf
-    assert "gw_tenant_1" not in conf  # team-b has no limit
-    assert "limit_req zone=gw_tenant_0 burst=20 nodelay;" in conf
+def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_headers():
+    data = compile_gateway(load(RICH)).config_map["data"]
+    conf = data["nginx.conf"]
+    assert '"team-a" "1";' in conf and '"team-b"' not in conf  # team-b has no limit: no call
+    assert conf.count("auth_request /_gw/limit;") == 3  # chat, Responses, embeddings
+    assert "server llm-router-gateway-limiter.serving.svc.cluster.local:8090;" in conf
+    assert "error_page 500 502 503 504 = @gw_limit_open;" in conf  # fail open
+    assert "limit_req" not in conf
+    buckets = json.loads(data["limiter_config.js"].split("export default ", 1)[1].rstrip(";\n"))
+    # 600/min: one per 100 ms, 20 ahead; 120000 tokens/min: 0.5 ms each, a minute's worth.
+    assert buckets["tenants"] == {"team-a": {"requestIntervalMs": 100.0, "requestToleranceMs": 2000.0,
+                                             "tokenIntervalMs": 0.5, "tokenToleranceMs": 60000}}
+    assert "worker_processes 1;" in data["limiter.conf"]
     for name in HIDDEN_RESPONSE_HEADERS:
         assert f"proxy_hide_header {name};" in conf
-    assert conf.count("proxy_pass_request_headers off;") == 3
+    assert conf.count("proxy_pass_request_headers off;") == 5  # 3 to the router, 2 to the limiter
     assert "server llm-router.serving.svc.cluster.local:8000;" in conf
+
+
+def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
+    gateway = compile_gateway(load(RICH))
+    limiter = gateway.limiter
+    spec = limiter.deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    container = spec["template"]["spec"]["containers"][0]
+    assert container["command"][-1] == "/etc/llm-gateway/limiter.conf"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert spec["template"]["spec"]["automountServiceAccountToken"] is False
+    policy = limiter.network_policy["spec"]
+    assert policy["egress"] == [] and policy["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "llm-router", "app.kubernetes.io/component": "gateway"}}}]
+    egress = gateway.network_policy["spec"]["egress"]
+    assert {"protocol": "TCP", "port": 8090} in [port for rule in egress for port in rule["ports"]]
+    order = [m["metadata"]["name"] for m in gateway.in_order()]
+    assert order.index("llm-router-gateway-limiter") < order.index("llm-router-gateway")
+    unlimited = compile_gateway(load({"apiKeys": {"secretName": "k", "tenants": [{"name": "team-b"}]}}))
+    assert unlimited.limiter is None and "limiter.conf" not in unlimited.config_map["data"]
+    assert "auth_request" not in unlimited.config_map["data"]["nginx.conf"]
 
 
 def test_the_config_map_ships_the_script():
@@ -184,3 +219,23 @@ def test_the_service_can_be_exposed_with_its_annotations():
     assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}
     kubernetes_validate.validate(service, K8S_VERSION, strict=True)
     assert "annotations" not in compile_gateway(load({})).service["metadata"]
+
+
+def test_metrics_on_add_a_cluster_only_service_and_a_service_monitor_for_the_health_port():
+    stack = load_stack_config({
+        "platform": {"namespace": "serving", "metrics": {"enabled": True, "labels": {"release": "prom"}}},
+        "models": [model("chat")],
+        "router": {"image": ROUTER_IMAGE, "gateway": {"serviceType": "LoadBalancer", "apiKeys": {
+            "secretName": "k", "tenants": [{"name": "a"}]}}},
+    })
+    gateway = compile_gateway(stack)
+    service, monitor = gateway.metrics_service, gateway.service_monitor
+    assert service["spec"]["type"] == "ClusterIP"  # the API Service is a LoadBalancer: not there
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8081, "targetPort": "health", "protocol": "TCP"}]
+    assert service["spec"]["selector"] == gateway.service["spec"]["selector"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert [p["name"] for p in gateway.service["spec"]["ports"]] == ["http"]
+    assert gateway_required_crds(monitor)[0]["crds"] == ["servicemonitors.monitoring.coreos.com"]
+    assert compile_gateway(load({})).service_monitor is None and compile_gateway(load({})).metrics_service is None

@@ -19,8 +19,9 @@ import yaml
 
 from components.compile import dashboard as dash
 from components.compile import metrics, nim, server
+from components.compile.gateway import nginx as gateway_nginx
 from components.compile.plan import compile_stack, model_plan
-from components.config import ConfigError
+from components.config import ConfigError, load_stack_config
 from tests.fixtures import nim_llm_metrics, vllm_0_11_metrics
 from tests.support.builders import model, nim_model, stack
 from tests.support.real_crds import operator_crd
@@ -293,3 +294,38 @@ def test_the_service_monitor_declares_only_fields_of_the_crd_and_its_interval_pa
 def test_the_dashboard_config_map_is_strictly_valid_kubernetes():
     cm = dash.compile_dashboard(_stack())
     kubernetes_validate.validate(cm, K8S_VERSION, strict=True)
+
+
+# --- the gateway's row -----------------------------------------------------------------------------
+
+def _gateway_families() -> set[str]:
+    """The metric families gateway.js serves (its FAMILIES table), with a histogram's series."""
+    script = gateway_nginx.script()
+    table = script[script.index("const FAMILIES = ["):script.index("];", script.index("const FAMILIES = ["))]
+    names = set()
+    for name, kind in re.findall(r"\['(gateway_[a-z_]+)', '(counter|histogram)'", table):
+        names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" else {name}
+    return names
+
+
+def test_the_gateway_row_queries_only_what_the_gateway_serves_from_its_metrics_service():
+    config = load_stack_config({"platform": {"namespace": "serving", "metrics": {"enabled": True}},
+                                "models": [model("m")], "router": {"image": "nvcr.io/nvidia/llm-request-router:0.16.2"}})
+    board = _dashboard(config)
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    assert [r["title"] for r in rows] == ["Gateway"]
+    gateway_panels = [p for p in board["panels"] if any(t["refId"].startswith("gateway-") for t in p.get("targets", []))]
+    assert {p["title"] for p in gateway_panels} == {
+        "Gateway requests per second", "Gateway 429s per second", "Gateway time to first byte",
+        "Gateway request duration", "Gateway tokens per second"}
+    served = _gateway_families()
+    assert "gateway_time_to_first_byte_seconds_bucket" in served and "gateway_requests_total" in served
+    for panel in gateway_panels:
+        assert panel["gridPos"]["y"] > rows[0]["gridPos"]["y"]
+        for target in panel["targets"]:
+            assert 'service="llm-router-gateway-metrics"' in target["expr"]
+            unknown = metric_names(target["expr"]) - served
+            assert metric_names(target["expr"]) and not unknown, (panel["title"], unknown)
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    assert not [p for p in _dashboard(_stack())["panels"] if p["type"] == "row"]  # no router, no row

@@ -41,6 +41,13 @@ BAD = [
      "router.gateway.apiKeys.tenants.0.routingKey", ""),
     ("zero-rate", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"requestsPerMinute": 0}}]}},
      "router.gateway.apiKeys.tenants.0.rateLimit.requestsPerMinute", ""),
+    ("limit-of-nothing", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.requestsPerMinute", "set requestsPerMinute and/or tokensPerMinute"),
+    ("burst-without-rate", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"tokensPerMinute": 1000,
+                                                                                           "burst": 5}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.burst", "set requestsPerMinute or remove burst"),
+    ("zero-tokens", {"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": {"tokensPerMinute": 0}}]}},
+     "router.gateway.apiKeys.tenants.0.rateLimit.tokensPerMinute", ""),
     ("session-header-is-trusted", {"affinity": {"sessionHeader": "x-routing-key"}},
      "router.gateway.affinity.sessionHeader", "sets or consumes itself"),
     ("session-header-not-a-name", {"affinity": {"sessionHeader": "x session"}},
@@ -59,10 +66,11 @@ def test_bad_gateway_config_is_reported_at_its_field(gateway, path, fragment):
     assert any(fragment in p for p in at_path), f"{fragment!r} not in {at_path}"
 
 
-def test_a_model_named_like_the_gateway_collides():
+@pytest.mark.parametrize("taken", ["llm-router-gateway", "llm-router-gateway-limiter", "llm-router-gateway-metrics"])
+def test_a_model_named_like_the_gateway_collides(taken):
     with pytest.raises(ConfigError) as caught:
-        load({}, models=(model("chat"), model("llm-router-gateway")))
-    assert any("collides with model 'llm-router-gateway'" in p for p in caught.value.problems)
+        load({}, models=(model("chat"), model(taken)))
+    assert any(f"collides with model '{taken}'" in p for p in caught.value.problems)
 
 
 def test_defaults():
@@ -70,6 +78,16 @@ def test_defaults():
     assert gateway.enabled and gateway.image == DEFAULT_IMAGE and gateway.replicas == 2
     assert gateway.uid == 101 and gateway.api_keys is None and gateway.affinity.enabled
     assert gateway.resolved_name("llm-router") == "llm-router-gateway"
+
+
+def test_the_default_burst_is_a_seconds_worth_of_requests_at_least_one():
+    def burst(limit: dict) -> int:
+        tenants = load({"apiKeys": {**KEYS, "tenants": [{"name": "a", "rateLimit": limit}]}}).router.gateway.api_keys.tenants
+        return tenants[0].rate_limit.resolved_burst()
+    assert burst({"requestsPerMinute": 600}) == 10
+    assert burst({"requestsPerMinute": 10}) == 1  # two simultaneous requests pass
+    assert burst({"requestsPerMinute": 601}) == 11
+    assert burst({"requestsPerMinute": 600, "burst": 0}) == 0
 
 
 def test_session_header_is_lowercased():

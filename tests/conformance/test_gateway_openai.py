@@ -190,7 +190,7 @@ def digest(key: str) -> str:
 def test_api_keys_tenants_and_rate_limits(router_stack, gateway_over):
     tenants = [
         {"name": "team-a"},
-        {"name": "team-limited", "rateLimit": {"requestsPerMinute": 1}},
+        {"name": "team-limited", "rateLimit": {"requestsPerMinute": 1, "burst": 0}},
         {"name": "team-scoped", "routingKey": "team-scoped"},
     ]
     stack = router_stack(router={"gateway": {"replicas": 1, "apiKeys": {"secretName": "keys", "tenants": tenants}}})

@@ -1,4 +1,4 @@
-"""The rendered gateway on a real nginx + njs (Debian's nginx 1.22.1, njs 0.7.9; installed when
+"""The rendered gateway on a real nginx + njs (1.26.3 with njs 0.8.9, the image's, unpacked when
 missing) in front of a stand-in router that enforces the router's contract (fake_router.py):
 what clients get, what reaches the router, and the errors.
 """

@@ -7,10 +7,14 @@ PodDisruptionBudget and node spread with more than one replica, and a NetworkPol
 ``platform.networkPolicy.enabled``. With the gateway on, the router's own NetworkPolicy admits
 its HTTP port only from the gateway pods and ``allowFrom`` (``compile.router.network``).
 
-Metrics: nginx open source has no Prometheus endpoint without a third-party module or an
-exporter sidecar (another image to pin), so no ServiceMonitor is rendered. Instead each request
-is one JSON access-log line (request id, tenant, model, status, total and upstream first-byte
-time) and ``stub_status`` (connection counters) is served on the health port.
+Limits: with a tenant's ``rateLimit``, the limiter (``limiter.py``, ``limiter_objects.py``) counts
+them for all replicas together.
+
+Metrics: each replica counts its requests per tenant and model in an njs shared dictionary and
+serves them in Prometheus' text format at ``/metrics`` on the health port (``gateway.js``,
+``observe`` / ``metrics``); with ``platform.metrics`` a Service for that port and a
+ServiceMonitor (``monitoring``). Each request is also one JSON access-log line, and
+``stub_status`` (connection counters) is on the health port.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from ..router.names import HTTP_PORT as ROUTER_HTTP_PORT
 from ..router.names import POLICY_COMPONENT, ROUTER_COMPONENT, in_cluster, labels, selector_labels
 from ..router.network import GATEWAY_COMPONENT
 from ..router.workload import spread
+from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTINGS
+from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
+from .monitoring import compile_metrics_service, compile_service_monitor
 from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
 
 CONTAINER = "gateway"
@@ -63,11 +70,18 @@ class GatewayManifests:
     service: dict
     pod_disruption_budget: Optional[dict] = None
     network_policy: Optional[dict] = None
+    # With tenant limits: the limiter the replicas ask (its Service before the gateway's pods,
+    # which resolve its name at start).
+    limiter: Optional[LimiterManifests] = None
+    # With platform.metrics: the health port's Service and its ServiceMonitor.
+    metrics_service: Optional[dict] = None
+    service_monitor: Optional[dict] = None
 
     def in_order(self) -> list[dict]:
         """Policy first (pods never run without it), the config before the pods that mount it."""
-        return [m for m in (self.network_policy, self.config_map, self.deployment, self.service,
-                            self.pod_disruption_budget) if m is not None]
+        limiter = (self.limiter.network_policy, self.limiter.deployment, self.limiter.service) if self.limiter else ()
+        return [m for m in (self.network_policy, self.config_map, *limiter, self.deployment, self.service,
+                            self.pod_disruption_budget, self.metrics_service, self.service_monitor) if m is not None]
 
 
 def enabled(stack: StackConfig) -> bool:
@@ -79,7 +93,7 @@ def settings(stack: StackConfig) -> GatewaySettings:
     fronted = fronted_models(router, [m.name for m in stack.models])
     upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
     return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
-                              router.gateway.replicas)
+                              limiter_address(stack, GatewayNames.of(stack).gateway))
 
 
 def endpoint_url(stack: StackConfig) -> str:
@@ -189,10 +203,10 @@ def gateway_pods(stack: StackConfig) -> dict:
     return {"podSelector": {"matchLabels": selector_labels(stack.router, GATEWAY_COMPONENT)}}
 
 
-def compile_network_policy(stack: StackConfig, names: GatewayNames) -> Optional[dict]:
+def compile_network_policy(stack: StackConfig, names: GatewayNames, has_limiter: bool = False) -> Optional[dict]:
     """Ingress: the API port from anywhere (it is the front door, with its own authentication);
-    the health port from ``allowFrom``. Egress: the router pods' HTTP port, and DNS (nginx
-    resolves the router Service's name at start)."""
+    the health port from ``allowFrom``. Egress: the router pods' HTTP port, the limiter's (with
+    tenant limits), and DNS (nginx resolves the Services' names at start)."""
     if not stack.platform.network_policy.enabled:
         return None
     router = stack.router
@@ -205,6 +219,8 @@ def compile_network_policy(stack: StackConfig, names: GatewayNames) -> Optional[
          "ports": [{"protocol": "TCP", "port": ROUTER_HTTP_PORT}]},
         {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
     ]
+    if has_limiter:
+        egress.insert(1, {"to": [limiter_pods(stack)], "ports": [{"protocol": "TCP", "port": LIMITER_PORT}]})
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _metadata(stack, names.policy, POLICY_COMPONENT),
             "spec": {"podSelector": {"matchLabels": selector_labels(router, GATEWAY_COMPONENT)},
@@ -216,12 +232,20 @@ def compile_gateway(stack: StackConfig) -> Optional[GatewayManifests]:
     if not enabled(stack):
         return None
     names = GatewayNames.of(stack)
-    files = render_files(settings(stack))
+    resolved = settings(stack)
+    files = render_files(resolved)
+    limiter = None
+    if resolved.limiter:
+        own = {name: files[name] for name in (LIMITER_CONF, LIMITER_SCRIPT, LIMITER_SETTINGS)}
+        limiter = compile_limiter(stack, names.gateway, names.config, config_hash(own), CONFIG_HASH_ANNOTATION)
     return GatewayManifests(
         names=names,
         config_map=compile_config_map(stack, names, files),
         deployment=compile_deployment(stack, names, files),
         service=compile_service(stack, names),
         pod_disruption_budget=compile_pdb(stack, names),
-        network_policy=compile_network_policy(stack, names),
+        network_policy=compile_network_policy(stack, names, limiter is not None),
+        limiter=limiter,
+        metrics_service=compile_metrics_service(stack, names.gateway),
+        service_monitor=compile_service_monitor(stack, names.gateway),
     )

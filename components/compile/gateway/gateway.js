@@ -1,7 +1,7 @@
 // The llm-serving gateway: OpenAI's HTTP API to clients, Stargate's gateway contract to the
 // router. Rendered into the gateway's ConfigMap beside nginx.conf and gateway_config.js (the
-// settings, generated from the stack config). Written for njs 0.7.9 (Debian bookworm) and later:
-// no destructuring, no optional chaining, no js_shared_dict_zone.
+// settings, generated from the stack config). Written for njs 0.8 (Debian trixie's 0.8.9, the
+// image's): the token-limit path uses js_shared_dict_zone, js_periodic and ngx.fetch.
 //
 // Request flow (nginx.conf):
 //   js_set $gw_tenant    tenant()     bearer key -> sha256 -> tenant (the keys Secret, re-read)
@@ -489,6 +489,211 @@ function foldResponses(events) {
     return {answer: last};
 }
 
+// ---- token limits: usage read from answers, charged at the limiter ---------------------------
+// Per-request state lives in js_var variables (not module variables), so it holds on njs engines
+// that reuse a VM between requests. The usage numbers are the engine's (chat: `prompt_tokens`,
+// `completion_tokens`; Responses: `input_tokens`, `output_tokens`; the last ones seen win, as a
+// stream's final usage is its total). A stream that carries none (a client that did not ask for
+// `stream_options.include_usage`) is charged the x-input-tokens estimate plus one token per event.
+
+const PROMPT_USED = /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g;
+const COMPLETION_USED = /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g;
+const EVENT = /(?:^|\n)data:/g;
+
+function lastMatch(re, text) {
+    let found = '';
+    let m;
+    re.lastIndex = 0;
+    while ((m = re.exec(text)) !== null) {
+        found = m[1];
+    }
+    return found;
+}
+
+function countUsage(r, data, last) {
+    const chunk = data.length ? data.toString() : '';
+    // The previous chunk's end joins this one: a number split between two buffers still matches.
+    const text = (r.variables.gw_usage_tail || '') + chunk;
+    const prompt = lastMatch(PROMPT_USED, text);
+    const completion = lastMatch(COMPLETION_USED, text);
+    if (prompt) {
+        r.variables.gw_prompt_used = prompt;
+    }
+    if (completion) {
+        r.variables.gw_completion_used = completion;
+    }
+    const events = (chunk.match(EVENT) || []).length;
+    if (events) {
+        r.variables.gw_events_seen = String(Number(r.variables.gw_events_seen || 0) + events);
+    }
+    r.variables.gw_usage_tail = text.slice(-64);
+    if (!last) {
+        return;
+    }
+    const tenantName = r.variables.gw_tenant;
+    const t = tenantName ? cfg.tenants[tenantName] : null;
+    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
+        return;
+    }
+    let used;
+    if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
+        used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
+    } else {
+        used = Number(r.variables.gw_input_tokens || 0) + Number(r.variables.gw_events_seen || 0);
+    }
+    if (used > 0) {
+        ngx.shared.gw_pending.incr(tenantName, used, 0);
+    }
+}
+
+// js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
+function countStream(r, data, flags) {
+    if (r.status === 200) {
+        countUsage(r, data, flags.last);
+    }
+    r.sendBuffer(data, flags);
+}
+
+// js_body_filter of @gw_fold: the usage is read from the stream before it is folded.
+function foldCounted(r, data, flags) {
+    if (r.status === 200) {
+        countUsage(r, data, flags.last);
+    }
+    foldBody(r, data, flags);
+}
+
+// js_set $gw_charge, read by the limit check: this tenant's usage not yet charged, taken (an
+// atomic decrement, so usage added meanwhile by another worker stays for the next check).
+function takeCharge(r) {
+    const tenantName = r.variables.gw_tenant;
+    const pending = ngx.shared.gw_pending;
+    if (!tenantName || !pending) {
+        return '0';
+    }
+    const owed = pending.get(tenantName) || 0;
+    if (owed > 0) {
+        pending.incr(tenantName, -owed, 0);
+    }
+    return String(owed);
+}
+
+// js_periodic (every second): usage of tenants that sent no further request from this replica
+// goes to the limiter through the loopback server (nginx.conf, /_gw/charge).
+async function flushCharges() {
+    const pending = ngx.shared.gw_pending;
+    if (!pending) {
+        return;
+    }
+    const names = pending.keys();
+    for (let i = 0; i < names.length; i++) {
+        const owed = pending.get(names[i]) || 0;
+        if (owed <= 0) {
+            continue;
+        }
+        pending.incr(names[i], -owed, 0);
+        try {
+            await ngx.fetch('http://' + cfg.internalListen + '/_gw/charge', {
+                method: 'POST', headers: {'x-gw-tenant': names[i], 'x-gw-tokens': String(owed)}});
+        } catch (e) {
+            ngx.log(ngx.WARN, 'gateway: the limiter did not take ' + owed + ' tokens of ' + names[i] + ': ' + e.message);
+        }
+    }
+}
+
+// ---- metrics: Prometheus counters of this replica ------------------------------------------
+// js_set $gw_observe is referenced only by an access log (nginx.conf), so it runs once per
+// request in the log phase, when status and times are final; every answer passes there (429s,
+// nginx's own errors, clients that left). Labels are bounded: the tenant comes from the config,
+// the model is set only once admitted ('' before: 401, 429, bad bodies).
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const FAMILIES = [
+    ['gateway_requests_total', 'counter', 'Requests answered, by tenant, model and HTTP status.'],
+    ['gateway_rate_limited_total', 'counter', 'Requests answered 429 by the limits, by the limit reached.'],
+    ['gateway_time_to_first_byte_seconds', 'histogram', "Time until the router's first byte (its response header)."],
+    ['gateway_request_duration_seconds', 'histogram', 'Time from the request to the end of its answer.'],
+    ['gateway_prompt_tokens_total', 'counter', 'Prompt (input) tokens, as the engine reported them.'],
+    ['gateway_completion_tokens_total', 'counter', 'Completion (output) tokens, as the engine reported them.'],
+];
+
+function labelValue(v) {
+    return String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+function histogram(m, name, series, seconds) {
+    // Every bucket is written (0 adds nothing but creates it): a histogram lists all of them.
+    for (let i = 0; i < BUCKETS.length; i++) {
+        m.incr(name + '_bucket' + series + ',le="' + BUCKETS[i] + '"}', seconds <= BUCKETS[i] ? 1 : 0, 0);
+    }
+    m.incr(name + '_bucket' + series + ',le="+Inf"}', 1, 0);
+    m.incr(name + '_sum' + series + '}', seconds, 0);
+    m.incr(name + '_count' + series + '}', 1, 0);
+}
+
+function observe(r) {
+    const m = ngx.shared.gw_metrics;
+    if (!m) {
+        return '';
+    }
+    const series = '{tenant="' + labelValue(r.variables.gw_tenant || '') + '",model="'
+        + labelValue(r.variables.gw_model || '') + '"';
+    const status = r.variables.status;
+    m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
+    if (status === '429') {
+        m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
+    }
+    const first = parseFloat(r.variables.upstream_header_time || '');
+    if (first >= 0) {
+        histogram(m, 'gateway_time_to_first_byte_seconds', series, first);
+    }
+    histogram(m, 'gateway_request_duration_seconds', series, parseFloat(r.variables.request_time) || 0);
+    const prompt = Number(r.variables.gw_prompt_used || 0);
+    const completion = Number(r.variables.gw_completion_used || 0);
+    if (prompt > 0) {
+        m.incr('gateway_prompt_tokens_total' + series + '}', prompt, 0);
+    }
+    if (completion > 0) {
+        m.incr('gateway_completion_tokens_total' + series + '}', completion, 0);
+    }
+    return '';
+}
+
+// A histogram's buckets in increasing `le` order (as text, "10" would sort before "2.5").
+function bySeriesThenBucket(x, y) {
+    const le = /,le="([^"]*)"\}$/;
+    const mx = le.exec(x);
+    const my = le.exec(y);
+    const bx = mx ? x.slice(0, mx.index) : x;
+    const by = my ? y.slice(0, my.index) : y;
+    if (bx !== by || !mx || !my) {
+        return bx < by ? -1 : (bx > by ? 1 : (x < y ? -1 : 1));
+    }
+    const vx = mx[1] === '+Inf' ? Infinity : parseFloat(mx[1]);
+    const vy = my[1] === '+Inf' ? Infinity : parseFloat(my[1]);
+    return vx - vy;
+}
+
+// GET /metrics on the health port: the counters in Prometheus' text format.
+function metrics(r) {
+    const m = ngx.shared.gw_metrics;
+    const keys = m ? m.keys().sort(bySeriesThenBucket) : [];
+    const lines = [];
+    for (let f = 0; f < FAMILIES.length; f++) {
+        const name = FAMILIES[f][0];
+        lines.push('# HELP ' + name + ' ' + FAMILIES[f][2], '# TYPE ' + name + ' ' + FAMILIES[f][1]);
+        const prefixes = FAMILIES[f][1] === 'histogram' ? [name + '_bucket{', name + '_sum{', name + '_count{'] : [name + '{'];
+        for (let p = 0; p < prefixes.length; p++) {
+            for (let k = 0; k < keys.length; k++) {
+                if (keys[k].indexOf(prefixes[p]) === 0) {
+                    lines.push(keys[k] + ' ' + m.get(keys[k]));
+                }
+            }
+        }
+    }
+    r.headersOut['Content-Type'] = 'text/plain; version=0.0.4';
+    r.return(200, lines.join('\n') + '\n');
+}
+
 function chat(r) {
     handle(r, 'chat');
 }
@@ -549,4 +754,5 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody};
+export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
+                countStream, foldCounted, takeCharge, flushCharges, observe, metrics};

@@ -1,13 +1,14 @@
 """The gateway's files: nginx.conf, the njs script and its settings module.
 
 Pure: settings in, file texts out. ``render_files`` is also what the tests run on a real nginx
-(Debian's 1.22.1 with njs 0.7.9) with loopback addresses in place of the in-cluster ones, so
+(1.26.3 with njs 0.8.9, the image's, from Debian trixie's packages) with loopback addresses in place of the in-cluster ones, so
 the configuration that ships is the one that was exercised.
 
 What nginx does and what the njs script does:
 - nginx: listens, limits body size (413), keeps the client's ``x-request-id`` when it is a plain
-  token of at most 128 characters (else its own ``$request_id``) and echoes it, rate-limits per
-  tenant (``limit_req``, one zone per tenant: njs 0.7.9 has no shared dictionary), proxies to
+  token of at most 128 characters (else its own ``$request_id``) and echoes it, asks the limiter
+  (``limiter.py``) whether a limited tenant's request may pass (``auth_request``, before the body
+  is read; the counts are the limiter's, so they hold across replicas), proxies to
   the router with only the headers it sets (``proxy_pass_request_headers off``: every
   caller-supplied trusted or internal header is dropped by construction), hides the router's
   internal response headers, and turns its own errors into OpenAI error JSON;
@@ -32,6 +33,7 @@ from importlib import resources
 from typing import Optional
 
 from ...config.gateway import GatewayConfig
+from . import limiter as lim
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
@@ -41,6 +43,9 @@ JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 HTTP_PORT = 8080
 HEALTH_PORT = 8081
 HEALTH_PATH = "/healthz"
+INTERNAL_PORT = 8082
+# Prometheus text format, on the health port (never on the API port clients reach).
+METRICS_PATH = "/metrics"
 
 SCRIPT = "gateway.js"
 SETTINGS = "gateway_config.js"
@@ -60,9 +65,14 @@ class Tenant:
     name: str
     routing_key: Optional[str]
     models: Optional[tuple[str, ...]]
-    # Per gateway replica: the tenant's rate divided among replicas, rounded up.
+    # For all replicas together: the limiter counts them in one place.
     requests_per_minute: Optional[int]
     burst: int
+    tokens_per_minute: Optional[int] = None
+
+    @property
+    def limited(self) -> bool:
+        return bool(self.requests_per_minute or self.tokens_per_minute)
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,10 @@ class GatewaySettings:
     worker_processes: int = 2
     listen: str = str(HTTP_PORT)
     health_listen: str = str(HEALTH_PORT)
+    # A loopback-only server the periodic token flush calls (ngx.fetch has no upstream blocks).
+    internal_listen: str = f"127.0.0.1:{INTERNAL_PORT}"
+    # host:port of the limiter's Service (set when a tenant has limits).
+    limiter: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
     max_response_bytes: int = 16 * 1024 * 1024
     timeout_seconds: int = 600
@@ -88,14 +102,17 @@ class GatewaySettings:
     js_module: str = JS_MODULE
 
     @classmethod
-    def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...], replicas: int) -> GatewaySettings:
+    def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
+           limiter: Optional[str] = None) -> GatewaySettings:
         keys = gateway.api_keys
         tenants = tuple(
             Tenant(t.name, t.routing_key, t.models,
-                   -(-t.rate_limit.requests_per_minute // replicas) if t.rate_limit else None,
-                   t.rate_limit.burst if t.rate_limit else 0)
+                   t.rate_limit.requests_per_minute if t.rate_limit else None,
+                   t.rate_limit.resolved_burst() if t.rate_limit else 0,
+                   t.rate_limit.tokens_per_minute if t.rate_limit else None)
             for t in (keys.tenants if keys else ()))
         return cls(
+            limiter=limiter if any(t.limited for t in tenants) else None,
             upstream=upstream, models=models, worker_processes=gateway.worker_processes,
             max_body_bytes=gateway.max_body_bytes, max_response_bytes=gateway.max_response_bytes,
             timeout_seconds=gateway.request_timeout_seconds, retry_after_seconds=gateway.retry_after_seconds,
@@ -116,13 +133,15 @@ def settings_module(s: GatewaySettings) -> str:
     settings = {
         "models": list(s.models),
         "apiKeys": {"file": s.keys_file} if s.keys_file else None,
-        "tenants": {t.name: {"routingKey": t.routing_key, "models": list(t.models) if t.models is not None else None}
+        "tenants": {t.name: {"routingKey": t.routing_key, "models": list(t.models) if t.models is not None else None,
+                             "tokenLimited": bool(t.tokens_per_minute)}
                     for t in s.tenants},
         "affinity": ({"maxLeadingMessages": s.affinity_max_leading, "sessionHeader": s.session_header}
                      if s.affinity else None),
         "timeoutMs": s.timeout_seconds * 1000,
         "retryAfterSeconds": s.retry_after_seconds,
         "maxResponseBytes": s.max_response_bytes,
+        "internalListen": s.internal_listen,
     }
     return ("// Generated by llm-serving from the stack's router.gateway settings; do not edit.\n"
             f"export default {json.dumps(settings, indent=2, sort_keys=True)};\n")
@@ -136,30 +155,117 @@ def _error_json(message: str, kind: str, code: str) -> str:
     return text
 
 
+def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
+    """The pieces of nginx.conf that ask the limiter (empty when no tenant has limits)."""
+    limited = [t for t in s.tenants if t.limited]
+    empty = dict.fromkeys(("http", "locations", "server", "health", "servers", "error_page"), "")
+    if not limited:
+        return empty
+    if not s.limiter:
+        raise ValueError("tenants with rateLimit need the limiter's address (GatewaySettings.limiter)")
+    counted = any(t.tokens_per_minute for t in limited)
+    names = "".join(f'\n        "{t.name}" "1";' for t in limited)
+    requests = _error_json("Rate limit reached for your API key (requests per minute); retry after the time "
+                           "in Retry-After.", "rate_limit_error", "rate_limit_exceeded")
+    tokens = _error_json("Token limit reached for your API key (tokens per minute); retry after the time in "
+                         "Retry-After.", "rate_limit_error", "rate_limit_exceeded")
+    to_limiter = """proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass_request_headers off;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_connect_timeout 1s;
+            proxy_read_timeout 1s;
+            proxy_send_timeout 1s;"""
+    http = f"""
+    # Tenants with limits ask the limiter; the others pass without a call.
+    map $gw_tenant $gw_limited {{{names}
+        default "";
+    }}
+    map $gw_limit_kind $gw_limited_body {{
+        "tokens" '{tokens}';
+        default '{requests}';
+    }}
+    upstream gw_limiter {{
+        server {s.limiter};
+        keepalive 16;
+    }}"""
+    if counted:
+        http += """
+    # Token usage read from answers, per tenant, not yet charged at the limiter: the next check
+    # of that tenant from this replica carries it, and a periodic flush sends the rest.
+    js_shared_dict_zone zone=gw_pending:1m type=number;
+    js_set $gw_charge gw.takeCharge;"""
+    charge = "\n            proxy_set_header x-gw-tokens $gw_charge;" if counted else ""
+    server = f"""
+        # Limits: the limiter answers 204 (admitted) or 403 with Retry-After (limited). When it is
+        # down or slow, the request is admitted (fail open: docs/gateway.md, Limits).
+        location = /_gw/limit {{
+            internal;
+            if ($gw_limited = "") {{
+                return 204;
+            }}
+            proxy_pass http://gw_limiter/check;
+            {to_limiter}
+            proxy_set_header x-gw-tenant $gw_tenant;{charge}
+            error_page 500 502 503 504 = @gw_limit_open;
+        }}
+        location @gw_limit_open {{
+            return 204;
+        }}
+        location @gw_rate_limited {{
+            add_header x-request-id $gw_request_id always;
+            add_header Retry-After $gw_limit_retry always;
+            return 429 '$gw_limited_body\\n';
+        }}"""
+    out = {
+        "http": http,
+        "locations": """
+            auth_request /_gw/limit;
+            auth_request_set $gw_limit_retry $upstream_http_retry_after;
+            auth_request_set $gw_limit_kind $upstream_http_x_gw_limit;""",
+        "server": server,
+        "health": "", "servers": "",
+        # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
+        "error_page": "        error_page 403 = @gw_rate_limited;\n",
+    }
+    if counted:
+        out["health"] = """
+        location @gw_flush {
+            js_periodic gw.flushCharges interval=1s;
+        }"""
+        out["servers"] = f"""
+
+    # Loopback only: the periodic flush of token usage to the limiter (ngx.fetch cannot use an
+    # upstream block, so it calls this server, which can).
+    server {{
+        listen {s.internal_listen};
+        access_log off;
+        location = /_gw/charge {{
+            proxy_pass http://gw_limiter/charge;
+            {to_limiter}
+            proxy_set_header x-gw-tenant $http_x_gw_tenant;
+            proxy_set_header x-gw-tokens $http_x_gw_tokens;
+        }}
+        location / {{
+            return 404;
+        }}
+    }}"""
+    return out
+
+
 def nginx_conf(s: GatewaySettings) -> str:
     tmp = s.scratch_dir
-    rate_zones, rate_maps, rate_limits, retry_after = [], [], [], []
-    for index, tenant in enumerate(s.tenants):
-        if tenant.requests_per_minute is None:
-            continue
-        var = f"$gw_rate_key_{index}"
-        rate_maps.append(f'    map $gw_tenant {var} {{\n        "{tenant.name}" "{tenant.name}";\n        default "";\n    }}')
-        rate_zones.append(f"    limit_req_zone {var} zone=gw_tenant_{index}:1m rate={tenant.requests_per_minute}r/m;")
-        burst = f" burst={tenant.burst} nodelay" if tenant.burst else ""
-        rate_limits.append(f"limit_req zone=gw_tenant_{index}{burst};")
-        retry_after.append(f'        "{tenant.name}" "{max(1, -(-60 // tenant.requests_per_minute))}";')
-    limits = "".join(f"\n            {line}" for line in rate_limits)
+    lb = _limit_blocks(s)
+    limits = lb["locations"]
     hide = "".join(f"\n            proxy_hide_header {name};" for name in HIDDEN_RESPONSE_HEADERS)
     too_large = _error_json(f"The request body is larger than {s.max_body_bytes} bytes.",
                             "invalid_request_error", "request_too_large")
     unavailable = _error_json("No server can take requests for this model right now; retry later.",
                               "service_unavailable", "service_unavailable")
     timeout = _error_json("The request timed out upstream.", "timeout", "timeout")
-    limited = _error_json("Rate limit reached for your API key; retry after the time in Retry-After.",
-                          "rate_limit_error", "rate_limit_exceeded")
     bad_request = _error_json("The request could not be read.", "invalid_request_error", "bad_request")
     internal = _error_json("The gateway failed to handle the request.", "server_error", "internal_error")
-    retry_map = "\n".join(retry_after)
     upstream_common = f"""proxy_pass http://gw_router;
             proxy_http_version 1.0;
             proxy_pass_request_headers off;
@@ -206,6 +312,10 @@ http {{
         '"request_time":$request_time,"upstream_status":"$upstream_status",'
         '"upstream_first_byte":"$upstream_header_time"}}';
     access_log /dev/stdout gw;
+    # Metrics (gateway.js, observe): a log format whose only variable runs the counting, so it
+    # runs once per request when status and times are final. The line written is empty.
+    log_format gw_metrics '$gw_observe';
+    access_log /dev/null gw_metrics;
 
     js_path {s.config_dir};
     js_import gw from {SCRIPT};
@@ -218,19 +328,20 @@ http {{
     js_var $gw_body;
     js_var $gw_kind;
     js_var $gw_fold;
+    # Usage read from answers (countStream / foldCounted) for the metrics and token limits.
+    js_var $gw_usage_tail;
+    js_var $gw_prompt_used;
+    js_var $gw_completion_used;
+    js_var $gw_events_seen;
+    js_set $gw_observe gw.observe;
+    js_shared_dict_zone zone=gw_metrics:4m type=number;
 
     # The client's request id when it is a plain token, else nginx's own (32 hex digits).
     map $http_x_request_id $gw_request_id {{
         "~^[A-Za-z0-9._:-]{{1,128}}$" $http_x_request_id;
         default $request_id;
     }}
-    map $gw_tenant $gw_retry_after {{
-{retry_map}
-        default "1";
-    }}
-{chr(10).join(rate_maps)}
-{chr(10).join(rate_zones)}
-    limit_req_status 429;
+{lb["http"]}
 
     # HTTP/1.0 to the router, one connection per request: its answer then ends when it closes the
     # connection. Over HTTP/1.1 its chunked stream ends with a terminator the router writes after
@@ -245,8 +356,7 @@ http {{
         listen {s.listen};
         add_header x-request-id $gw_request_id always;
         error_page 413 = @gw_too_large;
-        error_page 429 = @gw_rate_limited;
-        error_page 400 = @gw_bad_request;
+{lb["error_page"]}        error_page 400 = @gw_bad_request;
         error_page 500 = @gw_internal;
 
         location = /v1/chat/completions {{{limits}
@@ -274,6 +384,7 @@ http {{
             error_page 404 502 503 = @gw_unavailable;
             error_page 504 = @gw_timeout;
             error_page 413 = @gw_too_large;
+            js_body_filter gw.countStream buffer_type=buffer;
         }}
         # Non-streaming chat / Responses: sent as a stream, folded into one answer by gateway.js.
         location @gw_fold {{
@@ -284,7 +395,7 @@ http {{
             error_page 504 = @gw_timeout;
             error_page 413 = @gw_too_large;
             js_header_filter gw.foldHeaders;
-            js_body_filter gw.foldBody buffer_type=buffer;
+            js_body_filter gw.foldCounted buffer_type=buffer;
         }}
         location = /_gw/models {{
             internal;
@@ -311,11 +422,6 @@ http {{
             add_header x-request-id $gw_request_id always;
             return 413 '{too_large}\\n';
         }}
-        location @gw_rate_limited {{
-            add_header x-request-id $gw_request_id always;
-            add_header Retry-After $gw_retry_after always;
-            return 429 '{limited}\\n';
-        }}
         location @gw_bad_request {{
             add_header x-request-id $gw_request_id always;
             return 400 '{bad_request}\\n';
@@ -323,7 +429,7 @@ http {{
         location @gw_internal {{
             add_header x-request-id $gw_request_id always;
             return 500 '{internal}\\n';
-        }}
+        }}{lb["server"]}
     }}
 
     # Probes (and nginx's connection counters): a port of its own, outside the API's logs.
@@ -336,11 +442,31 @@ http {{
         location = /stub_status {{
             stub_status;
         }}
-    }}
+        location = {METRICS_PATH} {{
+            js_content gw.metrics;
+        }}{lb["health"]}
+    }}{lb["servers"]}
 }}
 """
 
 
 def render_files(s: GatewaySettings) -> dict[str, str]:
     """The ConfigMap's data: file name -> text."""
-    return {NGINX_CONF: nginx_conf(s), SCRIPT: script(), SETTINGS: settings_module(s)}
+    files = {NGINX_CONF: nginx_conf(s), SCRIPT: script(), SETTINGS: settings_module(s)}
+    if s.limiter:
+        files.update(limiter_files(s))
+    return files
+
+
+@cache
+def limiter_script() -> str:
+    return resources.files(__package__).joinpath(lim.LIMITER_SCRIPT).read_text(encoding="utf-8")
+
+
+def limiter_files(s: GatewaySettings, listen: str = str(lim.LIMITER_PORT)) -> dict[str, str]:
+    """The limiter's files (it mounts the gateway's ConfigMap and runs limiter.conf)."""
+    tenants = tuple(lim.TenantLimits(t.name, t.requests_per_minute, t.burst, t.tokens_per_minute)
+                    for t in s.tenants if t.limited)
+    return {lim.LIMITER_CONF: lim.limiter_conf(listen=listen, config_dir=s.config_dir, scratch_dir=s.scratch_dir,
+                                               js_module=s.js_module),
+            lim.LIMITER_SCRIPT: limiter_script(), lim.LIMITER_SETTINGS: lim.settings_module(tenants)}
