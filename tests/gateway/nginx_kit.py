@@ -28,6 +28,24 @@ def nginx_binary() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+# An unpacked nginx root (e.g. Debian trixie's nginx 1.26.3 + njs 0.8.9 with its own libraries),
+# run through that root's dynamic loader; unset: the host's nginx (ensure-nginx.sh).
+NGINX_ROOT = os.environ.get("LLM_GATEWAY_NGINX_ROOT")
+LIB = "usr/lib/x86_64-linux-gnu"
+
+
+def nginx_command() -> list[str]:
+    if NGINX_ROOT:
+        root = Path(NGINX_ROOT)
+        return [str(root / LIB / "ld-linux-x86-64.so.2"), "--library-path", str(root / LIB),
+                str(root / "usr/sbin/nginx")]
+    return [nginx_binary()]
+
+
+def js_module(default: str) -> str:
+    return str(Path(NGINX_ROOT) / "usr/lib/nginx/modules/ngx_http_js_module.so") if NGINX_ROOT else default
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,7 +60,8 @@ class Gateway:
         self.port, self.health_port = free_port(), free_port()
         keys_file = str(self.dir / "keys") if settings.keys_file else None
         self.settings = replace(settings, listen=f"127.0.0.1:{self.port}", health_listen=f"127.0.0.1:{self.health_port}",
-                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file)
+                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file,
+                                js_module=js_module(settings.js_module))
         self.files = render_files(self.settings)
         (self.dir / "tmp").mkdir()
         for name, text in self.files.items():
@@ -61,9 +80,8 @@ class Gateway:
         Path(self.settings.keys_file).write_text(text)
 
     def start(self) -> Gateway:
-        binary = nginx_binary()
         self.log = open(self.dir / "nginx.log", "w")
-        argv = [binary, "-e", "stderr", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")]
+        argv = [*nginx_command(), "-e", "stderr", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")]
         if os.geteuid() == 0 and shutil.which("setpriv"):
             # As in the pod: the master process is not root (then nginx never switches users).
             argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
