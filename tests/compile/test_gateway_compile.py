@@ -23,6 +23,7 @@ from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, 
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
+from components.config.gateway import TRUSTED_HEADERS
 from tests.support.builders import FIXTURES, model
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
@@ -211,3 +212,12 @@ def test_the_service_can_be_exposed_with_its_annotations():
     assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}
     kubernetes_validate.validate(service, K8S_VERSION, strict=True)
     assert "annotations" not in compile_gateway(load({})).service["metadata"]
+
+
+def test_every_header_set_for_the_router_is_a_trusted_one():
+    """One list: what nginx.conf sets for the router (besides Host, Content-Type and Accept) is in
+    the config's TRUSTED_HEADERS, the list that also refuses them as a session header."""
+    conf = compile_gateway(load(RICH)).config_map["data"]["nginx.conf"]
+    set_names = {line.split()[1].lower() for line in conf.splitlines() if line.strip().startswith("proxy_set_header")}
+    assert set_names - {"host", "content-type", "accept", "content-length"} <= set(TRUSTED_HEADERS)
+    assert {"x-request-id", "x-model", "x-input-tokens", "x-routing-key", "x-cache-affinity-key"} <= set_names
