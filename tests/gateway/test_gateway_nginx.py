@@ -439,3 +439,19 @@ def test_an_answer_over_the_bound_is_refused_and_the_next_one_is_whole(fake):
             fake.words = ["Hello", " from", " the", " fake", " engine"]
         status, _, text = call(gw.base, "/v1/chat/completions", CHAT)
         assert status == 200 and json.loads(text)["choices"][0]["message"]["content"] == "Hello from the fake engine"
+
+
+def test_a_mid_stream_engine_error_is_answered_as_the_openai_error(gateway, fake):
+    # After the stream's 200 (the status stays 200: docs/gateway.md says why), the body is the
+    # engine's error, not a partial answer.
+    fake.custom_chat = [
+        {"id": "chatcmpl-e", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial"}}]},
+        {"error": {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}},
+    ]
+    try:
+        _, headers, text = call(gateway.base, "/v1/chat/completions", CHAT)
+    finally:
+        fake.custom_chat = None
+    assert headers["content-type"] == "application/json"
+    assert error_of(text) == {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}
