@@ -7,20 +7,24 @@ Regenerate the golden file deliberately after an intended change and review its 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
 
+import components.compile.gateway
 from components.compile import compile_stack
-from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, endpoint_url, settings
+from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, config_hash, endpoint_url, settings
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
-from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, script, settings_module
+from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
+from components.config.gateway import TRUSTED_HEADERS
 from tests.support.builders import FIXTURES, model
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
@@ -54,8 +58,23 @@ _Dumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
     "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
 
 
+SCRIPT_FILE = Path(components.compile.gateway.__file__).parent / "gateway.js"
+SCRIPT_REFERENCE = "<components/compile/gateway/gateway.js, unchanged: test_the_config_map_ships_the_script>"
+HASH_REFERENCE = "<hash of the files: test_a_changed_file_rolls_the_pods>"
+
+
 def render() -> str:
-    return yaml.dump_all(compile_gateway(load(RICH)).in_order(), Dumper=_Dumper, sort_keys=True, default_flow_style=False)
+    """The rendered config (nginx.conf, the settings module, every object), with the script and
+    the files' hash by reference: the script has its own tests (tests/gateway/js), and a copy of
+    it here would make every edit of the script regenerate this golden."""
+    objects = compile_gateway(load(RICH))
+    manifests = copy.deepcopy(objects.in_order())
+    for manifest in manifests:
+        if manifest["kind"] == "ConfigMap":
+            manifest["data"]["gateway.js"] = SCRIPT_REFERENCE
+        if manifest["kind"] == "Deployment":
+            manifest["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = HASH_REFERENCE
+    return yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=True, default_flow_style=False)
 
 
 def test_gateway_matches_golden():
@@ -182,8 +201,19 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
 
 
 def test_the_config_map_ships_the_script():
-    data = compile_gateway(load({})).config_map["data"]
-    assert data["gateway.js"] == script() and set(data) == {"nginx.conf", "gateway.js", "gateway_config.js"}
+    # The file's bytes as read here, not through the compiler's own reader.
+    data = compile_gateway(load(RICH)).config_map["data"]
+    assert data["gateway.js"] == SCRIPT_FILE.read_text(encoding="utf-8")
+    # RICH has rate-limited tenants: the limiter's files ride in the same ConfigMap.
+    assert set(data) == {"nginx.conf", "gateway.js", "gateway_config.js", "limiter.conf", "limiter.js",
+                         "limiter_config.js"}
+
+
+def test_the_files_hash_covers_the_script():
+    files = dict(compile_gateway(load(RICH)).config_map["data"])
+    before = config_hash(files)
+    files["gateway.js"] += "// edited\n"
+    assert config_hash(files) != before
 
 
 def test_clients_call_the_gateway_service_on_8000():
@@ -239,3 +269,12 @@ def test_metrics_on_add_a_cluster_only_service_and_a_service_monitor_for_the_hea
     assert [p["name"] for p in gateway.service["spec"]["ports"]] == ["http"]
     assert gateway_required_crds(monitor)[0]["crds"] == ["servicemonitors.monitoring.coreos.com"]
     assert compile_gateway(load({})).service_monitor is None and compile_gateway(load({})).metrics_service is None
+
+
+def test_every_header_set_for_the_router_is_a_trusted_one():
+    """One list: what nginx.conf sets for the router (besides Host, Content-Type and Accept) is in
+    the config's TRUSTED_HEADERS, the list that also refuses them as a session header."""
+    conf = compile_gateway(load(RICH)).config_map["data"]["nginx.conf"]
+    set_names = {line.split()[1].lower() for line in conf.splitlines() if line.strip().startswith("proxy_set_header")}
+    assert set_names - {"host", "content-type", "accept", "content-length"} <= set(TRUSTED_HEADERS)
+    assert {"x-request-id", "x-model", "x-input-tokens", "x-routing-key", "x-cache-affinity-key"} <= set_names

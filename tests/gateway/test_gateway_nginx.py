@@ -399,3 +399,59 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after(keyed, fake):
     assert headers["retry-after"] == "30" and error_of(text)["code"] == "rate_limit_exceeded"
     for _ in range(3):
         assert call(keyed.base, "/v1/chat/completions", CHAT, {"Authorization": "Bearer sk-a"})[0] == 200
+
+
+# --- the fold: integers, per-request state, bounds ----------------------------------------------
+
+def test_big_integers_reach_the_router_exactly(gateway, fake):
+    # 2^63 - 1 as a seed: a parse + re-serialise would send 9223372036854775807 as ...808 (a double).
+    raw = (b'{"model": "qwen-small", "seed": 9223372036854775807, "temperature": 0.10,'
+           b' "messages": [{"role": "user", "content": "caf\\u00e9"}], "stream": false}')
+    status, _, _ = call(gateway.base, "/v1/chat/completions", raw=raw)
+    sent = last(fake)["body"]
+    assert status == 200
+    assert '"seed": 9223372036854775807' in sent and '"temperature": 0.10' in sent and "caf\\u00e9" in sent
+    parsed = json.loads(sent)
+    assert parsed["stream"] is True and parsed["stream_options"] == {"include_usage": True}
+
+
+def test_requests_on_one_keep_alive_connection_get_their_own_answers(gateway, fake):
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=20)
+    answers = []
+    for words in (("first",), ("second", " answer")):
+        fake.words = list(words)
+        connection.request("POST", "/v1/chat/completions", json.dumps(CHAT).encode(), {"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        answers.append(json.loads(reply.read())["choices"][0]["message"]["content"])
+    connection.close()
+    fake.words = ["Hello", " from", " the", " fake", " engine"]
+    assert answers == ["first", "second answer"]
+
+
+def test_an_answer_over_the_bound_is_refused_and_the_next_one_is_whole(fake):
+    settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(MODEL,), max_response_bytes=2048)
+    with Gateway(settings) as gw:
+        fake.words = ["word "] * 200
+        try:
+            _, _, text = call(gw.base, "/v1/chat/completions", CHAT)
+            assert error_of(text)["code"] == "response_too_large"
+        finally:
+            fake.words = ["Hello", " from", " the", " fake", " engine"]
+        status, _, text = call(gw.base, "/v1/chat/completions", CHAT)
+        assert status == 200 and json.loads(text)["choices"][0]["message"]["content"] == "Hello from the fake engine"
+
+
+def test_a_mid_stream_engine_error_is_answered_as_the_openai_error(gateway, fake):
+    # After the stream's 200 (the status stays 200: docs/gateway.md says why), the body is the
+    # engine's error, not a partial answer.
+    fake.custom_chat = [
+        {"id": "chatcmpl-e", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial"}}]},
+        {"error": {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}},
+    ]
+    try:
+        _, headers, text = call(gateway.base, "/v1/chat/completions", CHAT)
+    finally:
+        fake.custom_chat = None
+    assert headers["content-type"] == "application/json"
+    assert error_of(text) == {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}

@@ -272,25 +272,120 @@ function handle(r, kind) {
         r.internalRedirect('@gw_stream');
         return;
     }
-    const body = admitted.body;
-    body.stream = true;
-    if (kind === 'chat') {
-        const options = body.stream_options && typeof body.stream_options === 'object' ? body.stream_options : {};
-        options.include_usage = true;
-        body.stream_options = options;
-    }
-    setHeaders(r, kind, admitted, JSON.stringify(body));
+    setHeaders(r, kind, admitted, asStream(kind, admitted.text, admitted.body));
     r.variables.gw_kind = kind;
     r.internalRedirect('@gw_fold');
 }
 
+// The client's body with `"stream": true` (chat: and stream_options.include_usage), spliced into
+// its own text: re-serialising the parsed body would round every integer above 2^53 (a `seed`)
+// and rewrite every number and escape the client sent. Only stream_options is re-serialised.
+function asStream(kind, text, body) {
+    const add = ['"stream":true'];
+    const drop = ['stream'];
+    if (kind === 'chat') {
+        const options = body.stream_options && typeof body.stream_options === 'object'
+            && !Array.isArray(body.stream_options) ? body.stream_options : {};
+        options.include_usage = true;
+        add.push('"stream_options":' + JSON.stringify(options));
+        drop.push('stream_options');
+    }
+    return spliceMembers(text, drop, add);
+}
+
+// The top-level members of a JSON object text (already valid: JSON.parse accepted it) as
+// [{key, start, end}], `start` at the key's opening quote, `end` after the value.
+function topMembers(text) {
+    const members = [];
+    let i = text.indexOf('{') + 1;
+    const n = text.length;
+    function space() {
+        while (i < n && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) {
+            i++;
+        }
+    }
+    function string() {
+        const from = i;
+        i++;
+        while (text[i] !== '"') {
+            i += text[i] === '\\' ? 2 : 1;
+        }
+        i++;
+        return text.slice(from, i);
+    }
+    function value() {
+        let depth = 0;
+        while (i < n) {
+            const c = text[i];
+            if (c === '"') {
+                string();
+                if (depth === 0) {
+                    return;
+                }
+                continue;
+            }
+            if (c === '{' || c === '[') {
+                depth++;
+            } else if (c === '}' || c === ']') {
+                if (depth === 0) {
+                    return;
+                }
+                depth--;
+                if (depth === 0) {
+                    i++;
+                    return;
+                }
+            } else if (depth === 0 && (c === ',' || c === ' ' || c === '\t' || c === '\n' || c === '\r')) {
+                return;
+            }
+            i++;
+        }
+    }
+    space();
+    while (i < n && text[i] === '"') {
+        const start = i;
+        const key = JSON.parse(string());
+        space();
+        i++; // ':'
+        space();
+        value();
+        members.push({key: key, start: start, end: i});
+        space();
+        if (text[i] === ',') {
+            i++;
+        }
+        space();
+    }
+    return members;
+}
+
+// `text` without the top-level members named in `drop` and with the `add` members ("name":value
+// texts) first; everything else is the client's text, byte for byte.
+function spliceMembers(text, drop, add) {
+    const kept = [];
+    const members = topMembers(text);
+    for (let i = 0; i < members.length; i++) {
+        if (drop.indexOf(members[i].key) < 0) {
+            kept.push(text.slice(members[i].start, members[i].end));
+        }
+    }
+    return '{' + add.concat(kept).join(',') + '}';
+}
+
 // The non-streaming answer, folded from the event stream by two filters on @gw_fold. The
 // upstream status is known when its headers arrive: anything but 200 passes through unchanged
-// (router errors are intercepted by nginx before these filters run); a 200 stream is held
-// (bounded by maxResponseBytes) and replaced by one JSON object at its end. An error event in
-// the middle of a stream arrives after the 200 went out: the body is then the OpenAI error object.
-let held = [];
-let heldBytes = 0;
+// (router errors are intercepted by nginx before these filters run). A 200 stream is folded as it
+// arrives, event by event: what is kept is the answer being built (joined deltas, the last
+// Responses object) and the one unfinished event, never the raw stream; its bytes are counted
+// against maxResponseBytes. An error event in the middle of a stream arrives after the 200 went
+// out (njs cannot change the status from a body filter): the body is then the OpenAI error object.
+//
+// State per request, never in module variables alone: njs's legacy engine builds a VM per request,
+// but its QuickJS engine reuses one between requests, so the fold state is a map entry keyed by
+// nginx's $request_id (unique per request), removed at the end of the answer; an entry whose
+// client left (no last buffer ever comes) is dropped after the request's deadline.
+// (A plain object without a prototype: njs's legacy engine has no Map.)
+const folds = Object.create(null);
 
 function foldHeaders(r) {
     if (r.status !== 200) {
@@ -300,56 +395,141 @@ function foldHeaders(r) {
     r.variables.gw_fold = r.variables.gw_kind;
     r.headersOut['Content-Type'] = 'application/json';
     delete r.headersOut['Content-Length'];
+    const now = Date.now();
+    const ids = Object.keys(folds);
+    for (let i = 0; i < ids.length; i++) {
+        if (now - folds[ids[i]].since > cfg.timeoutMs + 60000) {
+            delete folds[ids[i]];
+        }
+    }
+    folds[r.variables.request_id] = newFold(r.variables.gw_kind, cfg.maxResponseBytes, now);
 }
 
 function foldBody(r, data, flags) {
-    const kind = r.variables.gw_fold;
-    if (!kind) {
+    if (!r.variables.gw_fold) {
         r.sendBuffer(data, flags);
         return;
     }
-    if (heldBytes <= cfg.maxResponseBytes) {
-        held.push(data);
-        heldBytes += data.length;
+    const id = r.variables.request_id;
+    const st = folds[id];
+    if (!st) {
+        return;
     }
+    feed(st, data);
     if (!flags.last) {
         return;
     }
-    let out;
-    if (heldBytes > cfg.maxResponseBytes) {
-        out = {error: {message: 'The answer is larger than the gateway assembles (' + cfg.maxResponseBytes
-            + ' bytes); use stream: true.', type: 'server_error', param: null, code: 'response_too_large'}};
+    delete folds[id];
+    r.sendBuffer(JSON.stringify(finish(st)) + '\n', flags);
+}
+
+// ---- the fold (pure: no nginx objects; tests/gateway/js runs these on node) -----------------
+
+function newFold(kind, maxBytes, since) {
+    return {kind: kind, maxBytes: maxBytes, since: since || 0, bytes: 0, pending: [], text: '',
+            error: null, tooLarge: false,
+            // chat
+            head: null, usage: null, choices: {},
+            // Responses
+            last: null};
+}
+
+// One upstream buffer: bytes up to its last newline are whole UTF-8 (a newline never sits inside
+// a multi-byte character) and are decoded once; complete events (ended by a blank line) are
+// folded at once; the rest waits for the next buffer.
+function feed(st, data) {
+    if (st.tooLarge || st.error) {
+        return;
+    }
+    st.bytes += data.length;
+    if (st.bytes > st.maxBytes) {
+        st.tooLarge = true;
+        st.pending = [];
+        st.text = '';
+        st.choices = {};
+        st.last = null;
+        return;
+    }
+    const buf = typeof data === 'string' ? Buffer.from(data) : data;
+    const nl = buf.lastIndexOf(10);
+    if (nl < 0) {
+        st.pending.push(buf);
+        return;
+    }
+    st.pending.push(buf.subarray(0, nl + 1));
+    const text = st.text + Buffer.concat(st.pending).toString();
+    st.pending = nl + 1 < buf.length ? [buf.subarray(nl + 1)] : [];
+    const blocks = text.split(/\r?\n\r?\n/);
+    st.text = blocks.pop();
+    for (let i = 0; i < blocks.length && !st.error; i++) {
+        foldBlock(st, blocks[i]);
+    }
+}
+
+function foldBlock(st, block) {
+    const ev = parseEvent(block);
+    if (!ev || ev.data === '[DONE]') {
+        return;
+    }
+    let obj;
+    try {
+        obj = JSON.parse(ev.data);
+    } catch (e) {
+        st.error = {message: 'The upstream stream could not be read: ' + e.message, type: 'server_error',
+                    param: null, code: 'bad_gateway'};
+        return;
+    }
+    if (st.kind === 'chat') {
+        foldChatChunk(st, obj);
     } else {
-        try {
-            const events = parseEvents(Buffer.concat(held).toString());
-            const folded = kind === 'chat' ? foldChat(events) : foldResponses(events);
-            out = folded.error ? {error: folded.error} : folded.answer;
-        } catch (e) {
-            out = {error: {message: 'The upstream stream could not be read: ' + e.message, type: 'server_error',
-                           param: null, code: 'bad_gateway'}};
+        foldResponsesEvent(st, obj);
+    }
+}
+
+// The answer at the end of the stream: the folded object, or an OpenAI error object.
+function finish(st) {
+    if (st.tooLarge) {
+        return {error: {message: 'The answer is larger than the gateway assembles (' + st.maxBytes
+            + ' bytes); use stream: true.', type: 'server_error', param: null, code: 'response_too_large'}};
+    }
+    if (!st.error) {
+        const rest = st.text + Buffer.concat(st.pending).toString();
+        st.text = '';
+        st.pending = [];
+        if (rest.trim()) {
+            foldBlock(st, rest);
         }
     }
-    held = [];
-    r.sendBuffer(JSON.stringify(out) + '\n', flags);
+    if (st.error) {
+        return {error: st.error};
+    }
+    const folded = st.kind === 'chat' ? chatAnswer(st) : responsesAnswer(st);
+    return folded.error ? {error: folded.error} : folded.answer;
+}
+
+// One SSE event block -> {event, data} (its data lines joined), or null when it has no data.
+function parseEvent(block) {
+    const lines = block.split(/\r?\n/);
+    let name = '';
+    const data = [];
+    for (let j = 0; j < lines.length; j++) {
+        const line = lines[j];
+        if (line.indexOf('data:') === 0) {
+            data.push(line.slice(5).replace(/^ /, ''));
+        } else if (line.indexOf('event:') === 0) {
+            name = line.slice(6).trim();
+        }
+    }
+    return data.length ? {event: name, data: data.join('\n')} : null;
 }
 
 function parseEvents(text) {
     const events = [];
     const blocks = text.split(/\r?\n\r?\n/);
     for (let i = 0; i < blocks.length; i++) {
-        const lines = blocks[i].split(/\r?\n/);
-        let name = '';
-        const data = [];
-        for (let j = 0; j < lines.length; j++) {
-            const line = lines[j];
-            if (line.indexOf('data:') === 0) {
-                data.push(line.slice(5).replace(/^ /, ''));
-            } else if (line.indexOf('event:') === 0) {
-                name = line.slice(6).trim();
-            }
-        }
-        if (data.length) {
-            events.push({event: name, data: data.join('\n')});
+        const ev = parseEvent(blocks[i]);
+        if (ev) {
+            events.push(ev);
         }
     }
     return events;
@@ -367,126 +547,130 @@ function streamError(obj) {
 
 // Chat: the chunks' deltas joined per choice, the last chunk's usage; vLLM's non-streaming
 // ChatCompletionResponse fields (vllm/entrypoints/openai/protocol.py) in its order.
-function foldChat(events) {
-    let head = null;
-    let usage = null;
-    const choices = {};
-    for (let i = 0; i < events.length; i++) {
-        if (events[i].data === '[DONE]') {
-            continue;
+function foldChatChunk(st, chunk) {
+    const err = streamError(chunk);
+    if (err) {
+        st.error = err;
+        return;
+    }
+    if (!st.head) {
+        st.head = {id: chunk.id, created: chunk.created, model: chunk.model,
+                   system_fingerprint: chunk.system_fingerprint};
+    }
+    if (chunk.usage) {
+        st.usage = chunk.usage;
+    }
+    const list = chunk.choices || [];
+    for (let j = 0; j < list.length; j++) {
+        const c = list[j];
+        let ch = st.choices[c.index];
+        if (!ch) {
+            ch = st.choices[c.index] = {index: c.index, role: 'assistant', content: null, reasoning: null,
+                                        tools: [], finish: null, stopReason: null, logprobs: null};
         }
-        const chunk = JSON.parse(events[i].data);
-        const err = streamError(chunk);
-        if (err) {
-            return {error: err};
+        const d = c.delta || {};
+        if (d.role) {
+            ch.role = d.role;
         }
-        if (!head) {
-            head = chunk;
+        if (typeof d.content === 'string') {
+            ch.content = (ch.content || '') + d.content;
         }
-        if (chunk.usage) {
-            usage = chunk.usage;
+        if (typeof d.reasoning_content === 'string') {
+            ch.reasoning = (ch.reasoning || '') + d.reasoning_content;
         }
-        const list = chunk.choices || [];
-        for (let j = 0; j < list.length; j++) {
-            const c = list[j];
-            let st = choices[c.index];
-            if (!st) {
-                st = choices[c.index] = {index: c.index, role: 'assistant', content: null, reasoning: null,
-                                         tools: [], finish: null, stopReason: null, logprobs: null};
+        const calls = d.tool_calls || [];
+        for (let k = 0; k < calls.length; k++) {
+            const tc = calls[k];
+            const at = typeof tc.index === 'number' ? tc.index : k;
+            let call = ch.tools[at];
+            if (!call) {
+                call = ch.tools[at] = {id: null, type: 'function', function: {name: '', arguments: ''}};
             }
-            const d = c.delta || {};
-            if (d.role) {
-                st.role = d.role;
+            if (tc.id) {
+                call.id = tc.id;
             }
-            if (typeof d.content === 'string') {
-                st.content = (st.content || '') + d.content;
+            if (tc.type) {
+                call.type = tc.type;
             }
-            if (typeof d.reasoning_content === 'string') {
-                st.reasoning = (st.reasoning || '') + d.reasoning_content;
-            }
-            const calls = d.tool_calls || [];
-            for (let k = 0; k < calls.length; k++) {
-                const tc = calls[k];
-                const at = typeof tc.index === 'number' ? tc.index : k;
-                let call = st.tools[at];
-                if (!call) {
-                    call = st.tools[at] = {id: null, type: 'function', function: {name: '', arguments: ''}};
+            if (tc.function) {
+                if (tc.function.name) {
+                    call.function.name += tc.function.name;
                 }
-                if (tc.id) {
-                    call.id = tc.id;
-                }
-                if (tc.type) {
-                    call.type = tc.type;
-                }
-                if (tc.function) {
-                    if (tc.function.name) {
-                        call.function.name += tc.function.name;
-                    }
-                    if (tc.function.arguments) {
-                        call.function.arguments += tc.function.arguments;
-                    }
+                if (tc.function.arguments) {
+                    call.function.arguments += tc.function.arguments;
                 }
             }
-            if (c.logprobs && Array.isArray(c.logprobs.content)) {
-                st.logprobs = st.logprobs || {content: []};
-                st.logprobs.content = st.logprobs.content.concat(c.logprobs.content);
+        }
+        if (c.logprobs && Array.isArray(c.logprobs.content)) {
+            ch.logprobs = ch.logprobs || {content: []};
+            for (let k = 0; k < c.logprobs.content.length; k++) {
+                ch.logprobs.content.push(c.logprobs.content[k]);
             }
-            if (c.finish_reason) {
-                st.finish = c.finish_reason;
-            }
-            if (c.stop_reason !== undefined && c.stop_reason !== null) {
-                st.stopReason = c.stop_reason;
-            }
+        }
+        if (c.finish_reason) {
+            ch.finish = c.finish_reason;
+        }
+        if (c.stop_reason !== undefined && c.stop_reason !== null) {
+            ch.stopReason = c.stop_reason;
         }
     }
-    if (!head) {
+}
+
+function chatAnswer(st) {
+    if (!st.head) {
         return {error: {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}};
     }
     const out = [];
-    const indexes = Object.keys(choices).map(Number).sort(function (a, b) { return a - b; });
+    const indexes = Object.keys(st.choices).map(Number).sort(function (a, b) { return a - b; });
     for (let i = 0; i < indexes.length; i++) {
-        const st = choices[indexes[i]];
+        const ch = st.choices[indexes[i]];
         out.push({
-            index: st.index,
-            message: {role: st.role, content: st.content, refusal: null, annotations: null, audio: null,
-                      function_call: null, tool_calls: st.tools.filter(Boolean), reasoning_content: st.reasoning},
-            logprobs: st.logprobs,
-            finish_reason: st.finish,
-            stop_reason: st.stopReason,
+            index: ch.index,
+            message: {role: ch.role, content: ch.content, refusal: null, annotations: null, audio: null,
+                      function_call: null, tool_calls: ch.tools.filter(Boolean), reasoning_content: ch.reasoning},
+            logprobs: ch.logprobs,
+            finish_reason: ch.finish,
+            stop_reason: ch.stopReason,
         });
     }
+    const head = st.head;
     return {answer: {
         id: head.id, object: 'chat.completion', created: head.created, model: head.model, choices: out,
-        service_tier: null, system_fingerprint: head.system_fingerprint || null, usage: usage,
+        service_tier: null, system_fingerprint: head.system_fingerprint || null, usage: st.usage,
         prompt_logprobs: null, kv_transfer_params: null,
     }};
 }
 
 // Responses: the final event (response.completed, .incomplete or .failed) carries the whole
-// Response object, which is exactly the non-streaming answer.
-function foldResponses(events) {
-    let last = null;
-    for (let i = 0; i < events.length; i++) {
-        if (events[i].data === '[DONE]') {
-            continue;
-        }
-        const ev = JSON.parse(events[i].data);
-        if (ev.type === 'error') {
-            return {error: {message: ev.message || 'error', type: 'server_error', param: ev.param || null, code: ev.code || 500}};
-        }
-        const err = ev.type ? null : streamError(ev);
-        if (err) {
-            return {error: err};
-        }
-        if ((ev.type === 'response.completed' || ev.type === 'response.incomplete' || ev.type === 'response.failed')
-            && ev.response) {
-            last = ev.response;
-        }
+// Response object, which is exactly the non-streaming answer; only that one is kept.
+function foldResponsesEvent(st, ev) {
+    if (ev.type === 'error') {
+        st.error = {message: ev.message || 'error', type: 'server_error', param: ev.param || null, code: ev.code || 500};
+        return;
     }
-    if (!last) {
+    const err = ev.type ? null : streamError(ev);
+    if (err) {
+        st.error = err;
+        return;
+    }
+    if ((ev.type === 'response.completed' || ev.type === 'response.incomplete' || ev.type === 'response.failed')
+        && ev.response) {
+        st.last = ev.response;
+    }
+}
+
+function responsesAnswer(st) {
+    if (!st.last) {
         return {error: {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}};
     }
-    return {answer: last};
+    return {answer: st.last};
+}
+
+// Folds a whole event stream text at once (what the filters do buffer by buffer).
+function foldText(kind, text, maxBytes) {
+    const st = newFold(kind, maxBytes || Infinity, 0);
+    feed(st, Buffer.from(text));
+    return finish(st);
 }
 
 // ---- token limits: usage read from answers, charged at the limiter ---------------------------
@@ -755,4 +939,8 @@ function unsupported(r) {
 }
 
 export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
-                countStream, foldCounted, takeCharge, flushCharges, observe, metrics};
+                countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
+                // Not handlers: the pure functions, for the script's own tests (njs exports only a
+                // default object).
+                pure: {inputTokens, affinityKey, maxWaitMs, parseEvents, streamError, asStream, topMembers,
+                       spliceMembers, newFold, feed, finish, foldText}};

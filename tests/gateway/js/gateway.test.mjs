@@ -1,0 +1,203 @@
+// The script's pure functions, on the real file (components/compile/gateway/gateway.js), with
+// the settings module the compiler renders (tests/gateway/test_gateway_js.py runs this).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import gw from '../../../components/compile/gateway/gateway.js';
+
+const P = gw.pure;
+
+function sse(objects, names) {
+    return objects.map(function (o, i) {
+        const data = typeof o === 'string' ? o : JSON.stringify(o);
+        return (names ? 'event: ' + names[i] + '\n' : '') + 'data: ' + data + '\n\n';
+    }).join('');
+}
+
+const HEAD = {id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 7, model: 'm'};
+
+function chunk(choices, extra) {
+    return Object.assign({}, HEAD, {choices: choices}, extra || {});
+}
+
+test('chat fold joins deltas per choice, keeps usage and vLLM field order', function () {
+    const text = sse([
+        chunk([{index: 0, delta: {role: 'assistant', content: ''}}]),
+        chunk([{index: 1, delta: {content: 'B'}}, {index: 0, delta: {content: 'Hel', reasoning_content: 'r1'}}]),
+        chunk([{index: 0, delta: {content: 'lo', reasoning_content: 'r2'},
+                logprobs: {content: [{token: 'lo', logprob: -0.1}]}, finish_reason: 'stop', stop_reason: 42}]),
+        chunk([{index: 1, delta: {}, finish_reason: 'length'}]),
+        chunk([], {usage: {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5}}),
+        '[DONE]',
+    ]);
+    const answer = P.foldText('chat', text);
+    assert.deepEqual(Object.keys(answer), ['id', 'object', 'created', 'model', 'choices', 'service_tier',
+        'system_fingerprint', 'usage', 'prompt_logprobs', 'kv_transfer_params']);
+    assert.equal(answer.object, 'chat.completion');
+    assert.deepEqual(answer.choices.map(function (c) { return c.index; }), [0, 1]);
+    const first = answer.choices[0];
+    assert.equal(first.message.content, 'Hello');
+    assert.equal(first.message.reasoning_content, 'r1r2');
+    assert.equal(first.finish_reason, 'stop');
+    assert.equal(first.stop_reason, 42);
+    assert.deepEqual(first.logprobs, {content: [{token: 'lo', logprob: -0.1}]});
+    assert.equal(answer.choices[1].message.content, 'B');
+    assert.equal(answer.choices[1].finish_reason, 'length');
+    assert.deepEqual(answer.usage, {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5});
+});
+
+test('chat fold joins tool-call deltas by index', function () {
+    const text = sse([
+        chunk([{index: 0, delta: {tool_calls: [{index: 0, id: 'c1', type: 'function', function: {name: 'get', arguments: ''}}]}}]),
+        chunk([{index: 0, delta: {tool_calls: [{index: 1, id: 'c2', function: {name: 'put', arguments: '{}'}}]}}]),
+        chunk([{index: 0, delta: {tool_calls: [{index: 0, function: {arguments: '{"a": 1}'}}]}, finish_reason: 'tool_calls'}]),
+    ]);
+    assert.deepEqual(P.foldText('chat', text).choices[0].message.tool_calls, [
+        {id: 'c1', type: 'function', function: {name: 'get', arguments: '{"a": 1}'}},
+        {id: 'c2', type: 'function', function: {name: 'put', arguments: '{}'}},
+    ]);
+});
+
+test('errors in the stream become OpenAI error objects', function () {
+    const cases = [
+        ['chat', sse([chunk([{index: 0, delta: {content: 'x'}}]), {error: {message: 'boom', type: 'InternalServerError', param: null, code: 500}}]),
+         {message: 'boom', type: 'InternalServerError', param: null, code: 500}],
+        ['chat', sse([{object: 'error', message: 'bad', type: 'BadRequestError', code: 400}]),
+         {message: 'bad', type: 'BadRequestError', param: null, code: 400}],
+        ['chat', sse([{error: 'plain'}]), {message: 'plain', type: 'server_error', param: null, code: 500}],
+        ['chat', 'data: [DONE]\n\n', {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}],
+        ['chat', 'data: {not json\n\n', null],
+        ['responses', sse([{type: 'error', message: 'engine died', code: 'engine_error'}], ['error']),
+         {message: 'engine died', type: 'server_error', param: null, code: 'engine_error'}],
+        ['responses', sse([{type: 'response.created', response: {id: 'r'}}], ['response.created']),
+         {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}],
+    ];
+    for (const [kind, text, error] of cases) {
+        const out = P.foldText(kind, text);
+        assert.deepEqual(Object.keys(out), ['error'], text);
+        if (error) {
+            assert.deepEqual(out.error, error);
+        } else {
+            assert.equal(out.error.code, 'bad_gateway');
+        }
+    }
+});
+
+test('responses fold answers with the final response object', function () {
+    for (const last of ['response.completed', 'response.incomplete', 'response.failed']) {
+        const final = {id: 'resp_1', object: 'response', status: last.split('.')[1], output: [{type: 'message'}]};
+        const text = sse([{type: 'response.created', response: {id: 'resp_1', status: 'in_progress'}},
+                          {type: 'response.output_text.delta', delta: 'x'},
+                          {type: last, response: final}], ['response.created', 'response.output_text.delta', last]);
+        assert.deepEqual(P.foldText('responses', text), final);
+    }
+});
+
+test('the fold is the same however the stream is cut into buffers, multi-byte characters included', function () {
+    const text = sse([chunk([{index: 0, delta: {role: 'assistant', content: 'caf\u00e9 \u{1F600} '}}]),
+                      chunk([{index: 0, delta: {content: '\u4e2d\u6587'}, finish_reason: 'stop'}]), '[DONE]'])
+        .replace(/\n\n/g, '\r\n\r\n');
+    const whole = P.foldText('chat', text);
+    assert.equal(whole.choices[0].message.content, 'caf\u00e9 \u{1F600} \u4e2d\u6587');
+    const bytes = Buffer.from(text);
+    for (const size of [1, 2, 3, 7, 64]) {
+        const st = P.newFold('chat', Infinity, 0);
+        for (let i = 0; i < bytes.length; i += size) {
+            P.feed(st, bytes.subarray(i, i + size));
+        }
+        assert.deepEqual(P.finish(st), whole, 'buffers of ' + size);
+    }
+});
+
+test('a stream over the bound is refused and its state dropped', function () {
+    const st = P.newFold('chat', 100, 0);
+    P.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
+    assert.equal(P.finish(st).error.code, 'response_too_large');
+    assert.deepEqual(st.choices, {});
+    assert.equal(st.text, '');
+});
+
+test('two folds never share state', function () {
+    const a = P.newFold('chat', Infinity, 0);
+    const b = P.newFold('chat', Infinity, 0);
+    P.feed(a, Buffer.from(sse([chunk([{index: 0, delta: {content: 'A'}}])])));
+    P.feed(b, Buffer.from(sse([chunk([{index: 0, delta: {content: 'B'}}])])));
+    assert.equal(P.finish(a).choices[0].message.content, 'A');
+    assert.equal(P.finish(b).choices[0].message.content, 'B');
+});
+
+test('parseEvents reads names, joins data lines, skips comments and blank blocks', function () {
+    assert.deepEqual(P.parseEvents(': ping\n\nevent: x\ndata: a\ndata:b\n\n\n\ndata: [DONE]\n\n'),
+                     [{event: 'x', data: 'a\nb'}, {event: '', data: '[DONE]'}]);
+});
+
+test('the body sent upstream is the client text with stream members spliced in', function () {
+    const cases = [
+        ['chat', '{"model": "m", "seed": 9223372036854775807, "x": 1.50, "stream": false}',
+         '{"stream":true,"stream_options":{"include_usage":true},"model": "m","seed": 9223372036854775807,"x": 1.50}'],
+        ['chat', '{ "stream_options" : {"continuous_usage_stats": true} , "n": [1, {"a": "}"}], "s": "q\\"," }',
+         '{"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true},"n": [1, {"a": "}"}],"s": "q\\","}'],
+        ['responses', '{"input":"hi","stream":null,"max_output_tokens":18446744073709551615}',
+         '{"stream":true,"input":"hi","max_output_tokens":18446744073709551615}'],
+        ['chat', '{}', '{"stream":true,"stream_options":{"include_usage":true}}'],
+    ];
+    for (const [kind, text, expected] of cases) {
+        const out = P.asStream(kind, text, JSON.parse(text));
+        assert.equal(out, expected);
+        JSON.parse(out);
+    }
+});
+
+test('input token estimates', function () {
+    const cases = [
+        ['chat', {messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content: 'Hi there'}]}, 5 + 8],
+        ['chat', {messages: [{role: 'user', content: [{type: 'text', text: 'abcd'}, {type: 'image_url', image_url: {url: 'http://x'}}]}]}, 1 + 4],
+        ['chat', {messages: [{role: 'assistant', tool_calls: [{function: {name: 'ab', arguments: '{"x":1}'}}]}]}, 3 + 4],
+        ['chat', {}, 0],
+        ['responses', {input: 'abcdefgh', instructions: 'abcd'}, 3 + 4],
+        ['responses', {input: [{role: 'user', content: 'ab'}, {role: 'user', content: 'cd'}]}, 1 + 8],
+        ['embeddings', {input: [[1, 2, 3], [4, 5]]}, 5],
+        ['embeddings', {input: [1, 2]}, 2],
+        ['embeddings', {input: ['abcd', 'efgh']}, 2],
+        ['embeddings', {input: 'abcde'}, 2],
+    ];
+    for (const [kind, body, tokens] of cases) {
+        assert.equal(P.inputTokens(kind, body), tokens, JSON.stringify(body));
+    }
+});
+
+function request(headers) {
+    return {headersIn: headers || {}};
+}
+
+test('affinity keys: one per conversation prefix, tenant and model; the session header wins', function () {
+    const sys = {role: 'system', content: 'S'};
+    const turn1 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}]};
+    const turn2 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}, {role: 'assistant', content: 'A'},
+                                          {role: 'user', content: 'U2'}]};
+    const key = P.affinityKey(request(), 'chat', turn1, 't');
+    assert.match(key, /^[0-9a-f]{32}$/);
+    assert.equal(P.affinityKey(request(), 'chat', turn2, 't'), key);
+    assert.notEqual(P.affinityKey(request(), 'chat', turn1, 'other-tenant'), key);
+    assert.notEqual(P.affinityKey(request(), 'chat', Object.assign({}, turn1, {model: 'n'}), 't'), key);
+    assert.notEqual(P.affinityKey(request(), 'chat', {model: 'm', messages: [sys, {role: 'user', content: 'U9'}]}, 't'), key);
+    // At most maxLeadingMessages (4) messages: a fifth system message changes nothing.
+    const many = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'X'}]};
+    const fewer = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'Y'}]};
+    assert.equal(P.affinityKey(request(), 'chat', many, 't'), P.affinityKey(request(), 'chat', fewer, 't'));
+    const session = P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn1, 't');
+    assert.notEqual(session, key);
+    assert.equal(P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn2, 't'), session);
+    assert.equal(P.affinityKey(request(), 'responses', {model: 'm', input: 'U1'}, 't'),
+                 P.affinityKey(request(), 'responses', {model: 'm', input: [{role: 'user', content: 'U1'}]}, 't'));
+    assert.equal(P.affinityKey(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
+                 P.affinityKey(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
+});
+
+test('the deadline is the gateway\'s or the client\'s shorter one', function () {
+    const cases = [[{}, 600000], [{'X-Stainless-Read-Timeout': '12.5'}, 12500], [{'X-Stainless-Read-Timeout': '99999'}, 600000],
+                   [{'X-Stainless-Timeout': '0.0001'}, 1], [{'X-Stainless-Read-Timeout': 'soon'}, 600000]];
+    for (const [headers, ms] of cases) {
+        assert.equal(P.maxWaitMs(request(headers)), ms, JSON.stringify(headers));
+    }
+});
