@@ -120,3 +120,14 @@ def test_moving_a_stack_to_0_32_changes_only_the_server_image():
     assert set(changed) == {("Deployment", name) for name in ("plain", "rich", "streamed")}, changed
     for paths in changed.values():
         assert paths == [".spec.template.spec.containers.0.image"], paths
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
+@pytest.mark.parametrize("line", LINES)
+def test_the_whole_rendered_command_line_parses_on_the_line(line, index):
+    """Values too: the line's parser (rebuilt from its description) takes every rendered
+    argument with its value (the port and sizes as ints, the LoRA rank among 0.32's choices)."""
+    from components.config.vllm_args import refusal
+    from components.config.vllm_checks import parser_of
+    args = servers(line)[index]["args"]
+    assert refusal(parser_of(line), args[0], args[1:]) is None
