@@ -1,6 +1,6 @@
 """`validate` refuses a model's own args as the real `vllm serve` does, on each release line.
 
-The real CLI of each line (the engine kit's venv: scripts/testtools/vllm-kit.sh) runs its own
+The real CLI of each line (the engine kit's venv: tests/engine/engine_kit.py ``kit_dir``) runs its own
 ``main()`` on ``vllm serve /models <args>`` for every case of the table, with the subcommand's
 body replaced by an exit (nothing is served: only the parse runs); its exit status and
 ``error:`` line are compared with what ``validate`` says for ``models.0.args`` from the committed
@@ -20,14 +20,12 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config.vllm_release import FACTS_DIR, RELEASES
+from tests.engine.engine_kit import cpu_env, kit_dir
 from tests.support.builders import model
 
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[2]
-KIT = ROOT / "scripts" / "testtools" / "vllm-kit.sh"
-NO_PYPI = 3  # vllm-kit.sh: PyPI cannot be reached from this machine
-
 # (args, lines that refuse them); the others accept them. Every refusal kind argparse has.
 CASES = [
     (["--max-num-seqs", "abc"], {"0.11", "0.32"}),                 # invalid int value
@@ -67,21 +65,16 @@ json.dump(results, open(out_path, "w"))
 
 
 def kit_python(line: str) -> Path:
-    """The line's venv from the engine kit, installed when missing; skipped only without PyPI."""
-    done = subprocess.run(["bash", str(KIT), line], capture_output=True, text=True, timeout=1800)
-    if done.returncode == NO_PYPI:
-        pytest.skip(f"the engine kit cannot be installed: {done.stderr.strip()}")
-    assert done.returncode == 0, f"vllm-kit.sh {line} failed:\n{done.stderr[-3000:]}"
-    directory = subprocess.run(["bash", str(KIT), "--print-dir", line], capture_output=True, text=True,
-                               check=True).stdout.strip()
-    return Path(directory) / "bin" / "python"
+    """The line's venv from the engine kit (installed on first use; a failed install fails here,
+    no route to PyPI skips, saying so)."""
+    return kit_dir(line) / "bin" / "python"
 
 
 def real_refusals(line: str, tmp_path: Path) -> list[dict]:
     cases, out, driver = tmp_path / "cases.json", tmp_path / "out.json", tmp_path / "driver.py"
     cases.write_text(json.dumps([args for args, _ in CASES]))
     driver.write_text(DRIVER)
-    done = subprocess.run([str(kit_python(line)), str(driver), str(cases), str(out)],
+    done = subprocess.run([str(kit_python(line)), str(driver), str(cases), str(out)], env=cpu_env(tmp_path),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
@@ -113,7 +106,7 @@ def test_validate_refuses_what_the_real_vllm_serve_refuses_in_its_words(line, tm
 def test_the_committed_description_is_what_the_real_parser_gives(line, tmp_path):
     fresh = tmp_path / f"{line}.json"
     subprocess.run([str(kit_python(line)), str(ROOT / "scripts" / "gen_vllm_line.py"), line, str(fresh)],
-                   capture_output=True, text=True, timeout=600, check=True)
+                   env=cpu_env(tmp_path), capture_output=True, text=True, timeout=600, check=True)
     committed = json.loads((FACTS_DIR / f"{line}.json").read_text())
     assert json.loads(fresh.read_text()) == committed, (
         f"components/config/vllm_lines/{line}.json is stale: regenerate it with scripts/gen_vllm_line.py")
