@@ -12,8 +12,8 @@ running-exporters.md, "Default Labels"). So a panel shows one series per model w
 on an engine's own labels (vLLM's ``model_name`` is the served model name, NIM's may differ).
 
 Each panel has a query per engine, with the engine as its ``refId`` prefix (``vllm-…``,
-``nim-…``): vLLM v0.11's names (``vllm:`` prefix; tests/fixtures/vllm_0_11_metrics.py) and NIM
-for LLMs' documented names (no prefix; tests/fixtures/nim_llm_metrics.py). A model answers to the
+``nim-…``): vLLM's names (``vllm:`` prefix; ones every release line exports:
+components/config/vllm_lines/) and NIM for LLMs' documented names (no prefix; tests/fixtures/nim_llm_metrics.py). A model answers to the
 queries of its engine only; the other engine's query returns nothing for it. NIM's documented
 names (as stored; its table is cut short) include no preemption, prefix-cache or finished-request
 counter, so those panels have a vLLM query only.

@@ -11,11 +11,16 @@ security, volumes, scheduling, drain), with the command per role:
 - ``dataParallel``: every pod runs ``vllm serve`` with ``--data-parallel-size`` (all ranks),
   ``--data-parallel-size-local`` (its node's), ``--data-parallel-address $(LWS_LEADER_ADDRESS)``
   and ``--data-parallel-rpc-port``; a worker adds ``--headless`` (no API server) and its first
-  rank, ``--data-parallel-start-rank`` = ``LWS_WORKER_INDEX × local ranks``.
+  rank, ``--data-parallel-start-rank`` = ``LWS_WORKER_INDEX × local ranks``. Both lines read this
+  the same way: the leader (no start rank) balances over every rank itself (internal load
+  balancing), and a start rank only with ``--headless`` (0.32 takes a start rank without it as
+  hybrid load balancing: ``EngineArgs.create_engine_config``). On 0.32 the leader starts one API
+  server per rank by default (``--api-server-count`` follows the data-parallel size); runtime
+  LoRA updating would refuse that, but multi-node models take no LoRA (config/multinode.py).
 
 The LWS pod webhook injects ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``
 into every container (sigs.k8s.io/lws v0.8.0 pkg/utils/pod AddLWSVariables). Every vLLM option
-used here is in vLLM 0.11's parser (tests/fixtures/vllm_0_11_0.py, tests/compile/test_multinode.py).
+used here is in each line's parser (components/config/vllm_lines/, tests/compile/test_multinode.py).
 
 Weights (``multiNode.weights``): ``shared`` mounts the one ReadWriteMany volume the puller Job
 filled (behind the weights gate). ``perPod``: the LeaderWorkerSet's ``volumeClaimTemplates`` give

