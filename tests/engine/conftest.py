@@ -8,6 +8,7 @@ parametrized by line, so pytest finishes one line's tests and stops its server b
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -123,10 +124,11 @@ def pull(objects: list[dict], model_name: str, volumes: dict[str, Path], tmp: Pa
     return runs
 
 
-def cpu_server(server: dict, volumes: dict[str, Path], kit: Path, home: Path) -> tuple[Runnable, int]:
+def cpu_server(server: dict, volumes: dict[str, Path], kit: Path, home: Path,
+               secrets: dict | None = None) -> tuple[Runnable, int]:
     """The rendered server container with the CPU substitutions, and only those."""
     run = bind(server, volumes, {"vllm": str(kit / "bin" / "vllm")},
-               {"PATH": f"{kit / 'bin'}:{HOST_PATH}", "LANG": "C.UTF-8"})
+               {"PATH": f"{kit / 'bin'}:{HOST_PATH}", "LANG": "C.UTF-8"}, secrets=secrets)
     port = free_port()
     set_flag(run, "--host", "127.0.0.1")
     set_flag(run, "--port", str(port))
@@ -164,7 +166,7 @@ def _wait_ready(engine: Engine) -> None:
     while time.monotonic() < deadline and engine.process.poll() is None:
         try:
             status, _ = engine.get(probe["httpGet"]["path"], timeout=probe["timeoutSeconds"])
-        except OSError as error:
+        except (OSError, http.client.HTTPException) as error:  # not up yet, or not vLLM answering
             status = error
         engine.polls.append((time.monotonic(), status))
         if status == 200:

@@ -7,7 +7,7 @@ A container becomes an argv and an environment (``Runnable``) by ``bind``:
   temp dir standing for that volume (volumes are keyed by name, so the puller's ``weights``
   claim and the server's are the same directory, as in the cluster);
 - the executable the image's PATH would find (`vllm`, `hf`, `sh`) is the kit's or the host's;
-- env entries with ``valueFrom`` are refused (the stacks used here have none in these containers);
+- env entries with a ``secretKeyRef`` take the test's value for that Secret key (recorded);
 - nothing of this process's environment leaks in: PATH, LANG and the listed additions only.
 The server gets, on top (``cpu_server``): ``--host`` 127.0.0.1, ``--port`` a free port,
 ``--tensor-parallel-size`` 1, the CPU env (engine_kit.CPU_ENV), and HOME (the image's /tmp) a
@@ -53,11 +53,13 @@ def map_path(value: str, mounts: dict[str, Path]) -> str:
 
 
 def bind(container: dict, volumes: dict[str, Path], executables: dict[str, str],
-         base_env: dict[str, str], pod_paths: dict[str, Path] | None = None) -> Runnable:
+         base_env: dict[str, str], pod_paths: dict[str, Path] | None = None,
+         secrets: dict[tuple[str, str], str] | None = None) -> Runnable:
     """The container's command + args and env, with its mounts mapped (``volumes``: volume name
     -> temp dir; a mount whose volume is not given is an error: every mount is accounted for).
     ``pod_paths``: mount paths of the pod's other containers that this one's values name (the
-    LoRA init container tells the adapters the server's weights path), mapped the same way."""
+    LoRA init container tells the adapters the server's weights path), mapped the same way.
+    ``secrets``: (Secret name, key) -> value, for env entries with a secretKeyRef (each recorded)."""
     mounts = {**(pod_paths or {}), **mounts_of(container, volumes)}
     run = Runnable([], dict(base_env))
     rendered = [*container.get("command", []), *container.get("args", [])]
@@ -69,7 +71,11 @@ def bind(container: dict, volumes: dict[str, Path], executables: dict[str, str],
             run.substitutions.append((f"argv[{index}]", arg, used))
         run.argv.append(used)
     for item in container.get("env", []):
-        assert "value" in item, f"{container['name']}: env {item['name']} is not a literal value"
+        if "value" not in item:
+            ref = item["valueFrom"]["secretKeyRef"]
+            run.env[item["name"]] = (secrets or {})[(ref["name"], ref["key"])]
+            run.substitutions.append((f"env {item['name']}", f"secret {ref['name']}/{ref['key']}", "(the key)"))
+            continue
         used = map_path(item["value"], mounts)
         if used != item["value"]:
             run.substitutions.append((f"env {item['name']}", item["value"], used))

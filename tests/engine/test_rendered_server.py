@@ -265,13 +265,14 @@ def _stream(engine: Engine, tokens: int):
     return reader, seen, outcome
 
 
-# How a stream still running at SIGTERM ends varies within a line: seen on 0.11 (every run) and
-# 0.32 (one run of two), the server cancels its HTTP task and waits for connections to close
-# while the stream gets no more tokens, until the kubelet's SIGKILL at the grace's end cuts it
-# (the client: a connection error); seen once on 0.32, it exited 0 within 1.5 s, ending the
-# stream with an in-band SSE error event (the SDK raises APIError). Either way the client's
-# stream ends by the grace's end, as an error it can retry.
-CUT_STREAM = ("APIConnectionError", "APIError")
+# How a stream still running at SIGTERM ends varies from run to run. Seen: the server cancels its
+# HTTP task and waits for connections to close while the stream gets no more tokens, until the
+# kubelet's SIGKILL at the grace's end cuts it (the client: a connection error; 0.11 every run,
+# 0.32 once); 0.32 exiting 0 within 2 s, the stream ending with an in-band SSE error event (the
+# SDK raises APIError) or closed as if complete, with no finish_reason (truncated, and the SDK
+# cannot tell). Never a hang, never the whole answer: what the test pins is that the stream has
+# ended by the grace's end.
+CUT_STREAM = ("APIConnectionError", "APIError", "complete")
 
 
 def test_zz_termination_with_the_rendered_prestop_and_grace(engine):
@@ -308,6 +309,8 @@ def test_zz_termination_with_the_rendered_prestop_and_grace(engine):
     long_reader.join(timeout=10)
     assert not long_reader.is_alive(), "the client still waits on a stream no server serves"
     after = sum(1 for t, _ in long_seen if t > signalled)
+    reasons = [c.choices[0].finish_reason for _, c in long_seen if c.choices and c.choices[0].finish_reason]
     print(f"vLLM {engine.line}: {ended}; the stream running at SIGTERM got {after} chunks after it, "
-          f"then: {long_outcome['end']}")
+          f"then: {long_outcome['end']} (finish reasons: {reasons})")
     assert long_outcome["end"].startswith(CUT_STREAM), (ended, long_outcome)
+    assert len(long_seen) < 1500, "the long stream cannot have finished within the grace"
