@@ -104,3 +104,31 @@ start_cluster() {
   bash "$REPO/scripts/cluster/cluster.sh" start
   cluster_kubeconfig
 }
+
+# --- The engine kit (tests/engine): the real vLLM for CPU, one venv per release line ---------------
+# (scripts/testtools/vllm-kit.sh; cold ~8 GB for 0.11 + ~6.5 GB for 0.32 from PyPI, ~3.5 min each
+# here; warm instant). Started in the background beside the client venvs, the lines one after the
+# other (two pip installs at once would only share the same network and disk). wait_engine_kits
+# fails the run when an install failed; when PyPI cannot be reached (the script's exit 3) it says
+# so and lets the run go on: the engine tests then skip, saying why.
+start_engine_kits() {
+  ENGINE_KIT_LOG="$(mktemp)"
+  (
+    for line in $(bash "$REPO/scripts/testtools/vllm-kit.sh" --lines); do
+      bash "$REPO/scripts/testtools/vllm-kit.sh" "$line" || exit $?
+    done
+  ) >"$ENGINE_KIT_LOG" 2>&1 &
+  ENGINE_KIT_PID=$!
+}
+
+wait_engine_kits() {
+  local status=0
+  wait "$ENGINE_KIT_PID" || status=$?
+  cat "$ENGINE_KIT_LOG" >&2
+  rm -f "$ENGINE_KIT_LOG"
+  case "$status" in
+    0) ;;
+    3) log "engine kit: PyPI unreachable from this machine; the real-vLLM tests (tests/engine) will skip" ;;
+    *) log "scripts/testtools/vllm-kit.sh failed (exit $status)"; return 1 ;;
+  esac
+}
