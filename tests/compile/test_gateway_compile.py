@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -17,13 +19,14 @@ import yaml
 
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, endpoint_url, settings
-from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, script, settings_module
+from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
 from tests.support.builders import FIXTURES, model
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 GOLDEN = FIXTURES / "golden" / "gateway.yaml"
+GATEWAY_JS = Path(__file__).resolve().parents[2] / "components" / "compile" / "gateway" / "gateway.js"
 K8S_VERSION = kubernetes_validate.latest_version()
 RICH = {
     "replicas": 3,
@@ -146,9 +149,19 @@ def test_the_nginx_conf_limits_each_rated_tenant_and_hides_internal_headers():
     assert "server llm-router.serving.svc.cluster.local:8000;" in conf
 
 
-def test_the_config_map_ships_the_script():
-    data = compile_gateway(load({})).config_map["data"]
-    assert data["gateway.js"] == script() and set(data) == {"nginx.conf", "gateway.js", "gateway_config.js"}
+def test_the_config_map_ships_the_script_and_nginx_calls_only_what_it_exports():
+    """The ConfigMap carries gateway.js byte for byte as it is in the repository (the file the
+    nginx tests run), and every njs handler nginx.conf names (``gw.<name>``) is one the script's
+    default export holds: a handler renamed on one side only would fail at nginx start."""
+    data = compile_gateway(load(RICH)).config_map["data"]
+    assert set(data) == {"nginx.conf", "gateway.js", "gateway_config.js"}
+    assert data["gateway.js"] == GATEWAY_JS.read_text(encoding="utf-8")
+    exported = re.search(r"^export default \{([^}]*)\};$", data["gateway.js"], re.MULTILINE)
+    assert exported, "gateway.js has no `export default {...};` line"
+    handlers = set(re.findall(r"\bgw\.(\w+)", data["nginx.conf"]))
+    assert "js_import gw from gateway.js;" in data["nginx.conf"]
+    assert handlers >= {"tenant", "chat", "responses", "embeddings", "models", "unsupported", "foldHeaders", "foldBody"}
+    assert handlers <= {name.strip() for name in exported.group(1).split(",")}
 
 
 def test_clients_call_the_gateway_service_on_8000():
