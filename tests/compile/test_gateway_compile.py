@@ -11,6 +11,7 @@ import copy
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 
 import kubernetes_validate
@@ -200,13 +201,23 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
     assert "auth_request" not in unlimited.config_map["data"]["nginx.conf"]
 
 
-def test_the_config_map_ships_the_script():
-    # The file's bytes as read here, not through the compiler's own reader.
+def test_the_config_map_ships_the_script_and_nginx_calls_only_what_it_exports():
+    """The ConfigMap carries gateway.js byte for byte as it is in the repository (the file the
+    nginx tests run), and every njs handler nginx.conf names (``gw.<name>``) is one the script's
+    default export holds: a handler renamed on one side only would fail at nginx start."""
     data = compile_gateway(load(RICH)).config_map["data"]
-    assert data["gateway.js"] == SCRIPT_FILE.read_text(encoding="utf-8")
     # RICH has rate-limited tenants: the limiter's files ride in the same ConfigMap.
     assert set(data) == {"nginx.conf", "gateway.js", "gateway_config.js", "limiter.conf", "limiter.js",
                          "limiter_config.js"}
+    assert data["gateway.js"] == SCRIPT_FILE.read_text(encoding="utf-8")
+    # The handlers come before the `pure` member (the functions the script's own tests import).
+    exported = re.search(r"^export default \{(.*?)(?:pure:|\};)", data["gateway.js"], re.MULTILINE | re.DOTALL)
+    assert exported, "gateway.js has no `export default {...};`"
+    names = {name.strip() for name in re.sub(r"//[^\n]*", "", exported.group(1)).split(",")} - {""}
+    handlers = set(re.findall(r"\bgw\.(\w+)", data["nginx.conf"]))
+    assert "js_import gw from gateway.js;" in data["nginx.conf"]
+    assert handlers >= {"tenant", "chat", "responses", "embeddings", "models", "unsupported", "foldHeaders"}
+    assert handlers <= names, handlers - names
 
 
 def test_the_files_hash_covers_the_script():

@@ -10,6 +10,7 @@ import base64
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dill
@@ -23,6 +24,7 @@ from providers.projection import job_succeeded
 from providers.status import ModelStatusProvider
 from tests.support.fakes import (
     CLAIM,
+    NOW,
     NS,
     PULLER_JOB,
     REPO,
@@ -75,15 +77,19 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
 # --- create -------------------------------------------------------------------------------------
 
 def test_create_waits_for_success_then_hands_off_and_returns_full_outputs(cluster: FakeCluster) -> None:
+    succeeded = job(state="succeeded", completed_age=42)
     cluster.put(job(state="running"), puller_pod(phase="Running"))
-    cluster.when("read_namespaced_job", 3, lambda c: c.put(job(state="succeeded"), puller_pod(phase="Succeeded")))
+    cluster.when("read_namespaced_job", 3, lambda c: c.put(succeeded, puller_pod(phase="Succeeded")))
 
     result = WeightsGateProvider().create(dict(PROPS))
 
     assert cluster.count("read_namespaced_job") == 3
     assert result.id == f"{NS}/{CLAIM}"
-    assert result.outs == {**PROPS, "weights_ready": True, "completed_at": result.outs["completed_at"]}
-    assert result.outs["completed_at"]  # the Job's completionTime
+    # completed_at is the finished Job's completionTime (42 s before the fake's NOW), not a clock
+    # read; the Kubernetes client hands it back as an ISO time with an explicit UTC offset.
+    completed = (NOW - timedelta(seconds=42)).isoformat()
+    assert succeeded["status"]["completionTime"] == completed.replace("+00:00", "Z")
+    assert result.outs == {**PROPS, "weights_ready": True, "completed_at": completed}
     # P2 hand-off: the finished Job's pod is gone, the Job stays as the record of the pull.
     assert cluster.deleted == [("Pod", PULLER_POD)]
     assert cluster.names("Pod") == []
