@@ -11,6 +11,16 @@ import pulumi.log
 import pytest
 
 from providers.failures import restore_tracebacks
+from tests.durations import report_durations
+from tests.tiers import mark_tiers
+
+
+def pytest_collection_modifyitems(config, items):
+    mark_tiers(items)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    report_durations(terminalreporter, config)
 
 
 @pytest.fixture(autouse=True)

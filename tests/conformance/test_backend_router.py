@@ -22,6 +22,9 @@ from kit import chat_body, http, make_ca_issued_tls, stack_config
 
 from components.compile.router import compile_router
 
+# The backend router watches the simulated cluster's EndpointSlices (tests/tiers.py).
+pytestmark = pytest.mark.cluster
+
 CA_ISSUER = {"enabled": True, "issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
 
 

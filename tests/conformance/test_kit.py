@@ -8,6 +8,9 @@ import kit
 import pytest
 from _pytest.outcomes import Failed, Skipped
 
+# The kit's own logic, on fakes: no binary runs (tests/tiers.py).
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def fresh_build(monkeypatch):

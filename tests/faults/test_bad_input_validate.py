@@ -21,6 +21,9 @@ import pytest
 from tests.support.bad_configs import BAD_CONFIGS, BadConfig, refusal_lines, write_stack_file
 from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
+# Python processes and a loopback trap only: no cluster, no real server (tests/tiers.py).
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[2]
 
 

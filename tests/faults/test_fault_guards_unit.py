@@ -18,7 +18,7 @@ from providers.projection import ERROR, PENDING, READY, UNKNOWN
 from providers.status import ModelStatusProvider
 from tests.support.fakes import CLAIM, NS, PULLER_JOB, SOURCE, FakeBatch, FakeCluster, job, pod, pvc
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.unit]  # fakes only: no cluster (tests/tiers.py)
 
 PULUMI = "pulumi-kubernetes-63dae65c"
 PROPS = {"namespace": NS, "model": "llama", "weights_claim": CLAIM, "puller_job": PULLER_JOB, "model_source": SOURCE,

@@ -1,0 +1,76 @@
+"""Test tiers: every test belongs to exactly one, by the folder it lives in.
+
+The test command runs them cheapest first and stops at the first tier that fails
+(scripts/test.sh), so a broken config check never waits for a cluster:
+
+- ``unit``: starts nothing (no server, no real binary beyond Python, no cluster); needs only the
+  venv. config, compile, component, providers, policies, ...
+- ``servers``: real servers and binaries on loopback (nginx, rclone, S3 servers, the Stargate
+  binaries). gateway, puller, streamer, conformance.
+- ``cluster``: the simulated cluster and the Pulumi CLI. integration, faults.
+- ``engine``: the real vLLM of each release line (the engine kit). engine.
+
+A module that does not fit its folder's tier says so with ``pytestmark = pytest.mark.<tier>``
+(an explicit tier wins over the folder's); the older ``integration`` marker means ``cluster``.
+A test in a folder this table does not name fails the collection: a new folder is one line here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "servers", "cluster", "engine")
+
+FOLDER_TIERS = {
+    "": "unit",  # tests/test_*.py at the top (the hygiene test)
+    "cli": "unit",
+    "compile": "unit",
+    "component": "unit",
+    "config": "unit",
+    "contract": "unit",
+    "policies": "unit",
+    "preflight": "unit",
+    "preview_report": "unit",
+    "program": "unit",
+    "providers": "unit",
+    "security": "unit",
+    "gateway": "servers",
+    "puller": "servers",
+    "streamer": "servers",
+    "conformance": "servers",
+    "integration": "cluster",
+    "faults": "cluster",
+    "engine": "engine",
+}
+
+TESTS = Path(__file__).resolve().parent
+
+
+def folder_of(path: Path) -> str:
+    relative = path.resolve().relative_to(TESTS)
+    return relative.parts[0] if len(relative.parts) > 1 else ""
+
+
+def tier_of(item: pytest.Item) -> str:
+    explicit = [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+    if len(set(explicit)) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: in more than one tier ({', '.join(sorted(set(explicit)))}); keep one")
+    if explicit:
+        return explicit[0]
+    if item.get_closest_marker("integration"):
+        return "cluster"
+    folder = folder_of(Path(str(item.fspath)))
+    if folder not in FOLDER_TIERS:
+        raise pytest.UsageError(
+            f"{item.nodeid}: tests/{folder} is in no test tier; add it to FOLDER_TIERS in tests/tiers.py "
+            f"(one of {', '.join(TIERS)})")
+    return FOLDER_TIERS[folder]
+
+
+def mark_tiers(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
