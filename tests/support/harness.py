@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +138,56 @@ class Project:
                 client.CoreV1Api(config.new_client_from_config(self.env.get("KUBECONFIG"))).delete_namespace(namespace)
             except Exception as error:  # noqa: BLE001 - clean-up reports, it does not fail the run
                 warnings.warn(f"namespace {namespace} not deleted either: {error}", stacklevel=2)
+
+
+def delete_namespaces(core, namespaces) -> None:
+    """A module's teardown: delete each stack's namespace instead of running `pulumi destroy`
+    (~10-30 s a stack; the tests that prove destroy run it themselves). The program declares
+    nothing outside its namespace but the Namespace itself (components/compile: no cluster-scoped
+    kind), so this removes every object of the stack at once, as destroy would; its volumes go
+    Released either way (Retain, reclaimed by `scripts/cluster/cluster.sh reclaim` at cluster
+    start), and the stack's state goes with the module's temporary directory. Background: the
+    next module need not wait for the namespace to finish terminating (its own is another)."""
+    for namespace in namespaces:
+        for attempt in range(5):
+            try:
+                core.delete_namespace(namespace, propagation_policy="Background")
+                break
+            except Exception as error:  # noqa: BLE001 - clean-up reports, it does not fail the run
+                if getattr(error, "status", None) in (404, 409):
+                    # 404: never created (a refused preview) or destroyed by the test itself;
+                    # 409: already terminating (the module deleted it itself).
+                    break
+                if attempt == 4:
+                    warnings.warn(f"namespace {namespace} not deleted: {error}", stacklevel=2)
+                time.sleep(2)
+
+
+# The cluster modules that change or need cluster-wide state, with why: under
+# `pytest -n N --dist loadgroup` they share one xdist group (CLUSTER_WIDE), so they run one after
+# the other on one worker. Every other cluster module is a group of its own and runs beside them,
+# isolated by its namespace and its state dir (``group_by_module``).
+CLUSTER_WIDE = "cluster-wide"
+CLUSTER_WIDE_MODULES = {
+    "test_autoscaling_on_cluster": "installs KEDA's CRD, needs it absent first",
+    "test_metrics_on_cluster": "installs the ServiceMonitor CRD, needs it absent first",
+    "test_nim_operator_cluster": "installs the NIM operator's CRDs, needs them absent first",
+    "test_nim_multinode_cluster": "the NIM operator's CRDs; groups of 4- and 8-GPU pods",
+    "test_config_property_on_cluster": "installs every operator CRD the others need absent",
+    "test_multinode_on_cluster": "LWS groups on both GPU nodes; counts free nodes",
+    "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
+    "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
+}
+
+
+def group_by_module(items, folder: Path) -> None:
+    """Give every test under ``folder`` an ``xdist_group``: CLUSTER_WIDE for the modules above,
+    else its own module, so `--dist loadgroup` keeps a module on one worker (its module-scoped
+    stacks set up once, its tests in order). Without xdist the mark does nothing."""
+    for item in items:
+        path = Path(item.path)
+        if folder in path.parents and not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(CLUSTER_WIDE if path.stem in CLUSTER_WIDE_MODULES else path.stem))
 
 
 def small_model(name: str = "tiny", revision: str = "main", **overrides) -> dict:
