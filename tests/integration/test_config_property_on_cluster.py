@@ -15,13 +15,6 @@ copy the cluster already had is used and left alone). Kinds the cluster does not
 skipped and counted. Run it under
 the cluster lock: `flock /tmp/llm-cluster.lock bash scripts/test.sh tests/integration/test_config_property_on_cluster.py`.
 
-One POST per distinct object: the stacks share most of their objects (the namespace's
-ServiceAccounts, Roles, NetworkPolicies, a model's objects when only another section changed):
-of the 354 objects the 60 stacks render, 93 are distinct. A dry run (``dryRun=All``) persists
-nothing, so the API server's answer to a byte-identical object is the same answer: ``dry_run``
-asks once per distinct object and answers the repeats from what it was told (counted as
-"repeat"), every stack is still checked object by object, and the objects checked are the same.
-
 Bounded: ``LLM_SERVING_DRY_RUN_EXAMPLES`` stacks (default 60), fixed seed ``LLM_SERVING_PROPERTY_SEED``.
 ``LLM_SERVING_DRY_RUN_INSTALL_CRDS=0`` installs nothing (for a run without the lock: the custom
 resources whose CRDs the cluster lacks are then skipped, and counted).
@@ -29,7 +22,6 @@ resources whose CRDs the cluster lacks are then skipped, and counted).
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections import Counter
@@ -99,24 +91,14 @@ def namespace(kube, crds):
 
 @pytest.fixture(scope="module")
 def dry_run(kube):
-    """``dry_run(manifest)``: the API server's answer to creating ``manifest`` (None: accepted),
-    asked once per distinct manifest (see the module's docstring)."""
+    """``dry_run(manifest)``: the API server's answer to creating ``manifest`` (None: accepted)."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     api = kube.ApiClient()
     dynamic = DynamicClient(api)
-    answers: dict[str, str | None] = {}
 
     def run(manifest: dict) -> str | None:
-        key = json.dumps(manifest, sort_keys=True)
-        if key in answers:
-            SEEN["repeat (answered before)"] += 1
-            return answers[key]
-        answers[key] = answer = ask(manifest)
-        return answer
-
-    def ask(manifest: dict) -> str | None:
         try:
             resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
         except ResourceNotFoundError:
