@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_kit import Cluster, FaultProject
-from tests.support.harness import delete_namespaces, group_by_module, require_engine
+from tests.support.harness import delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +50,3 @@ def fault_project(scratch, cluster):
     # No `pulumi destroy` (test_fault_destroy.py tests that): see delete_namespaces.
     delete_namespaces(cluster.core, [project.namespace for project in made])
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    group_by_module(items, Path(__file__).parent)

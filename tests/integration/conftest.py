@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Project, delete_namespaces, group_by_module, require_engine
+from tests.support.harness import Project, delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,3 @@ def kube():
     config.load_kube_config()
     return client
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    group_by_module(items, Path(__file__).parent)

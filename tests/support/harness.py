@@ -163,33 +163,6 @@ def delete_namespaces(core, namespaces) -> None:
                 time.sleep(2)
 
 
-# The cluster modules that change or need cluster-wide state, with why: under
-# `pytest -n N --dist loadgroup` they share one xdist group (CLUSTER_WIDE), so they run one after
-# the other on one worker. Every other cluster module is a group of its own and runs beside them,
-# isolated by its namespace and its state dir (``group_by_module``).
-CLUSTER_WIDE = "cluster-wide"
-CLUSTER_WIDE_MODULES = {
-    "test_autoscaling_on_cluster": "installs KEDA's CRD, needs it absent first",
-    "test_metrics_on_cluster": "installs the ServiceMonitor CRD, needs it absent first",
-    "test_nim_operator_cluster": "installs the NIM operator's CRDs, needs them absent first",
-    "test_nim_multinode_cluster": "the NIM operator's CRDs; groups of 4- and 8-GPU pods",
-    "test_config_property_on_cluster": "installs every operator CRD the others need absent",
-    "test_multinode_on_cluster": "LWS groups on both GPU nodes; counts free nodes",
-    "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
-    "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
-}
-
-
-def group_by_module(items, folder: Path) -> None:
-    """Give every test under ``folder`` an ``xdist_group``: CLUSTER_WIDE for the modules above,
-    else its own module, so `--dist loadgroup` keeps a module on one worker (its module-scoped
-    stacks set up once, its tests in order). Without xdist the mark does nothing."""
-    for item in items:
-        path = Path(item.path)
-        if folder in path.parents and not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(CLUSTER_WIDE if path.stem in CLUSTER_WIDE_MODULES else path.stem))
-
-
 def small_model(name: str = "tiny", revision: str = "main", **overrides) -> dict:
     return {
         "name": name,
