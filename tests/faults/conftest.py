@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 import uuid
-import warnings
 from pathlib import Path
 
 import pytest
 
 from tests.support.fault_kit import Cluster, FaultProject
-from tests.support.harness import require_engine
+from tests.support.harness import delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="session")
@@ -49,16 +47,6 @@ def fault_project(scratch, cluster):
         return project
 
     yield make
-    for project in made:
-        # No `pulumi destroy` (test_fault_destroy.py tests that): deleting the namespace removes
-        # every object of the stack at once, and the state goes with the scratch directory.
-        for attempt in range(5):
-            try:
-                cluster.core.delete_namespace(project.namespace, propagation_policy="Background")
-                break
-            except Exception as error:  # noqa: BLE001
-                if getattr(error, "status", None) == 404:
-                    break
-                if attempt == 4:
-                    warnings.warn(f"namespace {project.namespace} not deleted: {error}", stacklevel=2)
-                time.sleep(2)
+    # No `pulumi destroy` (test_fault_destroy.py tests that): see delete_namespaces.
+    delete_namespaces(cluster.core, [project.namespace for project in made])
+

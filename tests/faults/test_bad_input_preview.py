@@ -2,14 +2,24 @@
 path, cleanly (no traceback), without echoing a secret, and with ZERO connections to the cluster
 or to the Hugging Face endpoint.
 
+Which cases: the whole table (108) runs through the same program in-process
+(tests/program/test_program_bad_configs.py, ~2 s); here a representative few (PREVIEWED), one per
+way a stack value travels from the stack file through the engine into the program's one
+validation (components/config/loader.py ``load_program_config``): an unknown section (the
+engine's key list), a top-level string where a list belongs (passed unparsed), a stack secret in
+plain text (the secret stand-in, never echoed), a number out of int32 range, a fraction, a boolean
+and a quoted number (the engine's JSON encoding), and a cross-section error (router vs models).
+Each preview must print exactly the refusal lines the in-process run prints: that is the proof the
+in-process table runs what `preview` runs, not a re-implementation.
+
 Proof by observation: each case's stack points at its own kubeconfig whose server is a loopback
 listener that records every connection (tests/support/no_cluster.py), and preflight's endpoint at
 another one. A valid stack previewed the same way does connect (the control), so an empty log
 means the program stopped before the cluster, not that the trap is deaf.
 
 Cost: one preview of a refused config takes ~4 s here (engine start, Python program, refusal),
-so the whole table (48 cases) runs, two previews at a time (~1.5–2 min on 2 CPUs). The control
-takes ~20 s: the provider retries the dead cluster before giving up.
+two at a time (the 108-case table took ~3.6 min this way; the 8 here ~20 s). The control takes
+~20 s: the provider retries the dead cluster before giving up.
 """
 
 from __future__ import annotations
@@ -21,14 +31,18 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support.bad_configs import BAD_CONFIGS, BadConfig, refusal_lines
+from tests.support.bad_configs import BY_ID, BadConfig, refusal_lines
 from tests.support.harness import Project
 from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
+from tests.support.program_kit import run_program
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 PREFLIGHT_ENDPOINT_ENV = "LLM_SERVING_HF_PREFLIGHT_ENDPOINT"
 WORKERS = 2
+PREVIEWED = tuple(BY_ID[case_id] for case_id in (
+    "unknown-section", "models-not-a-list", "hf-token-in-plain-text", "int32-replicas",
+    "replicas-fractional", "gpus-boolean", "replicas-quoted", "router-fronts-unknown-model"))
 
 
 @dataclass
@@ -67,7 +81,7 @@ def outcomes(request, tmp_path_factory) -> dict[str, Outcome]:
     base = tmp_path_factory.mktemp("bad-preview")
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         futures = {case.id: pool.submit(preview, base / case.id, f"bad{index}", case.sections)
-                   for index, case in enumerate(BAD_CONFIGS) if case.id in wanted}
+                   for index, case in enumerate(PREVIEWED) if case.id in wanted}
         results = {case_id: future.result() for case_id, future in futures.items()}
     seconds = sorted(outcome.seconds for outcome in results.values())
     print(f"\npulumi preview of {len(seconds)} refused configs: median {seconds[len(seconds) // 2]:.1f} s, "
@@ -75,7 +89,23 @@ def outcomes(request, tmp_path_factory) -> dict[str, Outcome]:
     return results
 
 
-@pytest.mark.parametrize("case", BAD_CONFIGS, ids=[c.id for c in BAD_CONFIGS])
+def problem_lines(output: str) -> list[str]:
+    """The ``field.path: reason`` lines of a refusal: the lines under "invalid stack config:"
+    (the engine prints it as "error: invalid stack config:" in its Diagnostics, the in-process
+    run as the RunError's text), without the engine's indentation."""
+    lines = [line.strip() for line in output.splitlines()]
+    starts = [i for i, line in enumerate(lines) if line in ("invalid stack config:", "error: invalid stack config:")]
+    if not starts:
+        return []
+    found = []
+    for line in lines[starts[-1] + 1:]:
+        if not line or line.startswith("error:"):
+            break
+        found.append(line)
+    return found
+
+
+@pytest.mark.parametrize("case", PREVIEWED, ids=[c.id for c in PREVIEWED])
 def test_preview_refuses_at_the_field_without_touching_the_cluster(case: BadConfig, outcomes):
     outcome = outcomes[case.id]
     assert outcome.returncode != 0, outcome.output[-3000:]
@@ -86,6 +116,16 @@ def test_preview_refuses_at_the_field_without_touching_the_cluster(case: BadConf
         assert secret not in outcome.output, "the refusal echoed the secret"
     assert outcome.cluster_connections == 0, f"{outcome.cluster_connections} connection(s) to the cluster"
     assert outcome.hub_connections == 0, f"{outcome.hub_connections} connection(s) to the HF endpoint"
+
+
+@pytest.mark.parametrize("case", PREVIEWED, ids=[c.id for c in PREVIEWED])
+def test_preview_prints_exactly_what_the_in_process_program_raises(case: BadConfig, outcomes, monkeypatch):
+    """The in-process table's warrant: the engine's refusal lines are the in-process run's, one
+    for one (same program, same config values, same validation)."""
+    in_process = run_program(case.sections, monkeypatch)
+    expected = problem_lines(in_process.engine_output)
+    assert expected, in_process.engine_output
+    assert problem_lines(outcomes[case.id].output) == expected, outcomes[case.id].output[-3000:]
 
 
 def test_a_valid_stack_does_reach_the_trap(tmp_path):

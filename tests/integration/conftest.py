@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Project, require_engine
+from tests.support.harness import Project, delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="module")
-def make_project(tmp_path_factory):
+def make_project(kube):
+    """``make_project(lambda namespace: config)`` -> a Project in a fresh namespace ``it-<hex>``.
+
+    Torn down by deleting the namespaces (tests/support/harness.py ``delete_namespaces``), not by
+    `pulumi destroy`: the tests that prove destroy (test_local_stack, test_disruption,
+    test_multinode*, test_nim_*, test_sources, test_state_compat, tests/faults/test_fault_destroy)
+    run it themselves. The projects live in a private directory, not tmp_path_factory's:
+    concurrent pytest sessions of the same user prune each other's basetemp (only the newest three
+    are kept), which would delete a project and its state while the module still uses them."""
     require_engine()
+    scratch = Path(tempfile.mkdtemp(prefix="llm-serving-it-"))
     made: list[Project] = []
 
     def make(config_for_namespace) -> Project:
         suffix = uuid.uuid4().hex[:6]
         namespace = f"it-{suffix}"
-        project = Project(tmp_path_factory.mktemp("project"), f"it{suffix}", config_for_namespace(namespace))
+        project = Project(scratch / f"project-{suffix}", f"it{suffix}", config_for_namespace(namespace))
         project.namespace = namespace
         made.append(project)
         return project
 
     yield make
-    for project in made:
-        project.destroy()
+    delete_namespaces(kube.CoreV1Api(), [project.namespace for project in made])
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +46,4 @@ def kube():
 
     config.load_kube_config()
     return client
+

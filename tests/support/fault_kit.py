@@ -1,7 +1,7 @@
 """The fault suite's kit on the simulated cluster (tests/faults/test_fault_*.py; fixtures in conftest.py).
 
 The pattern is tests/integration's: a throwaway copy of the project per stack, its own
-file-backend state and its own namespace (``flt-<hex>``), destroyed at the end. Faults come from
+file-backend state and its own namespace (``flt-<hex>``), deleted at the end (no destroy). Faults come from
 outside the program, never from test-only config in the product:
 
 - pod faults: a MutatingAdmissionPolicy (``Cluster.inject``) adds the KWOK fault annotation
