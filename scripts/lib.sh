@@ -71,11 +71,34 @@ wait_client_venv() {
 }
 
 wait_client_venvs() {
+  # Once per run: a tier that needs them waits; the next tier finds them done.
+  [ -n "${CLIENT_VENVS_DONE:-}" ] && return 0
   local failed=0
   wait_client_venv hub-client "$HUB_CLIENT_PID" || failed=1
   wait_client_venv streamer "$STREAMER_PID" || failed=1
   rm -rf "$CLIENT_VENV_LOGS"
-  [ "$failed" = 0 ]
+  [ "$failed" = 0 ] && CLIENT_VENVS_DONE=1
+}
+
+# The real Stargate binaries of the conformance suite (tests/conformance), built from
+# ../shared/vendor/stargate when missing (cached under ~/.cache/llm-serving-stargate; ~7-15 min of
+# 2 cores cold): cargo, started in the background beside the Go toolchain build so that the two
+# overlap on a cold machine. A build failure stops the run at wait_stargate; without the sources
+# the kit says so and the suite skips.
+start_stargate() {
+  STARGATE_LOG="$(mktemp)"
+  (cd "$REPO" && PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py) >"$STARGATE_LOG" 2>&1 &
+  STARGATE_PID=$!
+}
+
+wait_stargate() {
+  [ -n "${STARGATE_DONE:-}" ] && return 0
+  local status=0
+  wait "$STARGATE_PID" || status=$?
+  cat "$STARGATE_LOG" >&2
+  rm -f "$STARGATE_LOG"
+  if [ "$status" != 0 ]; then log "building the Stargate binaries failed (exit $status)"; return 1; fi
+  STARGATE_DONE=1
 }
 
 setup_testtools() {
@@ -122,6 +145,7 @@ start_engine_kits() {
 }
 
 wait_engine_kits() {
+  [ -n "${ENGINE_KITS_DONE:-}" ] && return 0
   local status=0
   wait "$ENGINE_KIT_PID" || status=$?
   cat "$ENGINE_KIT_LOG" >&2
@@ -131,4 +155,5 @@ wait_engine_kits() {
     3) log "engine kit: PyPI unreachable from this machine; the real-vLLM tests (tests/engine) will skip" ;;
     *) log "scripts/testtools/vllm-kit.sh failed (exit $status)"; return 1 ;;
   esac
+  ENGINE_KITS_DONE=1
 }

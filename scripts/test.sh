@@ -1,30 +1,112 @@
 #!/usr/bin/env bash
-# Command 2: every test — unit, component, providers, policies, integration (real engine on the
-# simulated cluster) and faults. The toolchain is built if missing, never skipped.
+# Command 2: every test, tier by tier, cheapest first (tests/tiers.py says which test is in which):
+#
+#   bash scripts/test.sh              ruff, import contracts, config reference; then the tiers
+#                                     unit -> servers -> cluster -> engine, each only after the one
+#                                     before passed, each built for just before it runs
+#   bash scripts/test.sh --fast       the checks and the unit tier only: needs nothing but the venv
+#                                     (no toolchain, no cluster, no server); about 3 min here
+#   bash scripts/test.sh --tier T     the checks, then tier T alone (with what T needs set up)
+#   bash scripts/test.sh ARGS...      everything set up, then `pytest ARGS` as given
+#                                     (e.g. `bash scripts/test.sh tests/config -q`)
+#
+# Every tier prints its slowest tests and its time per test folder (also written to
+# .test-durations/<tier>.txt). The toolchain and the test tools are built when missing, never
+# skipped; the downloads (the PyPI venvs, the vLLM engine kits) and the Stargate build start first,
+# in the background, so on a cold machine they overlap the Go builds.
 source "$(dirname "$0")/lib.sh"
 
+mode=all tier=""
+case "${1:-}" in
+  --fast) mode=fast; shift ;;
+  --tier) mode=tier; tier="${2:?--tier needs one of unit, servers, cluster, engine}"; shift 2 ;;
+esac
+if [ "$mode" != all ] && [ $# -gt 0 ]; then
+  log "--fast and --tier take no pytest arguments (got: $*); run \`bash scripts/test.sh ARGS\` for those"
+  exit 2
+fi
+if [ "$mode" = all ] && [ $# -gt 0 ]; then mode=args; fi
+
+# Durations on every run: the slowest tests, then the per-folder table (tests/durations.py).
+DURATIONS=(--durations=25 --durations-min=1.0)
+# The cluster tier runs its modules side by side: they wait on the cluster, not the CPU. The
+# scheduler keeps each module on one worker and the modules that touch cluster-wide objects on one
+# worker together (tests/support/xdist_groups.py).
+CLUSTER_WORKERS=(-p tests.support.xdist_groups -n "${LLM_SERVING_CLUSTER_WORKERS:-3}")
+
+checks() {
+  cd "$REPO"
+  "$VENV/bin/python" scripts/gen_config_reference.py --check
+  # The linter (config: ruff.toml) before any test: a finding fails the run like a failed test.
+  "$VENV/bin/ruff" check .
+  # The layers (config: .importlinter): providers and the contract never import the app, config
+  # sections never import the aggregate. A broken contract fails the run like a failed test.
+  "$VENV/bin/lint-imports" --no-cache
+}
+
+# One tier: pytest -m <tier>. Its own exit status; 5 (nothing collected) is a failure: every tier
+# has tests, so an empty one means the markers broke.
+run_tier() {
+  local name="$1"; shift
+  local status=0
+  log "tier $name"
+  (cd "$REPO" && "$VENV/bin/python" -m pytest -m "$name" "${DURATIONS[@]}" "$@") || status=$?
+  if [ "$status" != 0 ]; then
+    log "tier $name failed (pytest exit $status): later tiers not run"
+  fi
+  return "$status"
+}
+
+setup_for() {  # what a tier needs beyond the venv
+  case "$1" in
+    servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs ;;
+    cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; start_cluster; pulumi_env ;;
+    engine) setup_testtools; wait_engine_kits ;;
+  esac
+}
+
+tier_args() {
+  if [ "$1" = cluster ]; then printf '%s\n' "${CLUSTER_WORKERS[@]}"; fi
+}
+
 setup_python
-start_client_venvs
-setup_toolchain
-setup_testtools
-wait_client_venvs
-start_cluster
-pulumi_env
-cd "$REPO"
-"$VENV/bin/python" scripts/gen_config_reference.py --check
-# The linter (config: ruff.toml) before any test: a finding fails the run like a failed test.
-"$VENV/bin/ruff" check .
-# The layers (config: .importlinter): providers and the contract never import the app, config
-# sections never import the aggregate. A broken contract fails the run like a failed test.
-"$VENV/bin/lint-imports" --no-cache
-# The real Stargate binaries of the conformance suite (tests/conformance), built from
-# ../shared/vendor/stargate when missing (cached under ~/.cache/llm-serving-stargate; a cold
-# build is ~15 min of 2 cores): a build failure stops the run here. Without the sources it says
-# so and the suite skips.
-PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py >&2
-set +e
-"$VENV/bin/python" -m pytest "$@"
-status=$?
-set -e
-# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-exit "$status"
+case "$mode" in
+  fast)
+    checks
+    run_tier unit
+    ;;
+  tier)
+    case "$tier" in unit|servers|cluster|engine) ;; *) log "--tier: one of unit, servers, cluster, engine"; exit 2 ;; esac
+    case "$tier" in
+      servers|cluster) start_client_venvs; start_stargate ;;
+      engine) start_engine_kits ;;
+    esac
+    checks
+    setup_for "$tier"
+    mapfile -t extra < <(tier_args "$tier")
+    run_tier "$tier" "${extra[@]}"
+    ;;
+  args)
+    start_client_venvs; start_engine_kits; start_stargate
+    setup_for cluster
+    wait_engine_kits
+    checks
+    set +e
+    (cd "$REPO" && "$VENV/bin/python" -m pytest "$@")
+    status=$?
+    set -e
+    # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+    exit "$status"
+    ;;
+  all)
+    start_client_venvs; start_engine_kits; start_stargate
+    checks
+    run_tier unit
+    setup_for servers
+    run_tier servers
+    setup_for cluster
+    run_tier cluster "${CLUSTER_WORKERS[@]}"
+    setup_for engine
+    run_tier engine
+    ;;
+esac

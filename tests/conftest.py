@@ -1,4 +1,5 @@
-"""Process-wide settings a test may change, put back after each test so a later test in this
+"""The tiers (tests/tiers.py: a marker per test, by folder) and the per-folder durations
+(tests/durations.py) for every run; and process-wide settings a test may change, put back after each test so a later test in this
 process never sees them:
 - a classified failure turns tracebacks off for the dynamic-provider host's formatting
   (providers.failures; Pulumi mocks walk the stack);
@@ -15,6 +16,7 @@ from tests.durations import report_durations
 from tests.tiers import mark_tiers
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     mark_tiers(items)
 
