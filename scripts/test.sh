@@ -4,8 +4,9 @@
 #   bash scripts/test.sh              ruff, import contracts, config reference; then the tiers
 #                                     unit -> servers -> cluster -> engine, each only after the one
 #                                     before passed, each built for just before it runs
-#   bash scripts/test.sh --fast       the checks and the unit tier only: needs nothing but the venv
-#                                     (no toolchain, no cluster, no server); about 3 min here
+#   bash scripts/test.sh --fast       the checks and the unit tier only: needs the venv and the
+#                                     operators' CRD files (downloaded, not built): no toolchain,
+#                                     no cluster, no server; about 3 min here
 #   bash scripts/test.sh --tier T     the checks, then tier T alone (with what T needs set up)
 #   bash scripts/test.sh ARGS...      everything set up, then `pytest ARGS` as given
 #                                     (e.g. `bash scripts/test.sh tests/config -q`)
@@ -72,6 +73,10 @@ tier_args() {
 setup_python
 case "$mode" in
   fast)
+    # The compile tests check renders against the operators' real CRD schemas (LWS, KEDA,
+    # prometheus-operator, cert-manager): --crds-only takes them from the Go module cache, or
+    # downloads the four modules (3 s here; no build, no toolchain).
+    bash "$REPO/scripts/toolchain/operators.sh" --crds-only
     checks
     run_tier unit
     ;;
@@ -80,6 +85,7 @@ case "$mode" in
     case "$tier" in
       servers|cluster) start_client_venvs; start_stargate ;;
       engine) start_engine_kits ;;
+      unit) bash "$REPO/scripts/toolchain/operators.sh" --crds-only ;;
     esac
     checks
     setup_for "$tier"
