@@ -1,8 +1,14 @@
-"""Run the gateway's rendered files on a real nginx (Debian's nginx + njs, installed by
-``scripts/gateway/ensure-nginx.sh`` when missing) on loopback, for the tests and the bench."""
+"""Run the gateway's rendered files on a real nginx on loopback, for the tests and the bench.
+
+The nginx is the one the stack ships: 1.26.3 with njs 0.8.9, Debian trixie's packages run with
+their own libraries (``scripts/gateway/ensure-nginx-shipped.sh`` fetches and caches them; see
+its header). ``LLM_GATEWAY_NGINX=debian12`` runs this machine's nginx 1.22.1 + njs 0.7.9 instead
+(``scripts/gateway/ensure-nginx.sh``). Everything that starts an nginx takes its binary and js
+module from ``nginx_build()``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -10,22 +16,38 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compile.gateway.nginx import GatewaySettings, render_files
 
 REPO = Path(__file__).resolve().parents[2]
-ENSURE = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
+ENSURE_SHIPPED = REPO / "scripts" / "gateway" / "ensure-nginx-shipped.sh"
+ENSURE_DEBIAN12 = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
+DEBIAN12_JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 NOBODY = 65534
 
 
-def nginx_binary() -> str:
-    """nginx's path; installs the Debian packages when missing (fails, never skips)."""
-    done = subprocess.run(["bash", str(ENSURE)], capture_output=True, text=True, timeout=900)
+@dataclass(frozen=True)
+class NginxBuild:
+    binary: str      # what to exec (the shipped build: a wrapper running trixie's loader)
+    js_module: str   # the njs module that binary loads (nginx.conf's load_module)
+
+
+@functools.cache
+def nginx_build() -> NginxBuild:
+    """The nginx + njs the tests run; fetched and cached when missing (fails, never skips)."""
+    debian12 = os.environ.get("LLM_GATEWAY_NGINX") == "debian12"
+    ensure = ENSURE_DEBIAN12 if debian12 else ENSURE_SHIPPED
+    done = subprocess.run(["bash", str(ensure)], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        raise RuntimeError(f"installing nginx + njs failed:\n{done.stderr[-3000:]}")
-    return done.stdout.strip().splitlines()[-1]
+        raise RuntimeError(f"installing nginx + njs failed ({ensure.name}):\n{done.stderr[-3000:]}")
+    binary = done.stdout.strip().splitlines()[-1]
+    if debian12:
+        return NginxBuild(binary, DEBIAN12_JS_MODULE)
+    # <cache>/bin/nginx -> <cache>/root/usr/lib/nginx/modules/ngx_http_js_module.so
+    module = Path(binary).parents[1] / "root" / "usr" / "lib" / "nginx" / "modules" / "ngx_http_js_module.so"
+    return NginxBuild(binary, str(module))
 
 
 def free_port() -> int:
@@ -42,7 +64,8 @@ class Gateway:
         self.port, self.health_port = free_port(), free_port()
         keys_file = str(self.dir / "keys") if settings.keys_file else None
         self.settings = replace(settings, listen=f"127.0.0.1:{self.port}", health_listen=f"127.0.0.1:{self.health_port}",
-                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file)
+                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file,
+                                js_module=nginx_build().js_module)
         self.files = render_files(self.settings)
         (self.dir / "tmp").mkdir()
         for name, text in self.files.items():
@@ -61,7 +84,7 @@ class Gateway:
         Path(self.settings.keys_file).write_text(text)
 
     def start(self) -> Gateway:
-        binary = nginx_binary()
+        binary = nginx_build().binary
         self.log = open(self.dir / "nginx.log", "w")
         argv = [binary, "-e", "stderr", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")]
         if os.geteuid() == 0 and shutil.which("setpriv"):
