@@ -5,8 +5,10 @@ Pure: settings in, file texts out. ``render_files`` is also what the tests run o
 the configuration that ships is the one that was exercised.
 
 What nginx does and what the njs script does:
-- nginx: listens, limits body size (413), keeps the client's ``x-request-id`` when it is a plain
-  token of at most 128 characters (else its own ``$request_id``) and echoes it, rate-limits per
+- nginx: listens, checks the API key before reading the body (``auth_request``), streams bodies
+  to a temp file through a small buffer, limits body size (413) and connections per address,
+  sends its own ``$request_id`` as ``x-request-id`` (the caller's plain token only echoed as
+  ``x-client-request-id``), rate-limits per
   tenant (``limit_req``, one zone per tenant: njs 0.7.9 has no shared dictionary), proxies to
   the router with only the headers it sets (``proxy_pass_request_headers off``: every
   caller-supplied trusted or internal header is dropped by construction), hides the router's
