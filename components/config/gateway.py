@@ -32,8 +32,10 @@ DEFAULT_UID = 101
 GatewayName = Annotated[str, AfterValidator(values.check_router_name)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
-# Headers the gateway writes for the router, or the router and pylon use internally: a caller's
-# copy is always dropped, so none may be chosen as the session header either.
+# Headers the gateway writes for the router, or the router and pylon use internally: none of a
+# caller's copies is forwarded (the router's x-request-id is always the gateway's own; a caller's
+# plain-token x-request-id is only logged and echoed as x-client-request-id), so none may be
+# chosen as the session header either.
 TRUSTED_HEADERS = (
     "x-request-id", "x-model", "x-input-tokens", "x-routing-key", "x-routing-method",
     "x-cache-affinity-key", "x-priority", "x-request-slo-ms", "x-max-wait-ms",

@@ -198,7 +198,8 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
     assert order.index("llm-router-gateway-limiter") < order.index("llm-router-gateway")
     unlimited = compile_gateway(load({"apiKeys": {"secretName": "k", "tenants": [{"name": "team-b"}]}}))
     assert unlimited.limiter is None and "limiter.conf" not in unlimited.config_map["data"]
-    assert "auth_request" not in unlimited.config_map["data"]["nginx.conf"]
+    assert "auth_request /_gw/limit" not in unlimited.config_map["data"]["nginx.conf"]
+    assert "auth_request /_gw/auth;" in unlimited.config_map["data"]["nginx.conf"]  # the key check only
 
 
 def test_the_config_map_ships_the_script_and_nginx_calls_only_what_it_exports():

@@ -113,11 +113,15 @@ def test_contract_headers_reach_the_engine_and_internal_ones_stay_inside(router_
     raw = client(gw).chat.completions.with_raw_response.create(
         model=MODEL, messages=HELLO, extra_headers={"x-request-id": "conf-req-1", "x-priority": "0",
                                                     "x-routing-key": "forged"})
-    assert raw.headers["x-request-id"] == "conf-req-1"
+    # The id the router, pylon and the engine see is the gateway's own (pylon keys its admission
+    # on it); the caller's comes back for correlation in x-client-request-id.
+    assert raw.headers["x-client-request-id"] == "conf-req-1"
+    gateway_id = raw.headers["x-request-id"]
+    assert len(gateway_id) == 32 and gateway_id != "conf-req-1"
     for name in ("x-inference-server-id", "x-inference-server-url", "x-stargate-cluster-id"):
         assert name not in raw.headers, name
     (seen,) = stack.engines[0].user_requests("/v1/chat/completions")
-    assert seen.headers.get("x-request-id") == "conf-req-1"
+    assert seen.headers.get("x-request-id") == gateway_id
     # Router and pylon pass x-priority on to the engine (a direct request's arrives there): the
     # caller's "0" (most urgent) did not, nor its routing key.
     assert "x-priority" not in seen.headers and "x-routing-key" not in seen.headers

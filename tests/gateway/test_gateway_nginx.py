@@ -160,7 +160,9 @@ def test_contract_headers_reach_the_router(gateway, fake):
     status, headers, _ = call(gateway.base, "/v1/chat/completions", CHAT, {"x-request-id": "client-id-1"})
     seen = last(fake)["headers"]
     assert status == 200
-    assert seen["x-request-id"] == "client-id-1" == headers["x-request-id"]
+    # The router gets the gateway's own id; the caller's comes back in a header of its own.
+    assert seen["x-request-id"] == headers["x-request-id"] != "client-id-1"
+    assert headers["x-client-request-id"] == "client-id-1"
     assert seen["x-model"] == MODEL
     # ceil(characters / 4) + 4 per message: "Be brief." + "Hi there" = 17 characters, 2 messages.
     assert seen["x-input-tokens"] == str(-(-17 // 4) + 2 * 4)
@@ -168,12 +170,16 @@ def test_contract_headers_reach_the_router(gateway, fake):
     assert seen["content-type"] == "application/json"
 
 
-def test_a_request_id_is_generated_when_missing_or_not_a_plain_token(gateway, fake):
-    for sent in ({}, {"x-request-id": "has spaces and ünïcode"}, {"x-request-id": "x" * 129}):
+def test_the_router_always_gets_the_gateways_own_request_id(gateway, fake):
+    for sent in ({}, {"x-request-id": "req-1"}, {"x-request-id": "has spaces and ünïcode"},
+                 {"x-request-id": "x" * 129}):
         _, headers, _ = call(gateway.base, "/v1/chat/completions", CHAT, sent)
         generated = last(fake)["headers"]["x-request-id"]
         assert len(generated) == 32 and all(c in "0123456789abcdef" for c in generated), generated
         assert headers["x-request-id"] == generated
+        # Only a plain token is echoed back for correlation.
+        assert headers.get("x-client-request-id") == (sent["x-request-id"] if sent.get("x-request-id") == "req-1"
+                                                      else None)
 
 
 def test_the_clients_deadline_bounds_the_routers_wait(gateway, fake):
@@ -328,7 +334,7 @@ def test_a_client_that_disconnects_cancels_the_upstream_request(gateway, fake, s
     deadline = time.monotonic() + 4
     while not fake.disconnects and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert fake.disconnects == ["leaving-early"]
+    assert len(fake.disconnects) == 1 and fake.disconnects == [r["headers"]["x-request-id"] for r in fake.requests]
 
 
 # --- API keys and tenants ------------------------------------------------------------------------
@@ -343,7 +349,7 @@ def keyed(fake):
                Tenant("team-b", None, ("other",), None, 0),
                Tenant("team-c", None, None, 2, 0))
     settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(MODEL, "other"),
-                               keys_file="keys", tenants=tenants)
+                               keys_file="keys", tenants=tenants, max_body_bytes=64 * 1024)
     keys = (f"{digest('sk-a')} team-a\n{digest('sk-b')} team-b\n{digest('sk-c')} team-c\n"
             f"{digest('sk-x')} not-a-tenant\n")
     with Gateway(settings, keys=keys) as gw:
@@ -376,6 +382,49 @@ def test_a_tenant_sees_and_calls_only_its_models(keyed, fake):
     assert status == 200 and "x-routing-key" not in last(fake)["headers"]
 
 
+def test_two_tenants_with_one_request_id_reach_the_router_as_two(keyed, fake):
+    # pylon keys its admission table on x-request-id: a shared id would corrupt its accounting.
+    for key in ("sk-a", "sk-b"):
+        body = {**CHAT, "model": MODEL if key == "sk-a" else "other"}
+        status, headers, _ = call(keyed.base, "/v1/chat/completions", body,
+                                  {"Authorization": f"Bearer {key}", "x-request-id": "req-1"})
+        assert status == 200 and headers["x-client-request-id"] == "req-1"
+    ids = [r["headers"]["x-request-id"] for r in fake.requests]
+    assert len(ids) == 2 and len(set(ids)) == 2 and "req-1" not in ids
+
+
+@pytest.mark.parametrize("name", ["constructor", "__proto__", "toString", "hasOwnProperty"])
+def test_a_key_line_naming_an_object_member_is_no_tenant(keyed, fake, name):
+    original = (keyed.dir / "keys").read_text()
+    keyed.write_keys(original + f"{digest('sk-proto')} {name}\n")
+    try:
+        status, _, text = call(keyed.base, "/v1/chat/completions", CHAT, {"Authorization": "Bearer sk-proto"})
+    finally:
+        keyed.write_keys(original)
+    assert status == 401 and error_of(text)["code"] == "invalid_api_key" and not fake.requests
+
+
+def test_an_unknown_key_is_refused_before_the_body_is_read(keyed, fake):
+    # Declares a 60 KiB body and sends none of it: the 401 comes from the headers alone.
+    for auth in (b"", b"Authorization: Bearer sk-wrong\r\n"):
+        with socket.create_connection(("127.0.0.1", keyed.port), timeout=5) as client:
+            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                           + auth + b"Content-Length: 61440\r\n\r\n")
+            start = time.monotonic()
+            head = client.recv(4096)
+        assert head.startswith(b"HTTP/1.1 401"), head[:200]
+        assert b"invalid_api_key" in head and b"WWW-Authenticate: Bearer" in head
+        assert time.monotonic() - start < 2
+    assert not fake.requests
+
+
+def test_a_body_written_to_disk_reaches_the_router_whole(keyed, fake):
+    # Over the 16 KiB memory buffer: nginx keeps it in a temp file, the script reads that.
+    big = {**CHAT, "messages": [{"role": "user", "content": "y" * 40 * 1024}], "stream": True}
+    status, _, _ = call(keyed.base, "/v1/chat/completions", big, {"Authorization": "Bearer sk-a"})
+    assert status == 200 and json.loads(last(fake)["body"]) == big
+
+
 def test_rotated_keys_apply_without_a_restart(keyed, fake):
     original = (keyed.dir / "keys").read_text()
     keyed.write_keys(original + f"{digest('sk-new')} team-a\n")
@@ -395,8 +444,11 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after(keyed, fake):
     for _ in range(3):
         status, headers, text = call(keyed.base, "/v1/chat/completions", CHAT, auth)
         statuses.append(status)
-    assert statuses[0] == 200 and 429 in statuses
+    # 2 per minute without burst: one request per 30 s, so exactly the first passes, and the
+    # next may come when its 30 s have refilled (Retry-After, rounded up from the refill time).
+    assert statuses == [200, 429, 429]
     assert headers["retry-after"] == "30" and error_of(text)["code"] == "rate_limit_exceeded"
+    assert len(fake.requests) == 1  # the refused two never reached the router
     for _ in range(3):
         assert call(keyed.base, "/v1/chat/completions", CHAT, {"Authorization": "Bearer sk-a"})[0] == 200
 

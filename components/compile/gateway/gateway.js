@@ -71,15 +71,36 @@ function tenant(r) {
     const lines = text.split('\n');
     for (let i = 0; i < lines.length; i++) {
         const parts = lines[i].trim().split(/\s+/);
-        if (parts.length >= 2 && parts[0].toLowerCase() === digest && cfg.tenants[parts[1]]) {
+        if (parts.length >= 2 && parts[0].toLowerCase() === digest && tenantConfig(parts[1])) {
             return parts[1];
         }
     }
     return '';
 }
 
+// A configured tenant's settings, or null. Own properties only: a key line naming `constructor`,
+// `__proto__` or `toString` must not find Object.prototype's members through cfg.tenants.
+function tenantConfig(name) {
+    return name && Object.prototype.hasOwnProperty.call(cfg.tenants, name) ? cfg.tenants[name] : null;
+}
+
+// auth_request's subrequest (/_gw/auth): 204 for a known key, 401 otherwise. It runs in the
+// access phase with the headers only, so nginx answers an unknown key before reading the body.
+function authorize(r) {
+    r.return(tenant(r) ? 204 : 401);
+}
+
+// The body as text. nginx writes every body to a named temp file (client_body_in_file_only
+// clean; a small memory buffer, so slow uploads do not hold memory; an unnamed temp file is
+// unlinked at once and njs cannot read it), removed when the request ends. It is read only once
+// whole and after the key was checked.
+function requestText(r) {
+    const file = r.variables.request_body_file;
+    return file ? fs.readFileSync(file, 'utf8') : r.requestText;
+}
+
 function allowedModels(tenantName) {
-    const t = tenantName ? cfg.tenants[tenantName] : null;
+    const t = tenantConfig(tenantName);
     if (t && t.models) {
         return t.models;
     }
@@ -103,7 +124,7 @@ function admit(r) {
              {'WWW-Authenticate': 'Bearer'});
         return null;
     }
-    const text = r.requestText;
+    const text = requestText(r);
     if (text === undefined || text === null || text === '') {
         fail(r, 400, 'The request body is empty; send a JSON object.', 'invalid_request_error', 'invalid_json');
         return null;
@@ -250,7 +271,7 @@ function maxWaitMs(r) {
 }
 
 function setHeaders(r, kind, admitted, body) {
-    const t = admitted.tenant ? cfg.tenants[admitted.tenant] : null;
+    const t = tenantConfig(admitted.tenant);
     r.variables.gw_model = admitted.model;
     r.variables.gw_input_tokens = String(inputTokens(kind, admitted.body));
     r.variables.gw_max_wait = String(maxWaitMs(r));
@@ -938,7 +959,7 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
+export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).

@@ -5,10 +5,13 @@ Pure: settings in, file texts out. ``render_files`` is also what the tests run o
 the configuration that ships is the one that was exercised.
 
 What nginx does and what the njs script does:
-- nginx: listens, limits body size (413), keeps the client's ``x-request-id`` when it is a plain
-  token of at most 128 characters (else its own ``$request_id``) and echoes it, asks the limiter
-  (``limiter.py``) whether a limited tenant's request may pass (``auth_request``, before the body
-  is read; the counts are the limiter's, so they hold across replicas), proxies to
+- nginx: listens, checks the API key before reading the body (``auth_request``: an unknown or
+  missing key is answered 401 from the headers alone), streams bodies to a temp file through a
+  small buffer, limits body size (413) and connections per address, sends its own
+  ``$request_id`` as ``x-request-id`` (the caller's plain token only echoed as
+  ``x-client-request-id``), asks the limiter (``limiter.py``) whether a limited tenant's request
+  may pass (the same ``auth_request``: the counts are the limiter's, so they hold across
+  replicas), proxies to
   the router with only the headers it sets (``proxy_pass_request_headers off``: every
   caller-supplied trusted or internal header is dropped by construction), hides the router's
   internal response headers, and turns its own errors into OpenAI error JSON;
@@ -40,6 +43,21 @@ KEYS_DIR = f"{CONFIG_DIR}/keys"
 SCRATCH_DIR = "/tmp"
 # The official image and Debian's package both install dynamic modules here.
 JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+# Request bodies go to a named temp file under the scratch dir as they arrive, through this much
+# memory, so a slow upload holds this, not what it declares (nginx sizes the buffer from
+# Content-Length up to client_body_buffer_size). The script reads the file once it is whole.
+BODY_MEMORY_BUFFER = "16k"
+# Open connections one client address may hold (limit_conn): the pre-auth bound on slow
+# uploads and floods. In-cluster clients keep their pod address; behind a LoadBalancer that
+# SNATs, set externalTrafficPolicy: Local so addresses stay the clients'.
+EDGE_CONNECTIONS_PER_ADDRESS = 64
+# Slow clients are cut: a request's headers, each gap in its body, and each gap while it reads
+# the answer (nginx's timeouts are between two reads/writes, not for the whole transfer).
+CLIENT_HEADER_TIMEOUT = "10s"
+CLIENT_BODY_TIMEOUT = "15s"
+SEND_TIMEOUT = "60s"
+KEEPALIVE_TIMEOUT = "30s"
+KEEPALIVE_REQUESTS = 1000
 HTTP_PORT = 8080
 HEALTH_PORT = 8081
 HEALTH_PATH = "/healthz"
@@ -100,6 +118,8 @@ class GatewaySettings:
     config_dir: str = CONFIG_DIR
     scratch_dir: str = SCRATCH_DIR
     js_module: str = JS_MODULE
+    # Edge limits before any key is known (not config: they bound the pod, not a tenant).
+    connections_per_address: int = EDGE_CONNECTIONS_PER_ADDRESS
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
@@ -202,6 +222,10 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
         # down or slow, the request is admitted (fail open: docs/gateway.md, Limits).
         location = /_gw/limit {{
             internal;
+            # The key first (limits exist only with keys): unknown or missing is 401, unread.
+            if ($gw_tenant = "") {{
+                return 401;
+            }}
             if ($gw_limited = "") {{
                 return 204;
             }}
@@ -214,7 +238,8 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
             return 204;
         }}
         location @gw_rate_limited {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             add_header Retry-After $gw_limit_retry always;
             return 429 '$gw_limited_body\\n';
         }}"""
@@ -257,10 +282,22 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
 def nginx_conf(s: GatewaySettings) -> str:
     tmp = s.scratch_dir
     lb = _limit_blocks(s)
-    limits = lb["locations"]
+    # With keys on, the key is checked in the access phase by a subrequest that sees only the
+    # headers (auth_request), so an unknown or missing key gets 401 before the body is read;
+    # js_content would read the whole body before the script could look at the key. nginx takes
+    # one auth_request per location: with limited tenants the limiter's check (``/_gw/limit``)
+    # refuses a keyless request first, else ``/_gw/auth`` only checks the key.
+    auth = "\n            auth_request /_gw/auth;" if s.keys_file else ""
+    # The model list and unknown paths need the key only; the model calls the limits too.
+    limits = lb["locations"] or auth
     hide = "".join(f"\n            proxy_hide_header {name};" for name in HIDDEN_RESPONSE_HEADERS)
     too_large = _error_json(f"The request body is larger than {s.max_body_bytes} bytes.",
                             "invalid_request_error", "request_too_large")
+    too_many_connections = _error_json(
+        f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
+        "retry.", "rate_limit_error", "too_many_connections")
+    unauthorized = _error_json("Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`.",
+                               "invalid_request_error", "invalid_api_key")
     unavailable = _error_json("No server can take requests for this model right now; retry later.",
                               "service_unavailable", "service_unavailable")
     timeout = _error_json("The request timed out upstream.", "timeout", "timeout")
@@ -272,7 +309,7 @@ def nginx_conf(s: GatewaySettings) -> str:
             proxy_set_header Host $proxy_host;
             proxy_set_header Content-Type "application/json";
             proxy_set_header Accept $http_accept;
-            proxy_set_header x-request-id $gw_request_id;
+            proxy_set_header x-request-id $request_id;
             proxy_set_header x-model $gw_model;
             proxy_set_header x-input-tokens $gw_input_tokens;
             proxy_set_header x-stargate-max-wait-ms $gw_max_wait;
@@ -302,12 +339,23 @@ http {{
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
-    # Bodies stay in memory (njs reads them there); larger ones get 413.
+    # Larger bodies get 413; beyond a small memory buffer a body streams to a temp file.
     client_max_body_size {s.max_body_bytes};
-    client_body_buffer_size {s.max_body_bytes};
-    keepalive_timeout 75s;
+    client_body_buffer_size {BODY_MEMORY_BUFFER};
+    client_body_in_file_only clean;
+    client_header_buffer_size 4k;
+    large_client_header_buffers 4 16k;
+    client_header_timeout {CLIENT_HEADER_TIMEOUT};
+    client_body_timeout {CLIENT_BODY_TIMEOUT};
+    send_timeout {SEND_TIMEOUT};
+    keepalive_timeout {KEEPALIVE_TIMEOUT};
+    keepalive_requests {KEEPALIVE_REQUESTS};
+    reset_timedout_connection on;
+    limit_conn_zone $binary_remote_addr zone=gw_address:1m;
+    limit_conn_status 429;
 
-    log_format gw escape=json '{{"time":"$time_iso8601","request_id":"$gw_request_id","method":"$request_method",'
+    log_format gw escape=json '{{"time":"$time_iso8601","request_id":"$request_id",'
+        '"client_request_id":"$gw_client_request_id","method":"$request_method",'
         '"uri":"$uri","status":$status,"tenant":"$gw_tenant","model":"$gw_model","bytes":$bytes_sent,'
         '"request_time":$request_time,"upstream_status":"$upstream_status",'
         '"upstream_first_byte":"$upstream_header_time"}}';
@@ -336,10 +384,12 @@ http {{
     js_set $gw_observe gw.observe;
     js_shared_dict_zone zone=gw_metrics:4m type=number;
 
-    # The client's request id when it is a plain token, else nginx's own (32 hex digits).
-    map $http_x_request_id $gw_request_id {{
+    # The id the router gets (its global request id and pylon's admission key) is always the
+    # gateway's own $request_id: a caller's would let two tenants share one. The caller's id,
+    # when a plain token, is kept for correlation: logged and echoed as x-client-request-id.
+    map $http_x_request_id $gw_client_request_id {{
         "~^[A-Za-z0-9._:-]{{1,128}}$" $http_x_request_id;
-        default $request_id;
+        default "";
     }}
 {lb["http"]}
 
@@ -354,8 +404,14 @@ http {{
 
     server {{
         listen {s.listen};
-        add_header x-request-id $gw_request_id always;
+        add_header x-request-id $request_id always;
+        add_header x-client-request-id $gw_client_request_id always;
+        # Every connection, authenticated or not, counts against its address.
+        limit_conn gw_address {s.connections_per_address};
+        error_page 401 = @gw_unauthorized;
         error_page 413 = @gw_too_large;
+        # limit_conn's refusal (nginx's own 429; the limiter's 429s come from @gw_rate_limited).
+        error_page 429 = @gw_too_many_connections;
 {lb["error_page"]}        error_page 400 = @gw_bad_request;
         error_page 500 = @gw_internal;
 
@@ -368,11 +424,16 @@ http {{
         location = /v1/embeddings {{{limits}
             js_content gw.embeddings;
         }}
-        location = /v1/models {{
+        location = /v1/models {{{auth}
             js_content gw.models;
         }}
-        location / {{
+        location / {{{auth}
             js_content gw.unsupported;
+        }}
+        # auth_request's subrequest: headers only (a subrequest never reads the client's body).
+        location = /_gw/auth {{
+            internal;
+            js_content gw.authorize;
         }}
 
         # Streaming chat / Responses and embeddings: the body as the client sent it, unbuffered.
@@ -409,25 +470,42 @@ http {{
             proxy_read_timeout 10s;
             subrequest_output_buffer_size 1m;
         }}
+        location @gw_unauthorized {{
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
+            add_header WWW-Authenticate Bearer always;
+            return 401 '{unauthorized}\n';
+        }}
         location @gw_unavailable {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             add_header Retry-After {s.retry_after_seconds} always;
             return 503 '{unavailable}\\n';
         }}
         location @gw_timeout {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             return 504 '{timeout}\\n';
         }}
         location @gw_too_large {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             return 413 '{too_large}\\n';
         }}
+        location @gw_too_many_connections {{
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
+            add_header Retry-After 1 always;
+            return 429 '{too_many_connections}\\n';
+        }}
         location @gw_bad_request {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             return 400 '{bad_request}\\n';
         }}
         location @gw_internal {{
-            add_header x-request-id $gw_request_id always;
+            add_header x-request-id $request_id always;
+            add_header x-client-request-id $gw_client_request_id always;
             return 500 '{internal}\\n';
         }}{lb["server"]}
     }}
