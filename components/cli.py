@@ -24,6 +24,7 @@ import yaml
 from providers.kube import NoClusterConfig
 
 from .compile import compile_stack
+from .compile.gateway import endpoint_url
 from .compile.router import compile_router
 from .config import ConfigError, StackConfig, load_stack_config, read_stack_file, stack_file
 from .preview_report import command as preview_report
@@ -64,8 +65,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         topology = compile_router(stack).topology
         line += f"; router {stack.router.name}: {topology.reason}"
         if stack.router.gateway.enabled:
-            from .compile.gateway import endpoint_url
-
             keys = "API keys" if stack.router.gateway.api_keys else "open, no API keys"
             line += f"; clients call the gateway at {endpoint_url(stack)}/v1 ({keys})"
     print(line)

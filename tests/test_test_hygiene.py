@@ -3,14 +3,17 @@
 The rule, read from the source with ``ast`` (nothing is run): a test function (``test*`` at
 module level or in a ``Test*`` class, in ``tests/**/test_*.py``) must, in its own body or in a
 helper it calls, do at least one of
-- an ``assert`` statement;
+- an ``assert`` statement, or a ``raise`` (a helper that raises on a mismatch);
 - ``pytest.raises`` / ``pytest.fail`` / ``pytest.warns`` (as a call or a ``with``);
-- call a function named ``assert*``, ``check*``, ``expect*``, ``validate*`` or ``verify*`` (by
-  convention those raise or fail on a mismatch; mock objects' ``assert_called_*`` count too).
-A helper is a function of the same module, or one imported from a module under tests/ (the kits:
-tests/support: harness.py, component_kit.py, fault_kit.py, ...); it counts when it meets the rule itself, to any
-depth (methods and fixtures are not followed). A test that only runs code to see it does not
-raise is flagged: say what it must produce.
+- one of ``unittest.mock``'s own checks on a mock (``m.assert_called_once_with(...)`` and the
+  rest of ``MOCK_CHECKS``: the library's documented calls that raise on a mismatch).
+A helper counts only when this checker can read it and it meets the rule itself, to any depth:
+a function of the test's own module, a method of the test's own class called on ``self``, or a
+function imported by name from a module under tests/ (``from tests.support.harness import x``,
+or called through the imported module: ``harness.x()``), found by its module's dotted path. A
+call it cannot see into (a fixture's method, a third-party function, a name from outside tests/)
+does not count, whatever it is called: a ``check_ready()`` that is only a name proves nothing.
+A test that only runs code to see it does not raise is flagged: say what it must produce.
 """
 
 from __future__ import annotations
@@ -21,8 +24,14 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-CHECKING_NAMES = ("assert", "check", "expect", "validate", "verify")
 PYTEST_CHECKS = {"raises", "fail", "warns"}
+# unittest.mock's checks (Mock, MagicMock, AsyncMock): each raises AssertionError on a mismatch.
+MOCK_CHECKS = {
+    "assert_called", "assert_called_once", "assert_called_with", "assert_called_once_with",
+    "assert_any_call", "assert_has_calls", "assert_not_called", "assert_awaited", "assert_awaited_once",
+    "assert_awaited_with", "assert_awaited_once_with", "assert_any_await", "assert_has_awaits",
+    "assert_not_awaited",
+}
 
 
 def _called_name(call: ast.Call) -> tuple[str, str]:
@@ -37,19 +46,35 @@ def _called_name(call: ast.Call) -> tuple[str, str]:
 
 
 class Module:
-    """One Python file under tests/: its functions and the helper names it imports from tests/."""
+    """One Python file under tests/: its functions, its classes' methods and what it imports."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path):
         self.path = path
         self.tree = ast.parse(path.read_text(), filename=str(path))
         self.functions: dict[str, ast.AST] = {}
-        self.imports: dict[str, tuple[str, str]] = {}  # local name -> (module stem, name there)
+        self.methods: dict[ast.AST, dict[str, ast.AST]] = {}  # a test's class's methods, by test
+        self.imports: dict[str, tuple[str, str]] = {}  # local name -> (dotted module, name there)
+        self.modules: dict[str, str] = {}  # local name -> dotted module (``from tests.support import harness``)
+        package = ".".join(path.relative_to(root.parent).parts[:-1])
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            elif isinstance(node, ast.ClassDef):
+                methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                for method in methods.values():
+                    self.methods[method] = methods
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the test's own package
+                    parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*parts, *([base] if base else [])])
                 for alias in node.names:
-                    self.imports[alias.asname or alias.name] = (node.module.rsplit(".", 1)[-1], alias.name)
+                    self.imports[alias.asname or alias.name] = (base, alias.name)
+                    self.modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.modules[alias.asname] = alias.name
 
     def tests(self) -> list[tuple[str, ast.AST]]:
         found = [(node.name, node) for node in self.tree.body
@@ -64,22 +89,40 @@ class Module:
 class Checker:
     def __init__(self, root: Path):
         self.root = root
-        self.modules = {path: Module(path) for path in sorted(root.rglob("*.py"))}
-        self.by_stem = {path.stem: module for path, module in self.modules.items()}
+        self.modules = {path: Module(path, root) for path in sorted(root.rglob("*.py"))}
+        # By dotted path from the folder above tests/ (tests.support.harness), and, for a bare
+        # ``from kit import x`` of a sibling file, by its folder and stem.
+        self.by_name = {".".join(path.relative_to(root.parent).with_suffix("").parts): module
+                        for path, module in self.modules.items()}
         self._memo: dict[tuple[Path, str], bool] = {}
 
-    def _resolve(self, module: Module, name: str) -> tuple[Module, ast.AST] | None:
-        if name in module.functions:
-            return module, module.functions[name]
-        if name in module.imports:
-            stem, original = module.imports[name]
-            other = self.by_stem.get(stem)
-            if other is not None and original in other.functions:
-                return other, other.functions[original]
+    def _module(self, importer: Module, dotted: str) -> Module | None:
+        found = self.by_name.get(dotted) or self.by_name.get(dotted.removesuffix(".__init__"))
+        if found is None and "." not in dotted:  # a sibling module, on the test's own folder
+            found = self.modules.get(importer.path.parent / f"{dotted}.py")
+        return found
+
+    def _resolve(self, module: Module, owner: str, name: str, caller: ast.AST) -> tuple[Module, ast.AST] | None:
+        if not owner:
+            if name in module.functions:
+                return module, module.functions[name]
+            if name in module.imports:
+                dotted, original = module.imports[name]
+                other = self._module(module, dotted)
+                if other is not None and original in other.functions:
+                    return other, other.functions[original]
+            return None
+        if owner == "self":
+            method = module.methods.get(caller, {}).get(name)
+            return (module, method) if method is not None else None
+        if owner in module.modules:
+            other = self._module(module, module.modules[owner])
+            if other is not None and name in other.functions:
+                return other, other.functions[name]
         return None
 
     def checks(self, module: Module, node: ast.AST) -> bool:
-        """Whether ``node`` (a function) checks something, itself or through a helper."""
+        """Whether ``node`` (a function) checks something, itself or through a helper it can read."""
         key = (module.path, getattr(node, "name", "?") + f":{getattr(node, 'lineno', 0)}")
         if key in self._memo:
             return self._memo[key]
@@ -87,19 +130,18 @@ class Checker:
         helpers = []
         result = False
         for inner in ast.walk(node):
-            if isinstance(inner, ast.Assert):
+            if isinstance(inner, (ast.Assert, ast.Raise)):
                 result = True
                 break
             if isinstance(inner, ast.Call):
                 owner, name = _called_name(inner)
-                if (owner == "pytest" and name in PYTEST_CHECKS) or name.lstrip("_").startswith(CHECKING_NAMES):
+                if (owner == "pytest" and name in PYTEST_CHECKS) or (owner and name in MOCK_CHECKS):
                     result = True
                     break
-                if not owner:
-                    helpers.append(name)
+                helpers.append((owner, name))
         if not result:
-            for name in helpers:
-                found = self._resolve(module, name)
+            for owner, name in helpers:
+                found = self._resolve(module, owner, name, node)
                 if found is not None and self.checks(*found):
                     result = True
                     break
@@ -125,7 +167,8 @@ PENDING: set[str] = set()
 def test_every_test_checks_something():
     offenders = set(Checker(TESTS).offenders())
     new = sorted(offenders - PENDING)
-    assert not new, "tests that cannot fail (no assert, no pytest.raises/fail, no check helper):\n" + "\n".join(new)
+    assert not new, ("tests that cannot fail (no assert, raise or pytest.raises/fail, itself or in a helper "
+                     "this test can read):\n") + "\n".join(new)
     fixed = sorted(PENDING - offenders)
     assert not fixed, "these now check something (or are gone): take them off PENDING:\n" + "\n".join(fixed)
 
@@ -137,9 +180,19 @@ CASES = {
     "assert": ("def test_x():\n    assert run() == 1\n", []),
     "raises": ("import pytest\ndef test_x():\n    with pytest.raises(ValueError):\n        run()\n", []),
     "fail": ("import pytest\ndef test_x():\n    if run():\n        pytest.fail('no')\n", []),
-    "named helper": ("def test_x():\n    assert_ready(run())\n", []),
+    "a name it cannot see into": ("def test_x():\n    assert_ready(run())\n", ["test_x"]),
+    "a third-party check": ("import lib\ndef test_x():\n    lib.check(run())\n", ["test_x"]),
+    "a fixture's method": ("def test_x(cluster):\n    cluster.verify_ready()\n", ["test_x"]),
     "mock check": ("def test_x(m):\n    m.assert_called_once_with(1)\n", []),
     "local helper": ("def _check_it():\n    assert run()\ndef test_x():\n    _check_it()\n", []),
+    "helper that raises": ("def want(x):\n    if not x:\n        raise AssertionError(x)\n"
+                           "def test_x():\n    want(run())\n", []),
+    "named like a check, checks nothing": ("def check_it():\n    run()\ndef test_x():\n    check_it()\n",
+                                           ["test_x"]),
+    "method on self": ("class TestA:\n    def _want(self, x):\n        assert x\n"
+                       "    def test_x(self):\n        self._want(run())\n", []),
+    "method on self that checks nothing": ("class TestA:\n    def _go(self):\n        run()\n"
+                                           "    def test_x(self):\n        self._go()\n", ["TestA.test_x"]),
     "helper that does not check": ("def helper():\n    run()\ndef test_x():\n    helper()\n", ["test_x"]),
     "recursive helper": ("def helper():\n    helper()\ndef test_x():\n    helper()\n", ["test_x"]),
     "class": ("class TestA:\n    def test_x(self):\n        run()\n", ["TestA.test_x"]),
@@ -153,6 +206,20 @@ def test_the_checker_flags_only_tests_that_check_nothing(tmp_path, case):
     (tmp_path / "tests" / "test_sample.py").write_text(source)
     found = [name.split("::", 1)[1] for name in Checker(tmp_path / "tests").offenders()]
     assert found == expected
+
+
+def test_the_checker_follows_helpers_of_tests_support_by_their_dotted_path(tmp_path):
+    support = tmp_path / "tests" / "support"
+    support.mkdir(parents=True)
+    (support / "kit.py").write_text("def wait_ready(x):\n    assert x\ndef deploy(x):\n    return x\n")
+    # a module of the same stem elsewhere must not be taken for it
+    (tmp_path / "tests" / "other").mkdir()
+    (tmp_path / "tests" / "other" / "kit.py").write_text("def deploy(x):\n    assert x\n")
+    (tmp_path / "tests" / "test_sample.py").write_text(
+        "from tests.support import kit\nfrom tests.support.kit import deploy, wait_ready\n"
+        "def test_a():\n    wait_ready(1)\ndef test_b():\n    deploy(1)\n"
+        "def test_c():\n    kit.wait_ready(1)\ndef test_d():\n    kit.deploy(1)\n")
+    assert [name.split("::", 1)[1] for name in Checker(tmp_path / "tests").offenders()] == ["test_b", "test_d"]
 
 
 def test_the_checker_follows_helpers_imported_from_a_kit(tmp_path):

@@ -19,7 +19,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .sources import SOURCE_TYPES, source_class
+from .model import SOURCE_CLASSES
+from .sources import SOURCE_TYPES
 from .stack import StackConfig
 from .types import Shape, given
 from .values import Problems
@@ -123,7 +124,7 @@ def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
     annotation: Any = StackConfig
     for index, part in enumerate(loc):
         if index and loc[index - 1] == "source" and part in SOURCE_TYPES:
-            annotation = source_class(part)
+            annotation = SOURCE_CLASSES[part]
             continue
         model = _unwrap(annotation)
         if isinstance(part, int) or model is None:
@@ -170,7 +171,7 @@ def _unknown_key(loc: tuple) -> str:
     keys = [field.alias or name for name, field in model.model_fields.items()]
     if len(loc) >= 2 and loc[-2] in SOURCE_TYPES:  # a key of another source type: say which
         owners = [tag for tag in SOURCE_TYPES if tag != loc[-2] and any(
-            (f.alias or n) == loc[-1] for n, f in source_class(tag).model_fields.items())]
+            (f.alias or n) == loc[-1] for n, f in SOURCE_CLASSES[tag].model_fields.items())]
         if owners:
             return f"a key of `type: {owners[0]}` sources; set `type: {owners[0]}` (this source is `{loc[-2]}`)"
     match = closest(str(loc[-1]), keys)

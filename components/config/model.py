@@ -87,6 +87,8 @@ WeightSource = Annotated[
     Union[Annotated[ModelSource, Tag("hf")], Annotated[S3Source, Tag("s3")], Annotated[PvcSource, Tag("pvc")]],
     Discriminator(source_type),
 ]
+# The model of each ``source.type`` tag (the error formatter, messages.py, walks the config by it).
+SOURCE_CLASSES: dict[str, type[Strict]] = {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}
 
 
 class WeightsStorage(Strict):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
@@ -27,6 +27,9 @@ from . import values
 from .streaming import stream_problems
 from .types import Dns1123Label, PositiveQuantity, Strict
 from .values import Problem
+
+if TYPE_CHECKING:
+    from .model import ModelConfig
 
 # The tags of ``source.type``; the Hub is the default.
 SOURCE_TYPES = ("hf", "s3", "pvc")
@@ -295,14 +298,7 @@ class PvcSource(Strict):
         return f"pvc://{self.claim_name}/{self.sub_path or ''}"
 
 
-def source_class(tag: str) -> type:
-    """The model of one ``source.type`` (the error formatter walks the config by it)."""
-    from .model import ModelSource
-
-    return {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}[tag]
-
-
-def source_problems(model: Any) -> list[Problem]:
+def source_problems(model: ModelConfig) -> list[Problem]:
     """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
     source, problems = model.source, []
     kind = source_type(source)

@@ -4,15 +4,14 @@ override, validation at the field path with the fix) and what the compilers rend
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 
 from components.compile import compile_stack, disruption, network
 from components.config import ConfigError, load_stack_config
 from components.config.disruption import DEFAULT_DRAIN_SECONDS, GRACE_MARGIN_SECONDS
 from tests.support.builders import compiled, container, model, nim_model, pod_spec, stack
+from tests.support.kube_schema import assert_valid_kubernetes
 
-K8S_VERSION = kubernetes_validate.latest_version()
 SHARED = {"accessMode": "ReadWriteMany"}
 
 
@@ -121,13 +120,13 @@ def test_a_fronted_pod_drains_engine_and_pylon_alike():
     waits = {c["name"]: c["lifecycle"]["preStop"] for c in pod_spec(deployment)["containers"]}
     assert waits == {"server": {"sleep": {"seconds": 200}}, "pylon": {"sleep": {"seconds": 200}}}
     assert pod_spec(deployment)["terminationGracePeriodSeconds"] == 215
-    kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+    assert_valid_kubernetes(deployment)
 
 
 def test_rendered_objects_are_strictly_valid():
     manifests = compiled(duo(disruption={"topologySpread": "node-and-zone"}))
     for manifest in (manifests.deployment, manifests.pod_disruption_budget):
-        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+        assert_valid_kubernetes(manifest)
 
 
 # --- operator path ---------------------------------------------------------------------------
@@ -145,7 +144,7 @@ def test_operator_path_budget_selects_the_labels_the_nimservice_puts_on_its_pods
     assert selector == network.server_pods(config.models[0])
     assert all(service["spec"]["labels"].get(k) == v for k, v in selector.items())
     assert pdb["spec"]["maxUnavailable"] == 1
-    kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
+    assert_valid_kubernetes(pdb)
     # No lifecycle or grace field exists in NIMService: nothing of the drain is rendered.
     assert not {"lifecycle", "terminationGracePeriodSeconds", "topologySpreadConstraints"} & set(service["spec"])
     # The spread, as the preferred anti-affinity NIMService's core/v1 affinity can carry.

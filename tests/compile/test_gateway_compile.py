@@ -14,7 +14,6 @@ import os
 import re
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -27,10 +26,10 @@ from components.compile.router import compile_router
 from components.config import load_stack_config
 from components.config.gateway import TRUSTED_HEADERS
 from tests.support.builders import FIXTURES, model
+from tests.support.kube_schema import assert_valid_kubernetes
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 GOLDEN = FIXTURES / "golden" / "gateway.yaml"
-K8S_VERSION = kubernetes_validate.latest_version()
 RICH = {
     "replicas": 3,
     "models": ["chat"],
@@ -93,7 +92,7 @@ def test_gateway_matches_golden():
 @pytest.mark.parametrize("gateway", [RICH, {}, {"replicas": 1}], ids=["rich", "default", "one-replica"])
 def test_objects_are_strictly_valid_kubernetes(gateway):
     for manifest in compile_gateway(load(gateway)).in_order():
-        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+        assert_valid_kubernetes(manifest)
 
 
 def pod(gateway=None) -> dict:
@@ -259,7 +258,7 @@ def test_the_service_can_be_exposed_with_its_annotations():
                                     "serviceAnnotations": {"example.com/lb-scheme": "internal"}})).service
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["metadata"]["annotations"] == {"example.com/lb-scheme": "internal"}
-    kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+    assert_valid_kubernetes(service)
     assert "annotations" not in compile_gateway(load({})).service["metadata"]
 
 

@@ -14,7 +14,6 @@ import json
 import re
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -26,13 +25,13 @@ from components.config import ConfigError, load_stack_config
 from components.config.vllm_release import RELEASES
 from tests.fixtures import nim_llm_metrics, vllm_0_11_metrics
 from tests.support.builders import model, nim_model, stack
+from tests.support.kube_schema import assert_valid_kubernetes
 from tests.support.real_crds import operator_crd
 
 ON = {"metrics": {"enabled": True}}
 OPERATOR = {"path": "operator", "nim": {"authSecret": "ngc-api"}}
 # prometheus-operator v0.85.0's own CRD (the operators cache; see tests/real_crds.py).
 CRD_FILE = operator_crd("prometheus-operator", "monitoring.coreos.com_servicemonitors.yaml")
-K8S_VERSION = kubernetes_validate.latest_version()
 
 
 def _stack(*models: dict, **platform):
@@ -310,7 +309,7 @@ def test_the_service_monitor_declares_only_fields_of_the_crd_and_its_interval_pa
 
 def test_the_dashboard_config_map_is_strictly_valid_kubernetes():
     cm = dash.compile_dashboard(_stack())
-    kubernetes_validate.validate(cm, K8S_VERSION, strict=True)
+    assert_valid_kubernetes(cm)
 
 
 # --- the gateway's row -----------------------------------------------------------------------------

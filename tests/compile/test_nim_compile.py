@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 
 import jsonschema
-import kubernetes_validate
 import pytest
 
 from components.compile import common, compile_stack, nim
 from tests.support.builders import NIM_IMAGE, container, env_of, model, nim_model, pod_manifests, pod_spec, stack
+from tests.support.kube_schema import assert_valid_kubernetes
 from tests.support.real_crds import NIM_CRDS_ABSENT, NIM_OPERATOR_RELEASES, nim_operator_crds, structural_schema
 
-K8S_VERSION = kubernetes_validate.latest_version()
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 PULLER_HF = "nvcr.io/nim/nvidia/llm-nim:1.12.0"
 
@@ -111,7 +110,7 @@ def assert_core_valid(spec: dict, container_keys: dict, pod_keys: tuple = ("tole
             ctr[target] = spec[key]["probe"] if key.endswith("Probe") else spec[key]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
            "spec": {"containers": [ctr], **{k: spec[k] for k in pod_keys if k in spec}}}
-    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    assert_valid_kubernetes(pod)
 
 
 CASES = {
@@ -370,7 +369,7 @@ def test_raw_path_core_objects_are_strictly_valid():
     assert [m["kind"] for m in objects] == ["PersistentVolumeClaim", "Job", "Deployment", "Service",
                                             "PodDisruptionBudget"]  # two replicas
     for manifest in objects:
-        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+        assert_valid_kubernetes(manifest)
 
 
 def test_raw_path_nim_image_env_health_and_identity():

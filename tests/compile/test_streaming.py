@@ -11,6 +11,7 @@ from components.compile.plan import model_plan
 from components.config import load_stack_config
 from components.config.streaming import CONFIG_MOUNT
 from tests.fixtures import vllm_0_11_0 as vllm
+from tests.support.kube_schema import assert_valid_kubernetes
 
 SOURCE = {"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/", "region": "eu-west-1",
           "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "keys", "accessKeyIdKey": "id"}}
@@ -100,7 +101,5 @@ def test_the_rollout_surges_a_streamed_server():
 
 
 def test_manifests_are_valid_kubernetes():
-    import kubernetes_validate
-
     for manifest in compile_stack(stack(networkPolicy=POLICY)):
-        kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
+        assert_valid_kubernetes(manifest)

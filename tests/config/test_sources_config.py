@@ -8,6 +8,7 @@ from components.compile import common
 from components.config import ConfigError, load_stack_config
 from components.config.model import ModelSource
 from components.config.sources import PvcSource, S3Object, S3Source
+from tests.support.kube_schema import assert_valid_kubernetes
 
 
 def one(source: dict, **fields):
@@ -75,8 +76,6 @@ def test_errors_name_the_key_of_the_stack_file(source, line):
 
 
 def test_s3_and_pvc_objects_are_valid_kubernetes():
-    import kubernetes_validate
-
     from components.compile.plan import compile_stack
 
     config = load_stack_config({"platform": {"networkPolicy": {"enabled": True, "allowFrom": [
@@ -86,7 +85,7 @@ def test_s3_and_pvc_objects_are_valid_kubernetes():
         {"name": "onclaim", "source": {"type": "pvc", "claimName": "shared-weights", "subPath": "llama"}}]})
     manifests = compile_stack(config)
     for manifest in manifests:
-        kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
+        assert_valid_kubernetes(manifest)
     (job,) = [m for m in manifests if m["kind"] == "Job" and m["metadata"]["name"].startswith("objstore")]
     assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [42]
     assert not [m for m in manifests if m["kind"] == "PersistentVolumeClaim" and "onclaim" in m["metadata"]["name"]]

@@ -9,13 +9,13 @@ pods the stack itself runs, labelled as its compilers label them.
 
 from __future__ import annotations
 
-import kubernetes_validate
 import pytest
 from test_secrets_program import run_program
 
 from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config, read_stack_file
 from policies.rules.images import parse_image
+from tests.support.kube_schema import assert_valid_kubernetes
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
 BACKEND_IMAGE = "nvcr.io/nvidia/llm-backend-router:0.6.0"
@@ -175,9 +175,8 @@ def test_without_a_router_the_clients_must_be_named():
 
 
 def test_policies_are_valid_kubernetes():
-    version = kubernetes_validate.latest_version()
     for policy in policies(manifests(config({"enabled": True}))).values():
-        kubernetes_validate.validate(policy, version, strict=True)
+        assert_valid_kubernetes(policy)
 
 
 def test_the_program_declares_each_policy_before_the_server():
@@ -260,11 +259,10 @@ def test_a_mirror_at_an_address_is_reached_on_that_address_only():
 
 
 def test_puller_policies_are_valid_kubernetes():
-    version = kubernetes_validate.latest_version()
     for endpoint in ("https://huggingface.co", "http://hf-mirror.mirrors.svc:8080", "https://10.20.30.40:8443"):
         for name, policy in all_policies(manifests(config({"enabled": True}, hfEndpoint=endpoint))).items():
             if name.endswith("-puller-egress"):
-                kubernetes_validate.validate(policy, version, strict=True)
+                assert_valid_kubernetes(policy)
 
 
 def test_the_gpu_cluster_example_pins_every_image_to_a_tag_and_isolates_every_model():
