@@ -97,11 +97,15 @@ def server_env(model: ModelConfig) -> list[dict]:
                 "name": model.nim_settings.auth_secret, "key": NGC_API_KEY_SECRET_KEY,
             }}})
     else:
-        env = [
-            # The weights are on the volume already: never reach for the hub while serving.
-            {"name": "HF_HUB_OFFLINE", "value": "1"},
-            {"name": "HOME", "value": "/tmp"},
-        ]
+        # The weights are on the volume already: never reach for the hub while serving. Not on a
+        # streamed server: with HF_HUB_OFFLINE set, vLLM 0.11's EngineArgs.__post_init__
+        # (vllm/engine/arg_utils.py l.501-503) replaces the model by get_model_path(model), which
+        # hands the s3:// URI, not a local path, to snapshot_download as a hub repo id
+        # (HFValidationError, the server exits). 0.32 skips cloud URIs there. The streamed server
+        # reads its config files from the store, so it has no hub to stay away from. (0.11.0 then
+        # stops at a second, unrelated check: see tests/engine/test_streamed_weights.py.)
+        env = [] if streams(model) else [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+        env.append({"name": "HOME", "value": "/tmp"})
         if model.lora.enabled:
             env += [
                 # The resolver is consulted only with runtime LoRA updating on (vLLM v0.11.0,

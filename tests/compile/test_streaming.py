@@ -57,11 +57,23 @@ def test_the_server_is_given_the_store_and_vllms_loader():
     assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "eu-west-1"
     assert env["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] == "0"
     assert env["RUNAI_STREAMER_MEMORY_LIMIT"] == str(4 << 30)
-    assert env["VLLM_ASSETS_CACHE"] == CONFIG_MOUNT and env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_ASSETS_CACHE"] == CONFIG_MOUNT
     # The keys come from the Secret (the same one a copy's puller reads), never as a value.
     assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "keys", "key": "id"}}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "keys", "key": "AWS_SECRET_ACCESS_KEY"}}
     assert env["AWS_EC2_METADATA_DISABLED"] == "true"
+
+
+def test_a_streamed_server_is_not_told_the_hub_is_offline():
+    # vLLM 0.11's EngineArgs.__post_init__ (vllm/engine/arg_utils.py l.501-503 of the 0.11.0
+    # wheel) replaces the model by get_model_path(model) whenever huggingface_hub reads
+    # HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as true; an s3:// URI is no local path, so it goes
+    # to snapshot_download as a repo id and the server dies with HFValidationError
+    # (0.32 skips cloud URIs there). A copied model keeps the variable.
+    streamed = env_of(server(stack())["spec"]["template"]["spec"]["containers"][0])
+    assert not {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"} & set(streamed)
+    copied = {k: v for k, v in SOURCE.items() if k != "load"}
+    assert env_of(server(stack(copied))["spec"]["template"]["spec"]["containers"][0])["HF_HUB_OFFLINE"] == "1"
 
 
 def test_the_config_files_get_a_writable_folder_and_no_weights_are_mounted():

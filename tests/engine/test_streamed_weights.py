@@ -37,13 +37,16 @@ def streamed_config(endpoint: str):
     return config.model_copy(update={"models": (local,)})
 
 
-# vLLM 0.11 does not start on the rendered streamed container: with HF_HUB_OFFLINE=1 (rendered for
-# every server) its EngineArgs.__post_init__ (vllm/engine/arg_utils.py, "when use hf offline,
-# replace model id to local model path") calls get_model_path on the s3:// URI, which is not a
-# local path, so huggingface_hub's snapshot_download(repo_id="s3://...") raises HFValidationError
-# and the server exits 1. 0.32 starts and serves. Strict: the test fails once 0.11's render works.
-BROKEN = {"0.11": "the rendered HF_HUB_OFFLINE=1 makes vLLM 0.11 resolve the s3:// model as a hub "
-                  "repo id (HFValidationError) before the streamer is used"}
+# vLLM 0.11.0 cannot start on an s3:// model from `vllm serve`. The first stop, the rendered
+# HF_HUB_OFFLINE=1 (EngineArgs.__post_init__, vllm/engine/arg_utils.py l.501-503, handed the URI to
+# snapshot_download: HFValidationError), is gone from the render (tests/compile/test_streaming.py).
+# The second is vLLM's own: create_engine_config (arg_utils.py l.1135) calls
+# maybe_override_with_speculators (vllm/transformers_utils/config.py l.501), whose
+# PretrainedConfig.get_config_dict("s3://...") raises OSError "Can't load the configuration" before
+# ModelConfig copies the config files from the store. vLLM PR 27308 (merged after 0.11.0) skips
+# that check for object-store models; 0.32 starts and serves. Strict: fails once 0.11 starts.
+BROKEN = {"0.11": "vLLM 0.11.0's maybe_override_with_speculators reads config.json of the s3:// URI "
+                  "through transformers before the streamer's copy (OSError), whatever the env"}
 PARAMS = [pytest.param(line, id=f"vllm-{line}", marks=[pytest.mark.xfail(strict=True, reason=BROKEN[line])]
                        if line in BROKEN else []) for line in LINES]
 
