@@ -45,7 +45,7 @@ checks() {
   "$VENV/bin/lint-imports" --no-cache
 }
 
-# One tier: pytest -m <tier>. Its own exit status; 5 (nothing collected) is a failure: every tier
+# One tier (a marker expression): pytest -m <tier>. Its own exit status; 5 (nothing collected) is a failure: every tier
 # has tests, so an empty one means the markers broke.
 run_tier() {
   local name="$1"; shift
@@ -66,8 +66,11 @@ setup_for() {  # what a tier needs beyond the venv
   esac
 }
 
-tier_args() {
-  if [ "$1" = cluster ]; then printf '%s\n' "${CLUSTER_WORKERS[@]}"; fi
+# The cluster tier in two passes: the isolated modules side by side, then the cluster-wide ones
+# (tests/tiers.py CLUSTER_WIDE_MODULES: CRDs installed, GPUs counted) one after the other.
+run_cluster_tier() {
+  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
+  run_tier "cluster and cluster_wide"
 }
 
 setup_python
@@ -89,8 +92,7 @@ case "$mode" in
     esac
     checks
     setup_for "$tier"
-    mapfile -t extra < <(tier_args "$tier")
-    run_tier "$tier" "${extra[@]}"
+    if [ "$tier" = cluster ]; then run_cluster_tier; else run_tier "$tier"; fi
     ;;
   args)
     start_client_venvs; start_engine_kits; start_stargate
@@ -111,7 +113,7 @@ case "$mode" in
     setup_for servers
     run_tier servers
     setup_for cluster
-    run_tier cluster "${CLUSTER_WORKERS[@]}"
+    run_cluster_tier
     setup_for engine
     run_tier engine
     ;;

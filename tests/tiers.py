@@ -47,6 +47,20 @@ FOLDER_TIERS = {
 
 TESTS = Path(__file__).resolve().parent
 
+# Cluster modules that change or need cluster-wide state, with why: marked ``cluster_wide`` and
+# run one after the other, after the other cluster modules have run side by side
+# (scripts/test.sh; tests/support/xdist_groups.py keeps them on one worker under xdist too).
+CLUSTER_WIDE_MODULES = {
+    "test_autoscaling_on_cluster": "installs KEDA's CRD, needs it absent first",
+    "test_metrics_on_cluster": "installs the ServiceMonitor CRD, needs it absent first",
+    "test_nim_operator_cluster": "installs the NIM operator's CRDs, needs them absent first",
+    "test_nim_multinode_cluster": "the NIM operator's CRDs; groups of 4- and 8-GPU pods",
+    "test_config_property_on_cluster": "installs every operator CRD the others need absent",
+    "test_multinode_on_cluster": "LWS groups on both GPU nodes; counts free nodes",
+    "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
+    "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
+}
+
 
 def folder_of(path: Path) -> str:
     relative = path.resolve().relative_to(TESTS)
@@ -74,3 +88,5 @@ def mark_tiers(items: list[pytest.Item]) -> None:
         tier = tier_of(item)
         if not item.get_closest_marker(tier):
             item.add_marker(getattr(pytest.mark, tier))
+        if tier == "cluster" and Path(str(item.fspath)).stem in CLUSTER_WIDE_MODULES:
+            item.add_marker(pytest.mark.cluster_wide)

@@ -466,7 +466,10 @@ def _mutated(draw: st.DrawFn) -> dict:
             value[draw(st.sampled_from(_ODD_LABEL_KEYS))] = draw(st.sampled_from(("x", "a b", CREDENTIALS[2])))
             continue
         pool = _ODD_BY_TYPE.get(type(value), ("x", 3, [], None))
-        container[key] = draw(st.sampled_from(pool))
+        # A copy: the pool's lists and mappings are shared by every example, and a second
+        # replacement could change one in place or put it inside itself (seen: a RecursionError
+        # and hypothesis's FlakyStrategyDefinition once the shared ["x"] held itself).
+        container[key] = copy.deepcopy(draw(st.sampled_from(pool)))
     return raw
 
 

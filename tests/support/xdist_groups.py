@@ -3,9 +3,12 @@
 not the CPU, so two or three at a time fit this 2-core machine.
 
 It schedules whole modules (as `--dist loadfile` does): a module's module-scoped stacks are set up
-once, on one worker, and its tests run in order. The modules of ``CLUSTER_WIDE_MODULES`` (they
-change or need cluster-wide state) form one unit instead, so they run one after the other on a
-single worker, beside the rest. Every other module is isolated already: its own namespace, its own
+once, on one worker, and its tests run in order. The modules of ``CLUSTER_WIDE_MODULES``
+(tests/tiers.py: they change or need cluster-wide state) form one unit instead, so they run one
+after the other on a single worker. The test command runs them in a pass of their own after the
+side-by-side one (marker ``cluster_wide``): beside other modules, their pods competed for the
+GPUs they count (seen: a multi-node test's "no free node" became "insufficient GPUs").
+Every other module is isolated already: its own namespace, its own
 project copy and state dir (tests/integration/conftest.py, tests/faults/conftest.py).
 
 Why a scheduler and not `--dist loadgroup` with ``xdist_group`` marks: xdist 3.8 groups by
@@ -19,18 +22,9 @@ from pathlib import PurePosixPath
 
 from xdist.scheduler import LoadScopeScheduling
 
+from tests.tiers import CLUSTER_WIDE_MODULES
+
 CLUSTER_WIDE = "cluster-wide"
-# The modules that change or need cluster-wide state, with why.
-CLUSTER_WIDE_MODULES = {
-    "test_autoscaling_on_cluster": "installs KEDA's CRD, needs it absent first",
-    "test_metrics_on_cluster": "installs the ServiceMonitor CRD, needs it absent first",
-    "test_nim_operator_cluster": "installs the NIM operator's CRDs, needs them absent first",
-    "test_nim_multinode_cluster": "the NIM operator's CRDs; groups of 4- and 8-GPU pods",
-    "test_config_property_on_cluster": "installs every operator CRD the others need absent",
-    "test_multinode_on_cluster": "LWS groups on both GPU nodes; counts free nodes",
-    "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
-    "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
-}
 
 
 def scope_of(nodeid: str) -> str:
