@@ -27,6 +27,14 @@ SOURCE_HASH_LABEL = f"{DOMAIN}/source-hash"
 # be what orders serving after the weights.
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
+# The puller Job is replaced delete-first under the same name (plan.py). With skipAwait the
+# provider does not wait for the delete either, and its default propagation, foreground, keeps the
+# old Job (a finalizer) until its pods are gone: the new Job's server-side-apply create then met
+# the old one ("Server-Side Apply field conflict ... containers[name=puller].args", seen on the
+# simulated cluster). Background propagation removes the Job object at once and lets the garbage
+# collector take its pods after.
+BACKGROUND_DELETE = {"pulumi.com/deletionPropagationPolicy": "background"}
+
 WEIGHTS_MOUNT = "/model-store"
 SERVER_PORT = 8000
 TMP_MOUNT = "/tmp"

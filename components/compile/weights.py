@@ -152,6 +152,7 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
     meta["labels"][common.SOURCE_HASH_LABEL] = common.source_hash(model)
     template_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
     meta["annotations"].update(common.SKIP_AWAIT)
+    meta["annotations"].update(common.BACKGROUND_DELETE)
     spec: dict = {
         "backoffLimit": 2,
         "activeDeadlineSeconds": platform.pull_timeout_seconds,

@@ -354,3 +354,12 @@ def test_every_object_lands_in_the_stack_namespace(rich_manifests):
     for manifest in rich_manifests:
         if manifest["kind"] != "Namespace":
             assert manifest["metadata"]["namespace"] == "inference"
+
+
+
+def test_the_puller_job_goes_in_the_background_before_its_same_name_replacement():
+    # Replaced delete-first under the same name, with skipAwait: a foreground delete left the old
+    # Job (and its finalizer) in place and the new Job's create met it (an SSA field conflict).
+    job = compiled(model()).puller_job
+    assert job["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] == "background"
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
