@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 import pytest
@@ -15,7 +16,7 @@ from tests.gateway.test_gateway_nginx import CHAT, MODEL, call, digest
 SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")
 
 
-def scrape(gw: Gateway) -> dict[str, float]:
+def scrape_once(gw: Gateway) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{gw.health_port}/metrics", timeout=5) as reply:
         assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         text = reply.read().decode()
@@ -31,6 +32,20 @@ def scrape(gw: Gateway) -> dict[str, float]:
               if line.startswith("gateway_request_duration_seconds_bucket{tenant=\"team-a\",model=\"qwen-small\"")]
     assert bounds[-1] == "+Inf" and [float(b) for b in bounds[:-1]] == sorted(float(b) for b in bounds[:-1]), bounds
     return samples
+
+
+def scrape(gw: Gateway, answered: int) -> dict[str, float]:
+    """The samples once all `answered` requests are counted. A request is counted in nginx's log
+    phase, after its answer went out, and the gateway runs two workers: a scrape the other worker
+    takes can arrive before the last answer's worker has logged it (seen in CI: the final 401)."""
+    deadline = time.monotonic() + 5
+    while True:
+        samples = scrape_once(gw)
+        counted = sum(v for k, v in samples.items() if k.startswith("gateway_requests_total{"))
+        if counted >= answered or time.monotonic() > deadline:
+            assert counted == answered, f"{counted} of {answered} requests counted: {samples}"
+            return samples
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +68,7 @@ def test_requests_latency_and_tokens_per_tenant_and_model(fake):
         assert call(gw.base, "/v1/chat/completions", CHAT, c)[0] == 200
         assert call(gw.base, "/v1/chat/completions", CHAT, c)[0] == 429
         assert call(gw.base, "/v1/chat/completions", CHAT)[0] == 401
-        m = scrape(gw)
+        m = scrape(gw, answered=7)
     served = '{tenant="team-a",model="qwen-small"'
     assert m[f'gateway_requests_total{served},status="200"}}'] == 3
     # Not admitted yet when refused: no model label value.
