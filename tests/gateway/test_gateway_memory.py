@@ -14,8 +14,11 @@ import hashlib
 import http.client
 import json
 import socket
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from components.compile.gateway.nginx import GatewaySettings, Tenant
 from tests.gateway.fake_router import FakeRouter
@@ -86,3 +89,77 @@ def test_slow_uploads_and_unauthenticated_callers_do_not_grow_nginx(tmp_path):
     assert growth < GROWTH_BOUND and during < POD_LIMIT, (before, during)
     # The other tenant's stream, open throughout, arrived whole.
     assert reply.status == 200 and text.count("data: ") == 12 + 3 and text.rstrip().endswith("data: [DONE]")
+
+
+# --- large non-streaming answers --------------------------------------------------------------
+# A non-streaming answer is folded in nginx from the event stream. njs's legacy engine (what
+# Debian's njs 0.8.9 runs; it is built without QuickJS) frees nothing a request allocates before
+# that request ends, so an answer's cost is what its whole stream allocates: measured on this
+# nginx, about 8 bytes per stream byte (the event's text, the parsed delta, the joined and the
+# serialised answer, nginx's buffers) plus about 2 KiB per event (the parsed chunk objects).
+# The bound below is that model with headroom, for N answers held together near
+# maxResponseBytes. Before the fold kept deltas as pieces, `content += delta` kept every prefix:
+# one answer of 2 MB in 1 KiB deltas grew nginx by 2 GiB (and took 65 s).
+PER_STREAM_BYTE = 10
+PER_EVENT = 2560
+MAX_RESPONSE = 4 * 1024 * 1024
+
+
+def event_bytes(word: str) -> int:
+    chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": MODEL,
+             "choices": [{"index": 0, "delta": {"content": word}, "logprobs": None, "finish_reason": None}]}
+    return len(f"data: {json.dumps(chunk)}\n\n")
+
+
+def peak_rss(master: int, stop: list, peak: list) -> None:
+    while not stop:
+        peak[0] = max(peak[0], rss_bytes(master))
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("delta, answers", [(1024, 4), (4, 2)], ids=["1KiB-deltas", "token-deltas"])
+def test_large_non_streaming_answers_stay_within_their_bound(delta, answers):
+    word = "x" * delta
+    events = int(MAX_RESPONSE * 0.9) // event_bytes(word)
+    stream_bytes = events * event_bytes(word)
+    keys = f"{hashlib.sha256(b'sk-a').hexdigest()} team-a\n{hashlib.sha256(b'sk-s').hexdigest()} team-s\n"
+    with FakeRouter(models=(MODEL,), words=(word,) * events) as fake:
+        settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(MODEL,), keys_file="keys",
+                                   tenants=(Tenant("team-a", None, None, None, 0), Tenant("team-s", None, None, None, 0)),
+                                   max_response_bytes=MAX_RESPONSE)
+        with Gateway(settings, keys=keys) as gw:
+            time.sleep(0.5)
+            before = rss_bytes(gw.proc.pid)
+            stop, peak = [], [before]
+            sampler = threading.Thread(target=peak_rss, args=(gw.proc.pid, stop, peak))
+            sampler.start()
+            results: list = []
+
+            def ask(key: str, stream: bool) -> None:
+                conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=120)
+                conn.request("POST", "/v1/chat/completions",
+                             json.dumps({"model": MODEL, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}),
+                             {"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+                reply = conn.getresponse()
+                results.append((stream, reply.status, reply.read()))
+
+            threads = [threading.Thread(target=ask, args=("sk-a", False)) for _ in range(answers)]
+            threads.append(threading.Thread(target=ask, args=("sk-s", True)))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            stop.append(True)
+            sampler.join()
+    growth = peak[0] - before
+    bound = answers * (PER_STREAM_BYTE * stream_bytes + PER_EVENT * events)
+    print(f"{answers} answers of {events} events ({stream_bytes / 2**20:.1f} MiB of stream each, maxResponseBytes "
+          f"{MAX_RESPONSE / 2**20:.0f} MiB): nginx RSS {before / 2**20:.1f} -> peak {peak[0] / 2**20:.1f} MiB "
+          f"(+{growth / 2**20:.1f}; bound {bound / 2**20:.1f})")
+    folded = [json.loads(body) for stream, _, body in results if not stream]
+    assert len(folded) == answers and all(status == 200 for _, status, _ in results)
+    assert all(len(a["choices"][0]["message"]["content"]) == events * delta for a in folded)
+    # The other tenant's stream, beside them, arrived whole.
+    (streamed,) = [body.decode() for stream, _, body in results if stream]
+    assert streamed.count("data: ") == events + 3 and streamed.rstrip().endswith("data: [DONE]")
+    assert growth < bound and peak[0] < POD_LIMIT, (before, peak[0], bound)

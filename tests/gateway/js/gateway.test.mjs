@@ -114,7 +114,7 @@ test('a stream over the bound is refused and its state dropped', function () {
     P.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
     assert.equal(P.finish(st).error.code, 'response_too_large');
     assert.deepEqual(st.choices, {});
-    assert.equal(st.text, '');
+    assert.deepEqual(st.sse.partial, []);
 });
 
 test('two folds never share state', function () {
