@@ -37,6 +37,8 @@ from typing import Optional
 
 from ...config.gateway import GatewayConfig
 from . import limiter as lim
+from . import nginx_syntax as syntax
+from .nginx_syntax import BLANK, Block, Node, block, comment, d
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
@@ -168,364 +170,391 @@ def settings_module(s: GatewaySettings) -> str:
 
 
 def _error_json(message: str, kind: str, code: str) -> str:
-    # nginx `return` text: single-quoted, so the JSON may not contain a single quote.
-    text = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
-    if "'" in text:
-        raise ValueError("error text may not contain a single quote")
-    return text
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
-def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
-    """The pieces of nginx.conf that ask the limiter (empty when no tenant has limits)."""
+def _ids() -> list[Node]:
+    """Every answer the gateway writes itself carries the request's ids."""
+    return [d("add_header", "x-request-id", "$request_id", "always"),
+            d("add_header", "x-client-request-id", "$gw_client_request_id", "always")]
+
+
+def _error_location(name: str, status: int, body: str, *headers: Node) -> Block:
+    """A named location answering one of the gateway's own errors as OpenAI error JSON."""
+    return block("location", name, body=[_ids(), headers, d("return", status, body + "\n")])
+
+
+def _to_limiter() -> list[Node]:
+    """A call to the limiter: headers only, no body, short timeouts (it fails open)."""
+    return [d("proxy_http_version", "1.1"), d("proxy_set_header", "Connection", ""),
+            d("proxy_pass_request_headers", "off"), d("proxy_pass_request_body", "off"),
+            d("proxy_set_header", "Content-Length", ""), d("proxy_connect_timeout", "1s"),
+            d("proxy_read_timeout", "1s"), d("proxy_send_timeout", "1s")]
+
+
+def _limited(s: GatewaySettings) -> list[Tenant]:
     limited = [t for t in s.tenants if t.limited]
-    empty = dict.fromkeys(("http", "locations", "server", "health", "servers", "error_page"), "")
-    if not limited:
-        return empty
-    if not s.limiter:
+    if limited and not s.limiter:
         raise ValueError("tenants with rateLimit need the limiter's address (GatewaySettings.limiter)")
-    counted = any(t.tokens_per_minute for t in limited)
-    names = "".join(f'\n        "{t.name}" "1";' for t in limited)
+    return limited
+
+
+def _counted(s: GatewaySettings) -> bool:
+    return any(t.tokens_per_minute for t in _limited(s))
+
+
+def _limiter_http(s: GatewaySettings) -> list[Node]:
+    """http-level parts for the limits: who is limited, the 429 texts, the limiter upstream."""
+    limited = _limited(s)
+    if not limited:
+        return []
     requests = _error_json("Rate limit reached for your API key (requests per minute); retry after the time "
                            "in Retry-After.", "rate_limit_error", "rate_limit_exceeded")
     tokens = _error_json("Token limit reached for your API key (tokens per minute); retry after the time in "
                          "Retry-After.", "rate_limit_error", "rate_limit_exceeded")
-    to_limiter = """proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_pass_request_headers off;
-            proxy_pass_request_body off;
-            proxy_set_header Content-Length "";
-            proxy_connect_timeout 1s;
-            proxy_read_timeout 1s;
-            proxy_send_timeout 1s;"""
-    http = f"""
-    # Tenants with limits ask the limiter; the others pass without a call.
-    map $gw_tenant $gw_limited {{{names}
-        default "";
-    }}
-    map $gw_limit_kind $gw_limited_body {{
-        "tokens" '{tokens}';
-        default '{requests}';
-    }}
-    upstream gw_limiter {{
-        server {s.limiter};
-        keepalive 16;
-    }}"""
-    if counted:
-        http += """
-    # Token usage read from answers, per tenant, not yet charged at the limiter: the next check
-    # of that tenant from this replica carries it, and a periodic flush sends the rest.
-    js_shared_dict_zone zone=gw_pending:1m type=number;
-    js_set $gw_charge gw.takeCharge;"""
-    charge = "\n            proxy_set_header x-gw-tokens $gw_charge;" if counted else ""
-    server = f"""
-        # Limits: the limiter answers 204 (admitted) or 403 with Retry-After (limited). When it is
-        # down or slow, the request is admitted (fail open: docs/gateway.md, Limits).
-        location = /_gw/limit {{
-            internal;
-            # The key first (limits exist only with keys): unknown or missing is 401, unread.
-            if ($gw_tenant = "") {{
-                return 401;
-            }}
-            if ($gw_limited = "") {{
-                return 204;
-            }}
-            proxy_pass http://gw_limiter/check;
-            {to_limiter}
-            proxy_set_header x-gw-tenant $gw_tenant;{charge}
-            error_page 500 502 503 504 = @gw_limit_open;
-        }}
-        location @gw_limit_open {{
-            return 204;
-        }}
-        location @gw_rate_limited {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            add_header Retry-After $gw_limit_retry always;
-            return 429 '$gw_limited_body\\n';
-        }}"""
-    out = {
-        "http": http,
-        "locations": """
-            auth_request /_gw/limit;
-            auth_request_set $gw_limit_retry $upstream_http_retry_after;
-            auth_request_set $gw_limit_kind $upstream_http_x_gw_limit;""",
-        "server": server,
-        "health": "", "servers": "",
-        # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
-        "error_page": "        error_page 403 = @gw_rate_limited;\n",
-    }
-    if counted:
-        out["health"] = """
-        location @gw_flush {
-            js_periodic gw.flushCharges interval=1s;
-        }"""
-        out["servers"] = f"""
-
-    # Loopback only: the periodic flush of token usage to the limiter (ngx.fetch cannot use an
-    # upstream block, so it calls this server, which can).
-    server {{
-        listen {s.internal_listen};
-        access_log off;
-        location = /_gw/charge {{
-            proxy_pass http://gw_limiter/charge;
-            {to_limiter}
-            proxy_set_header x-gw-tenant $http_x_gw_tenant;
-            proxy_set_header x-gw-tokens $http_x_gw_tokens;
-        }}
-        location / {{
-            return 404;
-        }}
-    }}"""
+    out: list[Node] = [
+        BLANK,
+        comment("Tenants with limits ask the limiter; the others pass without a call."),
+        block("map", "$gw_tenant", "$gw_limited", body=[
+            [syntax.map_entry(t.name, "1") for t in limited],
+            d("default", ""),
+        ]),
+        block("map", "$gw_limit_kind", "$gw_limited_body", body=[
+            d("tokens", tokens),
+            d("default", requests),
+        ]),
+        block("upstream", "gw_limiter", body=[d("server", s.limiter), d("keepalive", 16)]),
+    ]
+    if _counted(s):
+        out += [
+            comment("Token usage read from answers, per tenant, not yet charged at the limiter: the next check\n"
+                    "of that tenant from this replica carries it, and a periodic flush sends the rest."),
+            d("js_shared_dict_zone", "zone=gw_pending:1m", "type=number"),
+            d("js_set", "$gw_charge", "gw.takeCharge"),
+        ]
     return out
 
 
-def nginx_conf(s: GatewaySettings) -> str:
+def _limiter_locations(s: GatewaySettings) -> list[Node]:
+    """The API server's locations that ask the limiter (none when no tenant has limits)."""
+    if not _limited(s):
+        return []
+    return [
+        comment("Limits: the limiter answers 204 (admitted) or 403 with Retry-After (limited). When it is\n"
+                "down or slow, the request is admitted (fail open: docs/gateway.md, Limits)."),
+        block("location", "=", "/_gw/limit", body=[
+            d("internal"),
+            comment("The key first (limits exist only with keys): unknown or missing is 401, unread."),
+            block("if", "$gw_tenant", "=", "", body=[d("return", 401)]),
+            block("if", "$gw_limited", "=", "", body=[d("return", 204)]),
+            d("proxy_pass", "http://gw_limiter/check"),
+            _to_limiter(),
+            d("proxy_set_header", "x-gw-tenant", "$gw_tenant"),
+            d("proxy_set_header", "x-gw-tokens", "$gw_charge") if _counted(s) else None,
+            d("error_page", 500, 502, 503, 504, "=", "@gw_limit_open"),
+        ]),
+        block("location", "@gw_limit_open", body=[d("return", 204)]),
+        _error_location("@gw_rate_limited", 429, "$gw_limited_body",
+                        d("add_header", "Retry-After", "$gw_limit_retry", "always")),
+    ]
+
+
+def _charge_server(s: GatewaySettings) -> list[Node]:
+    """Loopback only: where the periodic flush of token usage goes (when tokens are counted)."""
+    if not _counted(s):
+        return []
+    return [
+        BLANK,
+        comment("Loopback only: the periodic flush of token usage to the limiter (ngx.fetch cannot use an\n"
+                "upstream block, so it calls this server, which can)."),
+        block("server", body=[
+            d("listen", s.internal_listen),
+            d("access_log", "off"),
+            block("location", "=", "/_gw/charge", body=[
+                d("proxy_pass", "http://gw_limiter/charge"),
+                _to_limiter(),
+                d("proxy_set_header", "x-gw-tenant", "$http_x_gw_tenant"),
+                d("proxy_set_header", "x-gw-tokens", "$http_x_gw_tokens"),
+            ]),
+            block("location", "/", body=[d("return", 404)]),
+        ]),
+    ]
+
+
+def _main(s: GatewaySettings) -> list[Node]:
     tmp = s.scratch_dir
-    lb = _limit_blocks(s)
+    return [
+        comment("Generated by llm-serving (router.gateway); see components/compile/gateway/nginx.py."),
+        d("load_module", s.js_module),
+        d("worker_processes", s.worker_processes),
+        d("daemon", "off"),
+        d("pid", f"{tmp}/nginx.pid"),
+        d("error_log", "stderr", "warn"),
+        BLANK,
+        block("events", body=[d("worker_connections", 4096)]),
+        BLANK,
+    ]
+
+
+def _temp_paths(tmp: str) -> list[Node]:
+    return [d(f"{kind}_temp_path", f"{tmp}/{path}")
+            for kind, path in (("client_body", "client_body"), ("proxy", "proxy"), ("fastcgi", "fastcgi"),
+                               ("uwsgi", "uwsgi"), ("scgi", "scgi"))]
+
+
+def _client_limits(s: GatewaySettings) -> list[Node]:
+    """Body size and buffering, header buffers, the slow-client timeouts, connections per address."""
+    return [
+        comment("Larger bodies get 413; beyond a small memory buffer a body streams to a temp file."),
+        d("client_max_body_size", s.max_body_bytes),
+        d("client_body_buffer_size", BODY_MEMORY_BUFFER),
+        d("client_body_in_file_only", "clean"),
+        d("client_header_buffer_size", "4k"),
+        d("large_client_header_buffers", 4, "16k"),
+        d("client_header_timeout", CLIENT_HEADER_TIMEOUT),
+        d("client_body_timeout", CLIENT_BODY_TIMEOUT),
+        d("send_timeout", SEND_TIMEOUT),
+        d("keepalive_timeout", KEEPALIVE_TIMEOUT),
+        d("keepalive_requests", KEEPALIVE_REQUESTS),
+        d("reset_timedout_connection", "on"),
+        d("limit_conn_zone", "$binary_remote_addr", "zone=gw_address:1m"),
+        d("limit_conn_status", 429),
+    ]
+
+
+# The access log: one JSON object per request (nginx joins the parts).
+ACCESS_LOG_FORMAT = (
+    '{"time":"$time_iso8601","request_id":"$request_id",',
+    '"client_request_id":"$gw_client_request_id","method":"$request_method",',
+    '"uri":"$uri","status":$status,"tenant":"$gw_tenant","model":"$gw_model","bytes":$bytes_sent,',
+    '"request_time":$request_time,"upstream_status":"$upstream_status",',
+    '"upstream_first_byte":"$upstream_header_time"}',
+)
+
+
+def _logs() -> list[Node]:
+    return [
+        BLANK,
+        d("log_format", "gw", "escape=json", *ACCESS_LOG_FORMAT, wrap_from=3),
+        d("access_log", "/dev/stdout", "gw"),
+        comment("Metrics (gateway.js, observe): a log format whose only variable runs the counting, so it\n"
+                "runs once per request when status and times are final. The line written is empty."),
+        d("log_format", "gw_metrics", "$gw_observe"),
+        d("access_log", "/dev/null", "gw_metrics"),
+    ]
+
+
+def _script(s: GatewaySettings) -> list[Node]:
+    """The njs script and the variables it sets for nginx."""
+    return [
+        BLANK,
+        d("js_path", s.config_dir),
+        d("js_import", "gw", "from", SCRIPT),
+        d("js_set", "$gw_tenant", "gw.tenant"),
+        [d("js_var", f"$gw_{name}") for name in
+         ("model", "input_tokens", "max_wait", "routing_key", "affinity", "body", "kind", "fold")],
+        comment("Usage read from answers (countStream / foldCounted) for the metrics and token limits."),
+        [d("js_var", f"$gw_{name}") for name in ("usage_tail", "prompt_used", "completion_used", "events_seen")],
+        d("js_set", "$gw_observe", "gw.observe"),
+        d("js_shared_dict_zone", "zone=gw_metrics:4m", "type=number"),
+    ]
+
+
+def _client_request_id() -> list[Node]:
+    return [
+        BLANK,
+        comment("The id the router gets (its global request id and pylon's admission key) is always the\n"
+                "gateway's own $request_id: a caller's would let two tenants share one. The caller's id,\n"
+                "when a plain token, is kept for correlation: logged and echoed as x-client-request-id."),
+        block("map", "$http_x_request_id", "$gw_client_request_id", body=[
+            d("~^[A-Za-z0-9._:-]{1,128}$", "$http_x_request_id"),
+            d("default", ""),
+        ]),
+    ]
+
+
+def _router_upstream(s: GatewaySettings) -> list[Node]:
+    return [
+        BLANK,
+        comment("HTTP/1.0 to the router, one connection per request: its answer then ends when it closes the\n"
+                "connection. Over HTTP/1.1 its chunked stream ends with a terminator the router writes after\n"
+                "the last event without TCP_NODELAY (the public build sets none), which Nagle holds until the\n"
+                "receiver's delayed ACK: ~40 ms added to most non-streaming answers, measured by\n"
+                "bench/gateway.py (2026-12-01: fold median 55 ms over HTTP/1.1, 8-15 ms over HTTP/1.0)."),
+        block("upstream", "gw_router", body=[d("server", s.upstream)]),
+    ]
+
+
+def _to_router(s: GatewaySettings) -> list[Node]:
+    """A model call to the router: only the headers the gateway sets, its internal answers hidden."""
+    return [
+        d("proxy_pass", "http://gw_router"),
+        d("proxy_http_version", "1.0"),
+        d("proxy_pass_request_headers", "off"),
+        d("proxy_set_header", "Host", "$proxy_host"),
+        d("proxy_set_header", "Content-Type", "application/json"),
+        d("proxy_set_header", "Accept", "$http_accept"),
+        d("proxy_set_header", "x-request-id", "$request_id"),
+        d("proxy_set_header", "x-model", "$gw_model"),
+        d("proxy_set_header", "x-input-tokens", "$gw_input_tokens"),
+        d("proxy_set_header", "x-stargate-max-wait-ms", "$gw_max_wait"),
+        d("proxy_set_header", "x-routing-key", "$gw_routing_key"),
+        d("proxy_set_header", "x-cache-affinity-key", "$gw_affinity"),
+        d("proxy_set_body", "$gw_body"),
+        d("proxy_next_upstream", "off"),
+        d("proxy_connect_timeout", "5s"),
+        d("proxy_read_timeout", f"{s.timeout_seconds}s"),
+        d("proxy_send_timeout", f"{s.timeout_seconds}s"),
+        [d("proxy_hide_header", name) for name in HIDDEN_RESPONSE_HEADERS],
+    ]
+
+
+def _upstream_errors() -> list[Node]:
+    return [d("proxy_intercept_errors", "on"),
+            d("error_page", 404, 502, 503, "=", "@gw_unavailable"),
+            d("error_page", 504, "=", "@gw_timeout"),
+            d("error_page", 413, "=", "@gw_too_large")]
+
+
+def _api_locations(s: GatewaySettings) -> list[Node]:
+    """The OpenAI paths, each behind the key check (and the limits for model calls)."""
     # With keys on, the key is checked in the access phase by a subrequest that sees only the
     # headers (auth_request), so an unknown or missing key gets 401 before the body is read;
     # js_content would read the whole body before the script could look at the key. nginx takes
     # one auth_request per location: with limited tenants the limiter's check (``/_gw/limit``)
     # refuses a keyless request first, else ``/_gw/auth`` only checks the key.
-    auth = "\n            auth_request /_gw/auth;" if s.keys_file else ""
+    auth = [d("auth_request", "/_gw/auth")] if s.keys_file else []
     # The model list and unknown paths need the key only; the model calls the limits too.
-    limits = lb["locations"] or auth
-    hide = "".join(f"\n            proxy_hide_header {name};" for name in HIDDEN_RESPONSE_HEADERS)
-    too_large = _error_json(f"The request body is larger than {s.max_body_bytes} bytes.",
-                            "invalid_request_error", "request_too_large")
-    too_many_connections = _error_json(
-        f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
-        "retry.", "rate_limit_error", "too_many_connections")
-    unauthorized = _error_json("Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`.",
-                               "invalid_request_error", "invalid_api_key")
-    unavailable = _error_json("No server can take requests for this model right now; retry later.",
-                              "service_unavailable", "service_unavailable")
-    timeout = _error_json("The request timed out upstream.", "timeout", "timeout")
-    bad_request = _error_json("The request could not be read.", "invalid_request_error", "bad_request")
-    internal = _error_json("The gateway failed to handle the request.", "server_error", "internal_error")
-    upstream_common = f"""proxy_pass http://gw_router;
-            proxy_http_version 1.0;
-            proxy_pass_request_headers off;
-            proxy_set_header Host $proxy_host;
-            proxy_set_header Content-Type "application/json";
-            proxy_set_header Accept $http_accept;
-            proxy_set_header x-request-id $request_id;
-            proxy_set_header x-model $gw_model;
-            proxy_set_header x-input-tokens $gw_input_tokens;
-            proxy_set_header x-stargate-max-wait-ms $gw_max_wait;
-            proxy_set_header x-routing-key $gw_routing_key;
-            proxy_set_header x-cache-affinity-key $gw_affinity;
-            proxy_set_body $gw_body;
-            proxy_next_upstream off;
-            proxy_connect_timeout 5s;
-            proxy_read_timeout {s.timeout_seconds}s;
-            proxy_send_timeout {s.timeout_seconds}s;{hide}"""
-    return f"""# Generated by llm-serving (router.gateway); see components/compile/gateway/nginx.py.
-load_module {s.js_module};
-worker_processes {s.worker_processes};
-daemon off;
-pid {tmp}/nginx.pid;
-error_log stderr warn;
+    limits = [d("auth_request", "/_gw/limit"),
+              d("auth_request_set", "$gw_limit_retry", "$upstream_http_retry_after"),
+              d("auth_request_set", "$gw_limit_kind", "$upstream_http_x_gw_limit")] if _limited(s) else auth
+    return [
+        block("location", "=", "/v1/chat/completions", body=[limits, d("js_content", "gw.chat")]),
+        block("location", "=", "/v1/responses", body=[limits, d("js_content", "gw.responses")]),
+        block("location", "=", "/v1/embeddings", body=[limits, d("js_content", "gw.embeddings")]),
+        block("location", "=", "/v1/models", body=[auth, d("js_content", "gw.models")]),
+        block("location", "/", body=[auth, d("js_content", "gw.unsupported")]),
+        comment("auth_request's subrequest: headers only (a subrequest never reads the client's body)."),
+        block("location", "=", "/_gw/auth", body=[d("internal"), d("js_content", "gw.authorize")]),
+        BLANK,
+        comment("Streaming chat / Responses and embeddings: the body as the client sent it, unbuffered."),
+        block("location", "@gw_stream", body=[
+            _to_router(s),
+            d("proxy_buffering", "off"),
+            d("proxy_request_buffering", "on"),
+            _upstream_errors(),
+            d("js_body_filter", "gw.countStream", "buffer_type=buffer"),
+        ]),
+        comment("Non-streaming chat / Responses: sent as a stream, folded into one answer by gateway.js."),
+        block("location", "@gw_fold", body=[
+            _to_router(s),
+            d("proxy_buffering", "on"),
+            _upstream_errors(),
+            d("js_header_filter", "gw.foldHeaders"),
+            d("js_body_filter", "gw.foldCounted", "buffer_type=buffer"),
+        ]),
+        block("location", "=", "/_gw/models", body=[
+            d("internal"),
+            d("proxy_pass", "http://gw_router/v1/models"),
+            d("proxy_http_version", "1.0"),
+            d("proxy_pass_request_headers", "off"),
+            d("proxy_pass_request_body", "off"),
+            d("proxy_set_header", "Host", "$proxy_host"),
+            d("proxy_set_header", "Content-Length", ""),
+            d("proxy_connect_timeout", "5s"),
+            d("proxy_read_timeout", "10s"),
+            d("subrequest_output_buffer_size", "1m"),
+        ]),
+    ]
 
-events {{
-    worker_connections 4096;
-}}
 
-http {{
-    server_tokens off;
-    default_type application/json;
-    client_body_temp_path {tmp}/client_body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    # Larger bodies get 413; beyond a small memory buffer a body streams to a temp file.
-    client_max_body_size {s.max_body_bytes};
-    client_body_buffer_size {BODY_MEMORY_BUFFER};
-    client_body_in_file_only clean;
-    client_header_buffer_size 4k;
-    large_client_header_buffers 4 16k;
-    client_header_timeout {CLIENT_HEADER_TIMEOUT};
-    client_body_timeout {CLIENT_BODY_TIMEOUT};
-    send_timeout {SEND_TIMEOUT};
-    keepalive_timeout {KEEPALIVE_TIMEOUT};
-    keepalive_requests {KEEPALIVE_REQUESTS};
-    reset_timedout_connection on;
-    limit_conn_zone $binary_remote_addr zone=gw_address:1m;
-    limit_conn_status 429;
+def _error_locations(s: GatewaySettings) -> list[Node]:
+    """The gateway's own errors, as OpenAI error JSON."""
+    return [
+        _error_location("@gw_unauthorized", 401, _error_json(
+            "Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`.",
+            "invalid_request_error", "invalid_api_key"),
+            d("add_header", "WWW-Authenticate", "Bearer", "always")),
+        _error_location("@gw_unavailable", 503, _error_json(
+            "No server can take requests for this model right now; retry later.",
+            "service_unavailable", "service_unavailable"),
+            d("add_header", "Retry-After", s.retry_after_seconds, "always")),
+        _error_location("@gw_timeout", 504, _error_json("The request timed out upstream.", "timeout", "timeout")),
+        _error_location("@gw_too_large", 413, _error_json(
+            f"The request body is larger than {s.max_body_bytes} bytes.", "invalid_request_error",
+            "request_too_large")),
+        _error_location("@gw_too_many_connections", 429, _error_json(
+            f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
+            "retry.", "rate_limit_error", "too_many_connections"),
+            d("add_header", "Retry-After", 1, "always")),
+        _error_location("@gw_bad_request", 400, _error_json(
+            "The request could not be read.", "invalid_request_error", "bad_request")),
+        _error_location("@gw_internal", 500, _error_json(
+            "The gateway failed to handle the request.", "server_error", "internal_error")),
+    ]
 
-    log_format gw escape=json '{{"time":"$time_iso8601","request_id":"$request_id",'
-        '"client_request_id":"$gw_client_request_id","method":"$request_method",'
-        '"uri":"$uri","status":$status,"tenant":"$gw_tenant","model":"$gw_model","bytes":$bytes_sent,'
-        '"request_time":$request_time,"upstream_status":"$upstream_status",'
-        '"upstream_first_byte":"$upstream_header_time"}}';
-    access_log /dev/stdout gw;
-    # Metrics (gateway.js, observe): a log format whose only variable runs the counting, so it
-    # runs once per request when status and times are final. The line written is empty.
-    log_format gw_metrics '$gw_observe';
-    access_log /dev/null gw_metrics;
 
-    js_path {s.config_dir};
-    js_import gw from {SCRIPT};
-    js_set $gw_tenant gw.tenant;
-    js_var $gw_model;
-    js_var $gw_input_tokens;
-    js_var $gw_max_wait;
-    js_var $gw_routing_key;
-    js_var $gw_affinity;
-    js_var $gw_body;
-    js_var $gw_kind;
-    js_var $gw_fold;
-    # Usage read from answers (countStream / foldCounted) for the metrics and token limits.
-    js_var $gw_usage_tail;
-    js_var $gw_prompt_used;
-    js_var $gw_completion_used;
-    js_var $gw_events_seen;
-    js_set $gw_observe gw.observe;
-    js_shared_dict_zone zone=gw_metrics:4m type=number;
+def _api_server(s: GatewaySettings) -> Block:
+    return block("server", body=[
+        d("listen", s.listen),
+        _ids(),
+        comment("Every connection, authenticated or not, counts against its address."),
+        d("limit_conn", "gw_address", s.connections_per_address),
+        d("error_page", 401, "=", "@gw_unauthorized"),
+        d("error_page", 413, "=", "@gw_too_large"),
+        comment("limit_conn's refusal (nginx's own 429; the limiter's 429s come from @gw_rate_limited)."),
+        d("error_page", 429, "=", "@gw_too_many_connections"),
+        # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
+        d("error_page", 403, "=", "@gw_rate_limited") if _limited(s) else None,
+        d("error_page", 400, "=", "@gw_bad_request"),
+        d("error_page", 500, "=", "@gw_internal"),
+        BLANK,
+        _api_locations(s),
+        _error_locations(s),
+        _limiter_locations(s),
+    ])
 
-    # The id the router gets (its global request id and pylon's admission key) is always the
-    # gateway's own $request_id: a caller's would let two tenants share one. The caller's id,
-    # when a plain token, is kept for correlation: logged and echoed as x-client-request-id.
-    map $http_x_request_id $gw_client_request_id {{
-        "~^[A-Za-z0-9._:-]{{1,128}}$" $http_x_request_id;
-        default "";
-    }}
-{lb["http"]}
 
-    # HTTP/1.0 to the router, one connection per request: its answer then ends when it closes the
-    # connection. Over HTTP/1.1 its chunked stream ends with a terminator the router writes after
-    # the last event without TCP_NODELAY (the public build sets none), which Nagle holds until the
-    # receiver's delayed ACK: ~40 ms added to most non-streaming answers, measured by
-    # bench/gateway.py (2026-12-01: fold median 55 ms over HTTP/1.1, 8-15 ms over HTTP/1.0).
-    upstream gw_router {{
-        server {s.upstream};
-    }}
+def _health_server(s: GatewaySettings) -> list[Node]:
+    return [
+        BLANK,
+        comment("Probes (and nginx's connection counters): a port of its own, outside the API's logs."),
+        block("server", body=[
+            d("listen", s.health_listen),
+            d("access_log", "off"),
+            block("location", "=", HEALTH_PATH, body=[d("return", 200, '{"status":"ok"}\n')]),
+            block("location", "=", "/stub_status", body=[d("stub_status")]),
+            block("location", "=", METRICS_PATH, body=[d("js_content", "gw.metrics")]),
+            block("location", "@gw_flush", body=[d("js_periodic", "gw.flushCharges", "interval=1s")])
+            if _counted(s) else None,
+        ]),
+    ]
 
-    server {{
-        listen {s.listen};
-        add_header x-request-id $request_id always;
-        add_header x-client-request-id $gw_client_request_id always;
-        # Every connection, authenticated or not, counts against its address.
-        limit_conn gw_address {s.connections_per_address};
-        error_page 401 = @gw_unauthorized;
-        error_page 413 = @gw_too_large;
-        # limit_conn's refusal (nginx's own 429; the limiter's 429s come from @gw_rate_limited).
-        error_page 429 = @gw_too_many_connections;
-{lb["error_page"]}        error_page 400 = @gw_bad_request;
-        error_page 500 = @gw_internal;
 
-        location = /v1/chat/completions {{{limits}
-            js_content gw.chat;
-        }}
-        location = /v1/responses {{{limits}
-            js_content gw.responses;
-        }}
-        location = /v1/embeddings {{{limits}
-            js_content gw.embeddings;
-        }}
-        location = /v1/models {{{auth}
-            js_content gw.models;
-        }}
-        location / {{{auth}
-            js_content gw.unsupported;
-        }}
-        # auth_request's subrequest: headers only (a subrequest never reads the client's body).
-        location = /_gw/auth {{
-            internal;
-            js_content gw.authorize;
-        }}
+def nginx_tree(s: GatewaySettings) -> list[Node]:
+    """nginx.conf as data: the main context, then http's concerns in order."""
+    return [
+        _main(s),
+        block("http", body=[
+            d("server_tokens", "off"),
+            d("default_type", "application/json"),
+            _temp_paths(s.scratch_dir),
+            _client_limits(s),
+            _logs(),
+            _script(s),
+            _client_request_id(),
+            _limiter_http(s),
+            _router_upstream(s),
+            BLANK,
+            _api_server(s),
+            _health_server(s),
+            _charge_server(s),
+        ]),
+    ]
 
-        # Streaming chat / Responses and embeddings: the body as the client sent it, unbuffered.
-        location @gw_stream {{
-            {upstream_common}
-            proxy_buffering off;
-            proxy_request_buffering on;
-            proxy_intercept_errors on;
-            error_page 404 502 503 = @gw_unavailable;
-            error_page 504 = @gw_timeout;
-            error_page 413 = @gw_too_large;
-            js_body_filter gw.countStream buffer_type=buffer;
-        }}
-        # Non-streaming chat / Responses: sent as a stream, folded into one answer by gateway.js.
-        location @gw_fold {{
-            {upstream_common}
-            proxy_buffering on;
-            proxy_intercept_errors on;
-            error_page 404 502 503 = @gw_unavailable;
-            error_page 504 = @gw_timeout;
-            error_page 413 = @gw_too_large;
-            js_header_filter gw.foldHeaders;
-            js_body_filter gw.foldCounted buffer_type=buffer;
-        }}
-        location = /_gw/models {{
-            internal;
-            proxy_pass http://gw_router/v1/models;
-            proxy_http_version 1.0;
-            proxy_pass_request_headers off;
-            proxy_pass_request_body off;
-            proxy_set_header Host $proxy_host;
-            proxy_set_header Content-Length "";
-            proxy_connect_timeout 5s;
-            proxy_read_timeout 10s;
-            subrequest_output_buffer_size 1m;
-        }}
-        location @gw_unauthorized {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            add_header WWW-Authenticate Bearer always;
-            return 401 '{unauthorized}\n';
-        }}
-        location @gw_unavailable {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            add_header Retry-After {s.retry_after_seconds} always;
-            return 503 '{unavailable}\\n';
-        }}
-        location @gw_timeout {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            return 504 '{timeout}\\n';
-        }}
-        location @gw_too_large {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            return 413 '{too_large}\\n';
-        }}
-        location @gw_too_many_connections {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            add_header Retry-After 1 always;
-            return 429 '{too_many_connections}\\n';
-        }}
-        location @gw_bad_request {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            return 400 '{bad_request}\\n';
-        }}
-        location @gw_internal {{
-            add_header x-request-id $request_id always;
-            add_header x-client-request-id $gw_client_request_id always;
-            return 500 '{internal}\\n';
-        }}{lb["server"]}
-    }}
 
-    # Probes (and nginx's connection counters): a port of its own, outside the API's logs.
-    server {{
-        listen {s.health_listen};
-        access_log off;
-        location = {HEALTH_PATH} {{
-            return 200 '{{"status":"ok"}}\\n';
-        }}
-        location = /stub_status {{
-            stub_status;
-        }}
-        location = {METRICS_PATH} {{
-            js_content gw.metrics;
-        }}{lb["health"]}
-    }}{lb["servers"]}
-}}
-"""
+def nginx_conf(s: GatewaySettings) -> str:
+    return syntax.render(nginx_tree(s))
 
 
 def render_files(s: GatewaySettings) -> dict[str, str]:
