@@ -20,6 +20,11 @@ What nginx does and what the njs script does:
   the stream (header and body filters on the proxied request, so a client that leaves still
   closes the upstream connection); ``/v1/models`` in OpenAI's list format.
 
+nginx.conf is data: ``nginx_tree`` assembles it from one small function per concern (main and
+events, client limits, logs, the script's variables, request ids, limits, the router upstream, the
+API server's locations and errors, the health and charge servers) and ``nginx_syntax`` renders it,
+quoting every argument the way nginx reads it back.
+
 No retries: nginx's ``proxy_next_upstream`` is off, because the one upstream address is the
 router Service and a request that reached it may have reached an engine (the contract forbids
 blind retries after that); the router retries internally within ``x-stargate-max-wait-ms``.
