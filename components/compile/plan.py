@@ -302,9 +302,6 @@ class RouterPlan:
     def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
         return declared(self.children, rendering)
 
-    def child(self, role: str) -> Optional[Child]:
-        return next((c for c in self.children if c.role == role), None)
-
 
 def _present(*children: tuple[str, Optional[dict], tuple[str, ...]]) -> tuple[Child, ...]:
     """Manifest children (role, manifest or None, waits); the absent ones left out."""
