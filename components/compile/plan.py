@@ -9,9 +9,26 @@ and the whole stack's objects in that order (``compile_stack``, for `render` and
                           (multiNode: the operator renders a LeaderWorkerSet; status reads its groups)
 
 (the server also waits on the optional NetworkPolicy). A child is a manifest or a dynamic resource
-named by its typed props (``contract.props``); those need a cluster, so in render mode they are
-left out and what waited on one waits on what it waited on. Children are named by the roles of
-``components.children`` (state is keyed by them). Pure: no Pulumi, no I/O.
+named by its typed props (``contract.props``); those that read the cluster are left out in render
+mode and what waited on one waits on what it waited on. Children are named by the roles of
+``components.children`` (state is keyed by them).
+
+The router's plan (``router_plan``) is one too, the gateway's children (``gateway_plan``) in it
+(they are the router component's children: their URNs predate the plans), with the same waits
+``RequestRouter`` declared by hand before:
+
+    NetworkPolicies, ServiceAccount + Role ─▶ RoleBinding ───────────────────────────────────┐
+    RequiredCrds ─▶ Issuer ─▶ Certificate ──────────────────────────────────┬───────────────┤
+    headless Service ─▶ backend SA/Role/Binding ─▶ backend Deployment ◀─────┘               │
+                        backend Deployment ─▶ backend Service, PDB, ServiceMonitor ─────────┤
+    workload-kind guard, the fronted models (FRONTS) ───────────────────────────────────────┴▶ router workload
+    router workload ─▶ Service ─▶ ServiceMonitor; PDB; RouterTargets
+    gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
+    ConfigMap ─▶ limiter Deployment ─▶ its Service ─▶ gateway Deployment (tenant limits)
+    gateway Deployment ─▶ metrics Service ─▶ ServiceMonitor (platform.metrics)
+
+``compile_stack`` (`render`, the tests) lists every plan's manifests in the plans' order, which
+is the order ``up`` declares them in. Pure: no Pulumi, no I/O.
 """
 
 from __future__ import annotations
@@ -31,23 +48,32 @@ from contract.props import (
     OperatorObjects,
     RawObjects,
     RequiredCrdsProps,
+    RouterTargetsProps,
     StatusProps,
+    WorkloadKindProps,
 )
 
 from .. import children as roles
 from ..config.model import ModelConfig
-from ..config.stack import StackConfig
+from ..config.stack import StackConfig, fronted_models
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
-from .gateway import compile_gateway
+from .gateway import GatewayManifests, compile_gateway
+from .gateway import endpoint_url as gateway_url
+from .gateway.monitoring import required_crds as gateway_required_crds
 from .rbac import compile_teardown_identity
-from .router import compile_router
+from .router import CHART, compile_router, fronted_services, pylon_address, required_crds
+from .router import endpoint_url as router_url
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
 PLATFORM = "platform"
+# In ``Child.after`` of the router's workload: the models it fronts (the component's ``fronts``).
+FRONTS = "fronts"
+EXTERNAL = (PLATFORM, FRONTS)
 
-DynamicProps = Union[GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps]
+DynamicProps = Union[GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps, WorkloadKindProps,
+                     RouterTargetsProps]
 
 
 @dataclass(frozen=True)
@@ -61,7 +87,23 @@ class Child:
 
     @property
     def needs_cluster(self) -> bool:
-        return self.props is not None
+        # A dynamic resource that reads the cluster carries its ClusterTarget; the router's
+        # workload-kind guard only compares with its own state, so it runs in render mode too.
+        return self.props is not None and hasattr(self.props, "cluster")
+
+
+def declared(children: tuple[Child, ...], rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
+    """The children to declare, in order, each with the roles (or PLATFORM, FRONTS) it waits on. A
+    wait on a role the plan lacks (no NetworkPolicy) is dropped; when rendering, a child needing a
+    cluster is left out and its dependents wait on what it waited on."""
+    resolved: dict[str, tuple[str, ...]] = {external: (external,) for external in EXTERNAL}
+    for child in children:
+        waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, ())))
+        if rendering and child.needs_cluster:
+            resolved[child.role] = waits
+            continue
+        resolved[child.role] = (child.role,)
+        yield child, waits
 
 
 @dataclass(frozen=True)
@@ -78,17 +120,7 @@ class ModelPlan:
         return next(c.props for c in self.children if c.role == roles.STATUS)  # type: ignore[return-value]
 
     def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
-        """The children to declare, in order, each with the roles (or PLATFORM) it waits on. A wait
-        on a role the plan lacks (no NetworkPolicy) is dropped; when rendering, a child needing a
-        cluster is left out and its dependents wait on what it waited on."""
-        resolved: dict[str, tuple[str, ...]] = {PLATFORM: (PLATFORM,)}
-        for child in self.children:
-            waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, ())))
-            if rendering and child.needs_cluster:
-                resolved[child.role] = waits
-                continue
-            resolved[child.role] = (child.role,)
-            yield child, waits
+        return declared(self.children, rendering)
 
 
 def spec_revision(manifest: dict) -> str:
@@ -258,6 +290,147 @@ def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> M
     return (operator_plan if model.on_operator else raw_plan)(model, stack, target)
 
 
+@dataclass(frozen=True)
+class RouterPlan:
+    """The router's children (the gateway's among them), in order, and what it exports."""
+
+    children: tuple[Child, ...]
+    endpoint_url: str
+    workload_kind: str
+    outputs: dict
+
+    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
+        return declared(self.children, rendering)
+
+
+def _present(*children: tuple[str, Optional[dict], tuple[str, ...]]) -> tuple[Child, ...]:
+    """Manifest children (role, manifest or None, waits); the absent ones left out."""
+    return tuple(Child(role, manifest, after=after) for role, manifest, after in children if manifest is not None)
+
+
+def gateway_plan(gateway: Optional[GatewayManifests]) -> tuple[Child, ...]:
+    """The gateway's children: after the router Service (nginx resolves its name at start; the
+    Service itself is unchanged, so clients move to the gateway at their pace), the config before
+    the pods that mount it, the limiter's Service before the replicas that resolve it."""
+    if gateway is None:
+        return ()
+    limiter = gateway.limiter
+    return _present(
+        (roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, (PLATFORM,)),
+        (roles.GATEWAY_CONFIG, gateway.config_map, (PLATFORM,)),
+        (roles.GATEWAY_LIMITER_NETWORK_POLICY, limiter and limiter.network_policy, (PLATFORM,)),
+        (roles.GATEWAY_LIMITER, limiter and limiter.deployment,
+         (roles.GATEWAY_CONFIG, roles.GATEWAY_LIMITER_NETWORK_POLICY)),
+        (roles.GATEWAY_LIMITER_SERVICE, limiter and limiter.service, (roles.GATEWAY_LIMITER,)),
+        (roles.GATEWAY, gateway.deployment, (roles.ROUTER_SERVICE, roles.GATEWAY_CONFIG, roles.GATEWAY_NETWORK_POLICY,
+                                             roles.GATEWAY_LIMITER_SERVICE)),
+        (roles.GATEWAY_SERVICE, gateway.service, (roles.GATEWAY,)),
+        (roles.GATEWAY_PDB, gateway.pod_disruption_budget, (roles.GATEWAY,)),
+        (roles.GATEWAY_METRICS_SERVICE, gateway.metrics_service, (roles.GATEWAY,)),
+        (roles.GATEWAY_SERVICE_MONITOR, gateway.service_monitor, (roles.GATEWAY_METRICS_SERVICE, roles.ROUTER_CRD_CHECK)),
+    )
+
+
+def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
+    """The router's plan: its children and the gateway's, each with what it waits on. The manifests'
+    order is ``RouterManifests.in_order`` then ``GatewayManifests.in_order`` (a test holds them equal)."""
+    router = stack.router
+    if router is None:
+        raise ValueError("the stack declares no router (llm-serving:router)")
+    target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
+    m = compile_router(stack)
+    names, topology = m.names, m.topology
+    gateway = compile_gateway(stack)
+    # Another operator's kinds (cert-manager, Prometheus Operator) wait for the check that the
+    # cluster serves them: without it, preview stops with the setting and the fix.
+    requirements = required_crds(m) + gateway_required_crds(gateway.service_monitor if gateway else None)
+    crd_check = (Child(roles.ROUTER_CRD_CHECK, props=RequiredCrdsProps(
+        f"router {router.name}", tuple(CrdRequirement.from_dict(r) for r in requirements), target),
+        after=(PLATFORM,)),) if requirements else ()
+    # State-only (no cluster access), so it is declared in render mode too: a kind flip there is
+    # worse, since `kubectl apply` of the rendered files never deletes the old kind.
+    kind_guard = Child(roles.ROUTER_WORKLOAD_KIND, props=WorkloadKindProps(
+        router.name, topology.kind, router.workload.migrate_from or "", "kind" in router.workload.model_fields_set),
+        after=(PLATFORM,))
+    # cert-manager's kinds wait on the CRD check (in render mode: on what it waited on).
+    tls = (roles.ROUTER_CRD_CHECK,) if m.issuer is None else (roles.ROUTER_ISSUER,)
+    children = (
+        *crd_check,
+        # Policies first: pods are never up without the isolation the stack asked for.
+        *_present(
+            (roles.ROUTER_NETWORK_POLICY, m.network_policy, (PLATFORM,)),
+            (roles.BACKEND_NETWORK_POLICY, m.backend_network_policy, (PLATFORM,)),
+            (roles.ROUTER_SERVICE_ACCOUNT, m.service_account, (PLATFORM,)),
+            (roles.ROUTER_ROLE, m.role if m.service_account is not None else None, (PLATFORM,)),
+            (roles.ROUTER_ROLE_BINDING, m.role_binding if m.service_account is not None else None,
+             (roles.ROUTER_SERVICE_ACCOUNT, roles.ROUTER_ROLE)),
+            (roles.BACKEND_SERVICE_ACCOUNT, m.backend_deployment and m.backend_service_account, (PLATFORM,)),
+            (roles.BACKEND_ROLE, m.backend_deployment and m.backend_role, (PLATFORM,)),
+            (roles.BACKEND_ROLE_BINDING, m.backend_deployment and m.backend_role_binding,
+             (roles.BACKEND_SERVICE_ACCOUNT, roles.BACKEND_ROLE)),
+            (roles.ROUTER_ISSUER, m.certificate and m.issuer, (roles.ROUTER_CRD_CHECK,)),
+            (roles.ROUTER_CERTIFICATE, m.certificate, tls),
+            # The file the router reads once at start: there before the pods.
+            (roles.ROUTER_LB_CONFIG, m.lb_config, (PLATFORM,)),
+            # Before the router pods (their DNS discovery resolves it) and the backend router
+            # (which watches its EndpointSlices).
+            (roles.ROUTER_HEADLESS_SERVICE, m.headless_service, (PLATFORM,)),
+            (roles.BACKEND, m.backend_deployment,
+             (roles.BACKEND_ROLE_BINDING, roles.ROUTER_HEADLESS_SERVICE, roles.ROUTER_CERTIFICATE)),
+            (roles.BACKEND_SERVICE, m.backend_deployment and m.backend_service, (roles.BACKEND,)),
+            (roles.BACKEND_PDB, m.backend_deployment and m.backend_pod_disruption_budget, (roles.BACKEND,)),
+            (roles.BACKEND_SERVICE_MONITOR, m.backend_deployment and m.backend_service_monitor,
+             (roles.BACKEND_SERVICE, roles.ROUTER_CRD_CHECK)),
+        ),
+        kind_guard,
+        # The router pods come after everything they use (the router's flags hand pylons the
+        # backend router's address), and after the models they front.
+        Child(roles.ROUTER_WORKLOAD, m.workload, after=(
+            PLATFORM, roles.ROUTER_NETWORK_POLICY, roles.BACKEND_NETWORK_POLICY, roles.ROUTER_ROLE_BINDING,
+            roles.ROUTER_HEADLESS_SERVICE, roles.ROUTER_LB_CONFIG, roles.ROUTER_CERTIFICATE, roles.BACKEND_SERVICE,
+            roles.ROUTER_WORKLOAD_KIND, FRONTS)),
+        Child(roles.ROUTER_SERVICE, m.service, after=(roles.ROUTER_WORKLOAD,)),
+        *_present(
+            (roles.ROUTER_PDB, m.pod_disruption_budget, (roles.ROUTER_WORKLOAD,)),
+            (roles.ROUTER_SERVICE_MONITOR, m.service_monitor, (roles.ROUTER_SERVICE, roles.ROUTER_CRD_CHECK)),
+        ),
+        # Read, not awaited: each fronted model already waited for its rollout. The component
+        # adds the models' recorded targets (Outputs), so whenever a model's status is
+        # re-recorded (a rollout, a scale) the router's view is re-read with it, in the same `up`.
+        Child(roles.ROUTER_TARGETS, props=RouterTargetsProps(
+            router.name, stack.platform.namespace, fronted_services(stack), (), target),
+            after=(roles.ROUTER_WORKLOAD,)),
+        *gateway_plan(gateway),
+    )
+    url = gateway_url(stack) if gateway is not None else router_url(stack)
+    outputs = {
+        # What clients call: the gateway when it runs, else the router Service.
+        "endpoint_url": url,
+        "router_url": router_url(stack),
+        "workload_kind": topology.kind,
+        # Which of the chart's topologies runs, and why.
+        "topology": topology.name,
+        "topology_reason": topology.reason,
+        "chart": CHART,
+        "discovery": list(topology.discovery),
+        # What a model pod's pylon dials (--stargate-address).
+        "pylon_address": pylon_address(router, stack.platform.namespace),
+        "backend_router": topology.backend_router,
+        "models": list(fronted_models(router, [m.name for m in stack.models])),
+        "objects": {
+            "workload": names.router,
+            "service": names.router,
+            "headless_service": names.headless,
+            "service_account": names.service_account,
+            **({"backend_router": names.backend} if topology.backend_router else {}),
+            **({"gateway": gateway.names.gateway} if gateway is not None else {}),
+            **({"certificate": names.certificate} if router.tls.issued else {}),
+            **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
+        },
+    }
+    return RouterPlan(children, url, topology.kind, outputs)
+
+
 def compile_stack(stack: StackConfig) -> list[dict]:
     """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
     manifests = [compile_namespace(stack)] if stack.platform.create_namespace else []
@@ -268,8 +441,5 @@ def compile_stack(stack: StackConfig) -> list[dict]:
     for model in stack.models:
         manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
     if stack.router is not None:
-        manifests += compile_router(stack).in_order()
-        gateway = compile_gateway(stack)
-        if gateway is not None:
-            manifests += gateway.in_order()
+        manifests += [c.manifest for c in router_plan(stack).children if c.manifest is not None]
     return manifests

@@ -74,7 +74,7 @@ class ModelServer(pulumi.ComponentResource):
                 depends_on=depends, replace_on_changes=list(child.replace_on_changes) or None,
                 delete_before_replace=child.delete_before_replace or None))
             name = child_name(model.name, child.role)
-            self.children[child.role] = (_dynamic(name, child, opts_for) if child.needs_cluster
+            self.children[child.role] = (_dynamic(name, child, opts_for) if child.props is not None
                                          else kube_resources.apply(name, child.manifest, opts_for))
 
         self.endpoint_url = pulumi.Output.from_input(self.plan.endpoint_url)

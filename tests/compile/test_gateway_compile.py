@@ -20,8 +20,9 @@ import yaml
 import components.compile.gateway
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, config_hash, endpoint_url, settings
+from components.compile.gateway.limiter import LIMITER_HEADERS, header_variable
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
-from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, settings_module
+from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, ROUTER_REQUEST_HEADERS, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config
 from components.config.gateway import TRUSTED_HEADERS
@@ -162,7 +163,7 @@ def test_settings_resolve_models_tenants_and_the_router_address():
 def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_headers():
     data = compile_gateway(load(RICH)).config_map["data"]
     conf = data["nginx.conf"]
-    assert '"team-a" "1";' in conf and '"team-b"' not in conf  # team-b has no limit: no call
+    assert "team-a 1;" in conf and "team-b 1;" not in conf  # team-b has no limit: no call
     assert conf.count("auth_request /_gw/limit;") == 3  # chat, Responses, embeddings
     assert "server llm-router-gateway-limiter.serving.svc.cluster.local:8090;" in conf
     assert "error_page 500 502 503 504 = @gw_limit_open;" in conf  # fail open
@@ -293,3 +294,25 @@ def test_every_header_set_for_the_router_is_a_trusted_one():
                  if line.strip().startswith("proxy_set_header")}
     assert set_names - {"host", "content-type", "accept", "content-length"} <= set(TRUSTED_HEADERS)
     assert {"x-request-id", "x-model", "x-input-tokens", "x-routing-key", "x-cache-affinity-key"} <= set_names
+    assert {name for name, _ in ROUTER_REQUEST_HEADERS} <= set(TRUSTED_HEADERS)
+
+
+def test_the_header_names_have_one_source_the_scripts_read_them_from_their_settings():
+    """The scripts name no header the gateway sets, hides or sends its limiter: those are Python's
+    (ROUTER_REQUEST_HEADERS, HIDDEN_RESPONSE_HEADERS, LIMITER_HEADERS), nginx.conf is rendered from
+    them and the scripts read the limiter's from their generated settings."""
+    data = compile_gateway(load(RICH)).config_map["data"]
+    owned = ({name for name, _ in ROUTER_REQUEST_HEADERS} | set(HIDDEN_RESPONSE_HEADERS) - {"server"}
+             | set(LIMITER_HEADERS.values()) | set(TRUSTED_HEADERS))
+    for script in ("gateway.js", "limiter.js"):
+        quoted = {m.lower() for m in re.findall(r"""['"]([A-Za-z][A-Za-z0-9-]*)['"]""", data[script])}
+        assert not quoted & owned, (script, quoted & owned)
+
+    def settings_of(name: str) -> dict:
+        return json.loads(data[name].split("export default ", 1)[1].rstrip(";\n"))
+
+    assert settings_of("gateway_config.js")["limiterHeaders"] == LIMITER_HEADERS
+    assert settings_of("limiter_config.js")["headers"] == LIMITER_HEADERS
+    conf = data["nginx.conf"]
+    for header in LIMITER_HEADERS.values():
+        assert f"proxy_set_header {header} " in conf or header_variable("upstream_http", header) in conf, header

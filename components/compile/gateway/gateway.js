@@ -893,6 +893,14 @@ function takeCharge(r) {
     return String(owed);
 }
 
+// The limiter's header names come from the settings (limiter.py, LIMITER_HEADERS).
+function chargeHeaders(tenantName, owed) {
+    const headers = {};
+    headers[cfg.limiterHeaders.tenant] = tenantName;
+    headers[cfg.limiterHeaders.tokens] = String(owed);
+    return headers;
+}
+
 // js_periodic (every second): usage of tenants that sent no further request from this replica
 // goes to the limiter through the loopback server (nginx.conf, /_gw/charge).
 async function flushCharges() {
@@ -909,7 +917,7 @@ async function flushCharges() {
         pending.incr(names[i], -owed, 0);
         try {
             await ngx.fetch('http://' + cfg.internalListen + '/_gw/charge', {
-                method: 'POST', headers: {'x-gw-tenant': names[i], 'x-gw-tokens': String(owed)}});
+                method: 'POST', headers: chargeHeaders(names[i], owed)});
         } catch (e) {
             ngx.log(ngx.WARN, 'gateway: the limiter did not take ' + owed + ' tokens of ' + names[i] + ': ' + e.message);
         }

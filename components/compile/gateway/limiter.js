@@ -35,13 +35,14 @@ function charge(dict, name, limits, tokens, now) {
 
 function refuse(r, kind, waitMs) {
     r.headersOut['Retry-After'] = retrySeconds(waitMs);
-    r.headersOut['x-gw-limit'] = kind;
+    r.headersOut[cfg.headers.limit] = kind;
     r.return(403);
 }
 
-// GET /check (x-gw-tenant, x-gw-tokens: usage to charge first): 204 admitted, 403 limited.
+// GET /check (headers: the tenant, and usage to charge first): 204 admitted, 403 limited (with
+// the limit that refused).
 function check(r) {
-    const name = r.headersIn['x-gw-tenant'] || '';
+    const name = r.headersIn[cfg.headers.tenant] || '';
     const limits = limitsOf(name);
     if (!limits) {
         r.return(204);
@@ -49,7 +50,7 @@ function check(r) {
     }
     const dict = ngx.shared.gw_limits;
     const now = Date.now();
-    charge(dict, name, limits, tokensOf(r.headersIn['x-gw-tokens']), now);
+    charge(dict, name, limits, tokensOf(r.headersIn[cfg.headers.tokens]), now);
     if (limits.tokenIntervalMs) {
         const owed = Math.max(dict.get('t:' + name) || 0, now) - limits.tokenToleranceMs - now;
         if (owed >= 0) {
@@ -71,12 +72,12 @@ function check(r) {
     r.return(204);
 }
 
-// POST /charge (x-gw-tenant, x-gw-tokens): a replica's usage not yet carried by a check.
+// POST /charge (headers: the tenant, the tokens): a replica's usage not yet carried by a check.
 function chargeOnly(r) {
-    const name = r.headersIn['x-gw-tenant'] || '';
+    const name = r.headersIn[cfg.headers.tenant] || '';
     const limits = limitsOf(name);
     if (limits) {
-        charge(ngx.shared.gw_limits, name, limits, tokensOf(r.headersIn['x-gw-tokens']), Date.now());
+        charge(ngx.shared.gw_limits, name, limits, tokensOf(r.headersIn[cfg.headers.tokens]), Date.now());
     }
     r.return(204);
 }

@@ -1,0 +1,120 @@
+"""The router's plan (components.compile.plan.router_plan), the gateway's children in it: the
+roles ``components.children`` defines, waits on earlier children only, the manifests in the
+order `render` writes them, and RequestRouter declaring exactly the plan, in its order, with its
+waits (so `up`, `render` and the tests see one order)."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+import components.resources.router as router_resources
+from components import children as roles
+from components.children import child as child_name
+from components.compile.gateway import compile_gateway
+from components.compile.plan import EXTERNAL, FRONTS, PLATFORM, compile_stack, gateway_plan, router_plan
+from components.compile.router import compile_router
+from components.config import load_stack_config
+from components.config.stack import fronted_models
+from components.resources import RequestRouter, VllmModel
+from contract.props import RequiredCrdsProps, RouterTargetsProps, WorkloadKindProps
+from tests.support.component_kit import deploy_platform, record_graph
+
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+MODELS = [
+    {"name": "alpha", "source": {"repo": "org/alpha"}, "resources": {"memory": "8Gi"}},
+    {"name": "beta", "source": {"repo": "org/beta"}, "resources": {"memory": "8Gi"}},
+]
+LIMITED_GATEWAY = {"apiKeys": {"secretName": "gateway-keys", "tenants": [
+    {"name": "team-a", "rateLimit": {"requestsPerMinute": 600, "tokensPerMinute": 120000}},
+    {"name": "team-b"},
+]}}
+CASES = {
+    "plain": ({"image": ROUTER_IMAGE}, {}),
+    "no-gateway": ({"image": ROUTER_IMAGE, "gateway": {"enabled": False}}, {}),
+    # Every optional child: backend router, issued TLS, ServiceMonitors, policies, the limiter and
+    # the gateway's metrics objects.
+    "everything": ({"image": ROUTER_IMAGE, "replicas": 3, "metrics": {"serviceMonitor": True},
+                    "tls": {"enabled": True}, "gateway": LIMITED_GATEWAY},
+                   {"networkPolicy": {"enabled": True}, "metrics": {"enabled": True}}),
+}
+
+
+def stack_of(case: str):
+    router, platform = CASES[case]
+    return {"platform": {"sharedMemorySizeLimit": "1Gi", **platform}, "models": MODELS, "router": router}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_children_use_the_router_roles_and_wait_on_earlier_children_only(case):
+    plan = router_plan(load_stack_config(stack_of(case)))
+    seen: set[str] = set(EXTERNAL)
+    for child in plan.children:
+        assert child.role in roles.ROUTER_ROLES, child.role
+        # A wait on an optional child the config leaves out is dropped when declaring; never one
+        # on a later child.
+        later = {c.role for c in plan.children[plan.children.index(child):]}
+        assert not set(child.after) & later, (child.role, child.after)
+        assert (child.manifest is None) != (child.props is None), child.role
+        seen.add(child.role)
+    assert len(seen) == len(plan.children) + len(EXTERNAL)  # each role once
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_manifests_are_in_the_order_render_writes(case):
+    stack = load_stack_config(stack_of(case))
+    gateway = compile_gateway(stack)
+    expected = compile_router(stack).in_order() + (gateway.in_order() if gateway else [])
+    planned = [c.manifest for c in router_plan(stack).children if c.manifest is not None]
+    assert planned == expected
+    assert compile_stack(stack)[-len(expected):] == expected
+
+
+def test_everything_is_planned_with_the_gateway_after_the_router_service():
+    plan = router_plan(load_stack_config(stack_of("everything")))
+    after = {c.role: c.after for c in plan.children}
+    assert [c.role for c in gateway_plan(compile_gateway(load_stack_config(stack_of("everything"))))] == [
+        roles.GATEWAY_NETWORK_POLICY, roles.GATEWAY_CONFIG, roles.GATEWAY_LIMITER_NETWORK_POLICY,
+        roles.GATEWAY_LIMITER, roles.GATEWAY_LIMITER_SERVICE, roles.GATEWAY, roles.GATEWAY_SERVICE,
+        roles.GATEWAY_PDB, roles.GATEWAY_METRICS_SERVICE, roles.GATEWAY_SERVICE_MONITOR]
+    assert after[roles.GATEWAY] == (roles.ROUTER_SERVICE, roles.GATEWAY_CONFIG, roles.GATEWAY_NETWORK_POLICY,
+                                    roles.GATEWAY_LIMITER_SERVICE)
+    assert FRONTS in after[roles.ROUTER_WORKLOAD]
+    assert [type(c.props) for c in plan.children if c.props is not None] == [
+        RequiredCrdsProps, WorkloadKindProps, RouterTargetsProps]
+
+
+def test_rendering_keeps_the_kind_guard_and_leaves_out_the_cluster_reads():
+    plan = router_plan(load_stack_config(stack_of("everything")))
+    rendered = {c.role: waits for c, waits in plan.declared(rendering=True)}
+    assert roles.ROUTER_WORKLOAD_KIND in rendered
+    assert roles.ROUTER_CRD_CHECK not in rendered and roles.ROUTER_TARGETS not in rendered
+    # What waited on the CRD check waits on what it waited on.
+    assert rendered[roles.ROUTER_ISSUER] == (PLATFORM,)
+    on_cluster = dict((c.role, waits) for c, waits in plan.declared(rendering=False))
+    assert on_cluster[roles.ROUTER_ISSUER] == (roles.ROUTER_CRD_CHECK,)
+
+
+@pytest.fixture
+def graph(monkeypatch):
+    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"),
+                        (router_resources, "RequiredCrds"))
+
+
+@pulumi.runtime.test
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_component_declares_the_plan_in_its_order_with_its_waits(graph, case):
+    stack, deploy = deploy_platform(stack_of(case))
+    models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}
+    graph.objects.update(models)
+    fronts = [models[n] for n in fronted_models(stack.router, models)]
+    router = RequestRouter(stack, deploy, fronts=fronts)
+    name = stack.router.name
+    external = {PLATFORM: list(deploy.depends_on), FRONTS: fronts}
+    planned = list(router.plan.declared(rendering=False))
+    assert [n for n in graph.opts if n.startswith(f"{name}-")] == [child_name(name, c.role) for c, _ in planned]
+    for child, waits in planned:
+        expected = [d for role in waits for d in (external[role] if role in external else [router.children[role]])]
+        declared = graph.opts[child_name(name, child.role)]
+        assert [id(d) for d in declared.depends_on] == [id(d) for d in expected], child.role
+        assert declared.parent is router, child.role
