@@ -5,7 +5,9 @@ rendered here (``nginx``: nginx.conf, gateway.js, gateway_config.js) from a Conf
 else configures it. Objects: ConfigMap, Deployment, Service (the URL clients call), a
 PodDisruptionBudget and node spread with more than one replica, and a NetworkPolicy with
 ``platform.networkPolicy.enabled``. With the gateway on, the router's own NetworkPolicy admits
-its HTTP port only from the gateway pods and ``allowFrom`` (``compile.router.network``).
+its HTTP port only from the gateway pods and ``allowFrom``; with API keys, only from the gateway
+pods, and that policy is rendered even with ``platform.networkPolicy`` off
+(``compile.router.network``).
 
 Limits: with a tenant's ``rateLimit``, the limiter (``limiter.py``, ``limiter_objects.py``) counts
 them for all replicas together.
