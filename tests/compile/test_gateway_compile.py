@@ -109,7 +109,12 @@ def test_pods_run_unprivileged_with_a_read_only_root():
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     # nginx writes its pid and temp files only under the /tmp emptyDir.
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
-    assert container["command"][0] == "nginx" and container["image"] == "docker.io/library/nginx:1.26.3"
+    assert container["image"] == "docker.io/library/nginx:1.26.3"
+    # The start writes the pod's nameservers for nginx's resolver (into /tmp), then execs nginx
+    # as the main process (tests/gateway/test_gateway_resolver.py runs this script).
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert "> /tmp/resolver.conf" in container["command"][2]
+    assert container["command"][2].endswith("\nexec nginx -e stderr -c /etc/llm-gateway/nginx.conf")
 
 
 def test_probes_use_the_health_port():

@@ -39,7 +39,8 @@ from ..router.workload import spread
 from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTINGS
 from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
 from .monitoring import compile_metrics_service, compile_service_monitor
-from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
+from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, GatewaySettings, render_files
+from .resolver import start_command
 
 CONTAINER = "gateway"
 # The Service port clients call: the same as the router's and vLLM's (`http://<svc>:8000/v1`).
@@ -144,7 +145,8 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
         "name": CONTAINER,
         "image": gateway.image,
         # Not the image's entrypoint script: it edits files under /etc/nginx (read-only here).
-        "command": ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"],
+        # Ours writes the pod's DNS servers for nginx's resolver first (resolver.py).
+        "command": start_command(SCRATCH_DIR, ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"]),
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": amounts.requests.cpu, "memory": amounts.requests.memory},
