@@ -180,7 +180,9 @@ def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_
     for name in HIDDEN_RESPONSE_HEADERS:
         assert f"proxy_hide_header {name};" in conf
     assert conf.count("proxy_pass_request_headers off;") == 5  # 3 to the router, 2 to the limiter
-    assert "server llm-router.serving.svc.cluster.local:8000;" in conf
+    # The router by name, resolved per request through the pod's nameservers (resolver.conf).
+    assert 'default "llm-router.serving.svc.cluster.local:8000";' in conf
+    assert "include /tmp/resolver.conf;" in conf and "upstream gw_router" not in conf
 
 
 def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
@@ -292,7 +294,7 @@ def test_every_header_set_for_the_router_is_a_trusted_one():
     the config's TRUSTED_HEADERS, the list that also refuses them as a session header."""
     conf = compile_gateway(load(RICH)).config_map["data"]["nginx.conf"]
     # Only the locations that proxy to the router (the limiter's check sets its own headers).
-    router_locations = [block for block in conf.split("location ")[1:] if "proxy_pass http://gw_router" in block]
+    router_locations = [block for block in conf.split("location ")[1:] if "proxy_pass http://$gw_router" in block]
     assert len(router_locations) >= 2  # the stream and fold paths at least
     set_names = {line.split()[1].lower() for block in router_locations for line in block.splitlines()
                  if line.strip().startswith("proxy_set_header")}

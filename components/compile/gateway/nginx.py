@@ -37,6 +37,7 @@ from typing import Optional
 
 from ...config.gateway import GatewayConfig
 from . import limiter as lim
+from .resolver import RESOLVER_FILE
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
@@ -303,7 +304,7 @@ def nginx_conf(s: GatewaySettings) -> str:
     timeout = _error_json("The request timed out upstream.", "timeout", "timeout")
     bad_request = _error_json("The request could not be read.", "invalid_request_error", "bad_request")
     internal = _error_json("The gateway failed to handle the request.", "server_error", "internal_error")
-    upstream_common = f"""proxy_pass http://gw_router;
+    upstream_common = f"""proxy_pass http://$gw_router;
             proxy_http_version 1.0;
             proxy_pass_request_headers off;
             proxy_set_header Host $proxy_host;
@@ -398,8 +399,13 @@ http {{
     # the last event without TCP_NODELAY (the public build sets none), which Nagle holds until the
     # receiver's delayed ACK: ~40 ms added to most non-streaming answers, measured by
     # bench/gateway.py (2026-12-01: fold median 55 ms over HTTP/1.1, 8-15 ms over HTTP/1.0).
-    upstream gw_router {{
-        server {s.upstream};
+    # The router by name in a variable, so nginx resolves it per request (cached for valid=)
+    # and follows a re-created Service; an upstream block would resolve it once at start. The
+    # resolver line (the pod's nameservers) is written at container start (resolver.py).
+    include {tmp}/{RESOLVER_FILE};
+    resolver_timeout 2s;
+    map "" $gw_router {{
+        default "{s.upstream}";
     }}
 
     server {{
@@ -460,7 +466,7 @@ http {{
         }}
         location = /_gw/models {{
             internal;
-            proxy_pass http://gw_router/v1/models;
+            proxy_pass http://$gw_router/v1/models;
             proxy_http_version 1.0;
             proxy_pass_request_headers off;
             proxy_pass_request_body off;
