@@ -143,14 +143,15 @@ class RequestRouter(pulumi.ComponentResource):
         apply(roles.ROUTER_PDB, manifests.pod_disruption_budget, self.workload)
         apply(roles.ROUTER_SERVICE_MONITOR, manifests.service_monitor, self.service, *crd_check)
 
-        # The gateway starts after the router Service exists (nginx resolves its name at start);
+        # The gateway starts after the router Service exists (nginx resolves its name per request
+        # and would answer 503 until it exists);
         # the router Service itself is unchanged, so clients move to the gateway at their pace.
         if gateway is not None:
             gateway_policy = apply(roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, *base)
             config = apply(roles.GATEWAY_CONFIG, gateway.config_map, *base)
             limiter_service = None
             if gateway.limiter is not None:
-                # The replicas resolve the limiter's Service name at start, as the router's.
+                # The replicas resolve the limiter's Service name at start (its upstream block).
                 limiter_policy = apply(roles.GATEWAY_LIMITER_NETWORK_POLICY, gateway.limiter.network_policy, *base)
                 limiter = apply(roles.GATEWAY_LIMITER, gateway.limiter.deployment, config,
                                 *[p for p in (limiter_policy,) if p is not None])

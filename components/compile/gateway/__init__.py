@@ -210,7 +210,8 @@ def gateway_pods(stack: StackConfig) -> dict:
 def compile_network_policy(stack: StackConfig, names: GatewayNames, has_limiter: bool = False) -> Optional[dict]:
     """Ingress: the API port from anywhere (it is the front door, with its own authentication);
     the health port from ``allowFrom``. Egress: the router pods' HTTP port, the limiter's (with
-    tenant limits), and DNS (nginx resolves the Services' names at start)."""
+    tenant limits), and DNS (nginx resolves the router's name per request through the pod's
+    nameservers, the limiter's at start)."""
     if not stack.platform.network_policy.enabled:
         return None
     router = stack.router
