@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..config.stack import StackConfig
 from . import common
 from .disruption import may_run_several
+from .router.network import keys_guard_router
 from .secrets import stack_secrets
 
 TEARDOWN_COMPONENT = "teardown"
@@ -31,7 +32,7 @@ OWNED = (
     ("batch", ["jobs"]),
 )
 OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
-OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy
+OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy, apiKeys
 OWNED_MONITORS = ("monitoring.coreos.com", ["servicemonitors"])  # platform.metrics, raw-path models
 OWNED_BUDGETS = ("policy", ["poddisruptionbudgets"])  # models that may run several pods
 OWNED_SCALERS = ("keda.sh", ["scaledobjects"])  # autoscaled models
@@ -62,7 +63,8 @@ def teardown_rules(stack: StackConfig) -> list[dict]:
     owned = list(OWNED)
     if any(model.engine == "nim" for model in stack.models):
         owned.append(OWNED_NIM)
-    if stack.platform.network_policy.enabled:
+    # The stack declares NetworkPolicies with the option, and the router's with API keys on.
+    if stack.platform.network_policy.enabled or keys_guard_router(stack):
         owned.append(OWNED_NETWORK_POLICIES)
     if stack.platform.metrics.enabled and any(not model.on_operator for model in stack.models):
         owned.append(OWNED_MONITORS)

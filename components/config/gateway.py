@@ -197,7 +197,10 @@ class GatewayConfig(Strict):
         2, ge=1, le=3600, description="`Retry-After` of a 503 (router down or no serving target).")
     models: Optional[tuple[str, ...]] = Field(
         None, description="Models the gateway admits (`x-model`); unset: every model the router fronts.")
-    api_keys: Optional[ApiKeys] = Field(None, description="Require API keys (401 without a valid one); unset: open.")
+    api_keys: Optional[ApiKeys] = Field(
+        None, description="Require API keys (401 without a valid one); unset: open. Set, the router's "
+        "HTTP port admits only the gateway pods (its NetworkPolicy is rendered even with "
+        "`platform.networkPolicy` off), so no pod can call the router directly and skip the keys.")
     affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
 
     @model_validator(mode="after")

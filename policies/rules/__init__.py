@@ -30,6 +30,7 @@ ALL_RULES: tuple[Rule, ...] = (
     gateway.read_only_root,
     gateway.strips_caller_headers,
     gateway.router_behind_gateway,
+    gateway.keys_guard_router,
     stack.server_weights_gate,
     disruption.drain_grace,
     disruption.topology_spread,

@@ -110,7 +110,12 @@ def test_pods_run_unprivileged_with_a_read_only_root():
     assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
     # nginx writes its pid and temp files only under the /tmp emptyDir.
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
-    assert container["command"][0] == "nginx" and container["image"] == "docker.io/library/nginx:1.26.3"
+    assert container["image"] == "docker.io/library/nginx:1.26.3"
+    # The start writes the pod's nameservers for nginx's resolver (into /tmp), then execs nginx
+    # as the main process (tests/gateway/test_gateway_resolver.py runs this script).
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert "> /tmp/resolver.conf" in container["command"][2]
+    assert container["command"][2].endswith("\nexec nginx -e stderr -c /etc/llm-gateway/nginx.conf")
 
 
 def test_probes_use_the_health_port():
@@ -176,7 +181,9 @@ def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_
     for name in HIDDEN_RESPONSE_HEADERS:
         assert f"proxy_hide_header {name};" in conf
     assert conf.count("proxy_pass_request_headers off;") == 5  # 3 to the router, 2 to the limiter
-    assert "server llm-router.serving.svc.cluster.local:8000;" in conf
+    # The router by name, resolved per request through the pod's nameservers (resolver.conf).
+    assert 'default llm-router.serving.svc.cluster.local:8000;' in conf
+    assert "include /tmp/resolver.conf;" in conf and "upstream gw_router" not in conf
 
 
 def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
@@ -288,7 +295,7 @@ def test_every_header_set_for_the_router_is_a_trusted_one():
     the config's TRUSTED_HEADERS, the list that also refuses them as a session header."""
     conf = compile_gateway(load(RICH)).config_map["data"]["nginx.conf"]
     # Only the locations that proxy to the router (the limiter's check sets its own headers).
-    router_locations = [block for block in conf.split("location ")[1:] if "proxy_pass http://gw_router" in block]
+    router_locations = [block for block in conf.split("location ")[1:] if "proxy_pass http://$gw_router" in block]
     assert len(router_locations) >= 2  # the stream and fold paths at least
     set_names = {line.split()[1].lower() for block in router_locations for line in block.splitlines()
                  if line.strip().startswith("proxy_set_header")}

@@ -16,6 +16,7 @@ from components.compile.gateway import compile_gateway
 from components.compile.router import compile_router
 from components.config import load_stack_config
 from tests.support.builders import model
+from tests.support.kube_schema import assert_valid_kubernetes
 
 IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
@@ -167,3 +168,60 @@ def test_gateway_policy_lets_clients_in_and_only_the_router_out():
     assert not egress(policy, 8000, labels=labels["chat"])  # never straight to a model
     assert egress(policy, 53, "UDP")
     assert compile_gateway(stack(enabled=False)).network_policy is None
+
+
+# --- API keys on: the router's HTTP port admits the gateway only (issue 29 item 2) ---------------
+
+KEYS = {"apiKeys": {"secretName": "gateway-keys", "tenants": [{"name": "team-a"}]}}
+STRANGER = {"app": "curl"}
+
+
+def cluster_admits(objects: list[dict], target: dict, port: int, protocol="TCP", labels=None, namespace=None) -> bool:
+    """What a cluster enforcing NetworkPolicy does with every policy the stack renders: a pod no
+    Ingress policy selects admits every connection; a selected pod, what one of its policies'
+    rules admits (policies add up)."""
+    guarding = [m for m in objects if m["kind"] == "NetworkPolicy" and "Ingress" in m["spec"]["policyTypes"]
+                and selects(m["spec"]["podSelector"], target)]
+    return not guarding or any(ingress(p, port, protocol, labels, namespace) for p in guarding)
+
+
+@pytest.mark.parametrize("network_policy", [False, True], ids=["networkPolicy-off", "networkPolicy-on"])
+def test_with_api_keys_a_direct_call_to_the_router_is_refused(network_policy):
+    """A pod beside the gateway could call the router with its own x-routing-key and x-model and
+    skip the keys; with keys on only the gateway gets in, whatever platform.networkPolicy says
+    (the default, off, included)."""
+    raw = stack(enabled=network_policy, gateway=KEYS, replicas=2)
+    objects, labels = compile_stack(raw), pods(raw)
+    router = labels["llm-router"]
+    assert cluster_admits(objects, router, 8000, labels=labels["llm-router-gateway"])
+    for source in ("chat", "llm-router-backend-router", "llm-router"):
+        assert not cluster_admits(objects, router, 8000, labels=labels[source]), source
+    assert not cluster_admits(objects, router, 8000, labels=STRANGER)
+    assert not cluster_admits(objects, router, 8000)  # outside the pod network (a node, a LoadBalancer)
+    # allowFrom (the monitoring namespace by default) scrapes metrics, never calls the API.
+    assert not cluster_admits(objects, router, 8000, namespace=MONITORING)
+    assert cluster_admits(objects, router, 9090, namespace=MONITORING)
+    # The pylons still register and tunnel.
+    assert cluster_admits(objects, router, 50071, "TCP", labels=labels["chat"])
+    assert cluster_admits(objects, router, 50072, "UDP", labels=labels["chat"])
+
+
+def test_with_api_keys_and_the_option_off_only_the_http_port_is_closed():
+    """The option off keeps the router's other ports as they were (open): the keys need 8000 only."""
+    raw = stack(enabled=False, gateway=KEYS)
+    objects = compile_stack(raw)
+    router = pods(raw)["llm-router"]
+    for port, protocol in ((50071, "TCP"), (50072, "UDP"), (9090, "TCP")):
+        assert cluster_admits(objects, router, port, protocol, labels=STRANGER), port
+        assert cluster_admits(objects, router, port, protocol), port
+    policy = compile_router(raw).network_policy
+    assert policy["metadata"]["name"] == "llm-router-ingress" and policy["spec"]["policyTypes"] == ["Ingress"]
+    assert compile_router(raw).backend_network_policy is None  # the backend router's stays with the option
+    assert_valid_kubernetes(policy)
+
+
+def test_without_api_keys_and_the_option_off_the_router_keeps_no_policy():
+    for gateway in ({}, {"enabled": False}):
+        raw = stack(enabled=False, gateway=gateway)
+        assert compile_router(raw).network_policy is None
+        assert cluster_admits(compile_stack(raw), pods(raw)["llm-router"], 8000, labels=STRANGER)

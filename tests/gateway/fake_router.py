@@ -25,7 +25,7 @@ INTERNAL_HEADERS = {"x-inference-server-id": "engine-0", "x-inference-server-url
 
 class FakeRouter:
     def __init__(self, models=("qwen-small",), words=("Hello", " from", " the", " fake", " engine"),
-                 delay=0.0):
+                 delay=0.0, host="127.0.0.1", port=0):
         self.models = list(models)
         self.words = list(words)
         self.delay = delay
@@ -35,7 +35,7 @@ class FakeRouter:
         # Chat chunks to send instead of the words (then [DONE]).
         self.custom_chat: list[dict] | None = None
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer((host, port), self._handler())
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

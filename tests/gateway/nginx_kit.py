@@ -21,6 +21,7 @@ from pathlib import Path
 
 from components.compile.gateway.limiter import LIMITER_CONF, LIMITER_HEALTH_PATH
 from components.compile.gateway.nginx import GatewaySettings, limiter_files, render_files
+from components.compile.gateway.resolver import RESOLVER_FILE, resolver_line
 
 REPO = Path(__file__).resolve().parents[2]
 ENSURE_SHIPPED = REPO / "scripts" / "gateway" / "ensure-nginx-shipped.sh"
@@ -136,7 +137,10 @@ class Limiter:
 class Gateway:
     """The rendered gateway on 127.0.0.1: ``base`` is its URL; ``files`` what it runs."""
 
-    def __init__(self, settings: GatewaySettings, keys: str | None = None, limiter: Limiter | None = None):
+    def __init__(self, settings: GatewaySettings, keys: str | None = None, limiter: Limiter | None = None,
+                 dns: str = "127.0.0.1:53"):
+        """``dns``: the resolver nginx asks for the router's name (the pod's start command writes
+        the pod's nameservers there; a test with an IP upstream never asks)."""
         self.dir = Path(tempfile.mkdtemp(prefix="llm-gateway-"))
         self.port, self.health_port = free_port(), free_port()
         keys_file = str(self.dir / "keys") if settings.keys_file else None
@@ -153,6 +157,7 @@ class Gateway:
         (self.dir / "tmp").mkdir()
         for name, text in self.files.items():
             (self.dir / name).write_text(text)
+        (self.dir / "tmp" / RESOLVER_FILE).write_text(resolver_line([dns]))
         if keys_file:
             Path(keys_file).write_text(keys or "")
         _share(self.dir)

@@ -47,6 +47,7 @@ STABLE_NAMES = [
     "llm-serving-gateway-read-only-root",
     "llm-serving-gateway-strips-caller-headers",
     "llm-serving-router-behind-gateway",
+    "llm-serving-gateway-keys-guard-router",
     "llm-serving-stack-server-weights-gate",
     "llm-serving-server-drain-grace",
     "llm-serving-server-topology-spread",

@@ -290,3 +290,17 @@ def test_the_render_declares_the_puller_policy_before_the_puller():
     order = [(m["kind"], m["metadata"]["name"]) for m in objects]
     job = next(i for i, (kind, name) in enumerate(order) if kind == "Job" and name.startswith("chat-pull-"))
     assert order.index(("NetworkPolicy", "chat-puller-egress")) < job
+
+
+def test_with_api_keys_the_program_declares_the_router_policy_before_the_router_even_with_the_option_off():
+    """The keys' policy (compile/router/network.py) reaches the cluster: declared by the program
+    with platform.networkPolicy off (the default), before the router pods and the gateway."""
+    keyed = {"image": ROUTER_IMAGE, "gateway": {"apiKeys": {"secretName": "gateway-keys", "tenants": [{"name": "a"}]}}}
+    recorder, _, _ = run_program({**config(router=keyed), "platform": {"preflight": {"enabled": False}}}, secret_keys=[])
+    registered = recorder.registered
+    policy = registered["llm-router-network-policy"]
+    assert policy["type"] == "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+    assert policy["urn"] in registered["llm-router-workload"]["dependencies"]
+    for name, item in registered.items():  # nothing else of the option is declared
+        if item["type"].endswith(":NetworkPolicy"):
+            assert name == "llm-router-network-policy", name

@@ -188,8 +188,9 @@ class World:
         return Stack(tuple(resources + self.extra))
 
 
-def compliant(rendering: bool = False) -> World:
-    return World(compiled_manifests() + ([] if rendering else stack_secret_manifests()), rendering=rendering)
+def compliant(rendering: bool = False, raw: Optional[dict] = None) -> World:
+    """The compiled world of ``STACK`` (or of another stack config ``raw``)."""
+    return World(compiled_manifests(raw) + ([] if rendering else stack_secret_manifests(raw)), rendering=rendering)
 
 
 def run(rule: Rule, world: World, config: Optional[dict] = None) -> list[Finding]:
@@ -245,9 +246,10 @@ class Case:
     expect: str
     config: Optional[dict] = None
     rendering: bool = False
+    raw: Optional[dict] = None  # the stack config the compliant world is compiled from (None: STACK)
 
     def world(self) -> World:
-        world = compliant(self.rendering)
+        world = compliant(self.rendering, self.raw)
         self.mutate(world)
         return world
 

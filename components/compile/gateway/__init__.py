@@ -5,7 +5,9 @@ rendered here (``nginx``: nginx.conf, gateway.js, gateway_config.js) from a Conf
 else configures it. Objects: ConfigMap, Deployment, Service (the URL clients call), a
 PodDisruptionBudget and node spread with more than one replica, and a NetworkPolicy with
 ``platform.networkPolicy.enabled``. With the gateway on, the router's own NetworkPolicy admits
-its HTTP port only from the gateway pods and ``allowFrom`` (``compile.router.network``).
+its HTTP port only from the gateway pods and ``allowFrom``; with API keys, only from the gateway
+pods, and that policy is rendered even with ``platform.networkPolicy`` off
+(``compile.router.network``).
 
 Limits: with a tenant's ``rateLimit``, the limiter (``limiter.py``, ``limiter_objects.py``) counts
 them for all replicas together.
@@ -37,7 +39,8 @@ from ..router.workload import spread
 from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTINGS
 from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
 from .monitoring import compile_metrics_service, compile_service_monitor
-from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, GatewaySettings, render_files
+from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, GatewaySettings, render_files
+from .resolver import start_command
 
 CONTAINER = "gateway"
 # The Service port clients call: the same as the router's and vLLM's (`http://<svc>:8000/v1`).
@@ -142,7 +145,8 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
         "name": CONTAINER,
         "image": gateway.image,
         # Not the image's entrypoint script: it edits files under /etc/nginx (read-only here).
-        "command": ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"],
+        # Ours writes the pod's DNS servers for nginx's resolver first (resolver.py).
+        "command": start_command(SCRATCH_DIR, ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"]),
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": amounts.requests.cpu, "memory": amounts.requests.memory},
@@ -206,7 +210,8 @@ def gateway_pods(stack: StackConfig) -> dict:
 def compile_network_policy(stack: StackConfig, names: GatewayNames, has_limiter: bool = False) -> Optional[dict]:
     """Ingress: the API port from anywhere (it is the front door, with its own authentication);
     the health port from ``allowFrom``. Egress: the router pods' HTTP port, the limiter's (with
-    tenant limits), and DNS (nginx resolves the Services' names at start)."""
+    tenant limits), and DNS (nginx resolves the router's name per request through the pod's
+    nameservers, the limiter's at start)."""
     if not stack.platform.network_policy.enabled:
         return None
     router = stack.router

@@ -44,6 +44,7 @@ from ...config.gateway import GatewayConfig
 from . import limiter as lim
 from . import nginx_syntax as syntax
 from .nginx_syntax import BLANK, Block, Node, block, comment, d
+from .resolver import RESOLVER_FILE
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
@@ -400,14 +401,19 @@ def _router_upstream(s: GatewaySettings) -> list[Node]:
                 "the last event without TCP_NODELAY (the public build sets none), which Nagle holds until the\n"
                 "receiver's delayed ACK: ~40 ms added to most non-streaming answers, measured by\n"
                 "bench/gateway.py (2026-12-01: fold median 55 ms over HTTP/1.1, 8-15 ms over HTTP/1.0)."),
-        block("upstream", "gw_router", body=[d("server", s.upstream)]),
+        comment("The router by name in a variable, so nginx resolves it per request (cached for valid=)\n"
+                "and follows a re-created Service; an upstream block would resolve it once at start. The\n"
+                "resolver line (the pod's nameservers) is written at container start (resolver.py)."),
+        d("include", f"{s.scratch_dir}/{RESOLVER_FILE}"),
+        d("resolver_timeout", "2s"),
+        block("map", "", "$gw_router", body=[d("default", s.upstream)]),
     ]
 
 
 def _to_router(s: GatewaySettings) -> list[Node]:
     """A model call to the router: only the headers the gateway sets, its internal answers hidden."""
     return [
-        d("proxy_pass", "http://gw_router"),
+        d("proxy_pass", "http://$gw_router"),
         d("proxy_http_version", "1.0"),
         d("proxy_pass_request_headers", "off"),
         d("proxy_set_header", "Host", "$proxy_host"),
@@ -469,7 +475,7 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
         ]),
         block("location", "=", "/_gw/models", body=[
             d("internal"),
-            d("proxy_pass", "http://gw_router/v1/models"),
+            d("proxy_pass", "http://$gw_router/v1/models"),
             d("proxy_http_version", "1.0"),
             d("proxy_pass_request_headers", "off"),
             d("proxy_pass_request_body", "off"),

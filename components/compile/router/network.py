@@ -2,10 +2,16 @@
 
 What each pod must accept, and from whom (ports: chart 0.16.2 values.yaml):
 - router: HTTP 8000 from the gateway pods and ``allowFrom`` when the gateway runs (the router
-  trusts the contract headers, which only the gateway sets safely), else from anywhere;
+  trusts the contract headers, which only the gateway sets safely), else from anywhere; with the
+  gateway's API keys, from the gateway pods only (an ``allowFrom`` peer would call the router
+  with its own ``x-routing-key`` and walk around the keys; Prometheus scrapes 9090, not 8000);
   gRPC 50071/TCP and QUIC 50072/UDP only from the pylons in the model pods, the backend router
   and its peer router pods; metrics 9090 only from ``allowFrom`` (Prometheus).
   Egress stays open: Stargate may be pointed at endpoints (``args``) this program cannot know.
+- API keys on and ``platform.networkPolicy`` off: the router's policy is rendered all the same
+  (secure by default: keys a pod beside the gateway could skip are no keys), limited to what the
+  keys need: HTTP 8000 from the gateway pods only, the router's other ports (gRPC, QUIC, metrics)
+  from anywhere, as without a policy. The backend router's policy stays with the option.
 - backend router: gRPC 50071/TCP and QUIC 50072/UDP from the pylons; health/metrics 8080 from
   ``allowFrom``. Egress only to the router pods' gRPC and QUIC ports, to the Kubernetes API
   (TCP 443 and 6443: the Service and a typical apiserver port; the apiserver is not a pod a
@@ -55,20 +61,38 @@ def _policy(stack: StackConfig, name: str, component: str, spec: dict) -> dict:
             "spec": {"podSelector": {"matchLabels": selector_labels(stack.router, component)}, **spec}}
 
 
+def keys_guard_router(stack: StackConfig) -> bool:
+    """The gateway checks API keys: the router's HTTP port must then admit the gateway only,
+    whatever ``platform.networkPolicy`` says (the router trusts the routing headers it gets)."""
+    router = stack.router
+    return router is not None and router.gateway.enabled and router.gateway.api_keys is not None
+
+
+def _gateway_peer(stack: StackConfig) -> dict:
+    return {"podSelector": {"matchLabels": selector_labels(stack.router, GATEWAY_COMPONENT)}}
+
+
 def compile_router_policy(stack: StackConfig, names: RouterNames, backend: bool) -> Optional[dict]:
+    keyed = keys_guard_router(stack)
     if not stack.platform.network_policy.enabled:
-        return None
+        if not keyed:
+            return None
+        # Only the port the keys guard is closed; the others stay open to any source, as they
+        # are without platform.networkPolicy (a port no rule lists would be closed by the policy).
+        ingress = [{"from": [_gateway_peer(stack)], "ports": _ports((HTTP_PORT, "TCP"))},
+                   {"ports": _ports((GRPC_PORT, "TCP"), (QUIC_PORT, "UDP"), (METRICS_PORT, "TCP"))}]
+        return _policy(stack, names.policy, ROUTER_COMPONENT, {"policyTypes": ["Ingress"], "ingress": ingress})
     router = stack.router
     tunnel_peers = [{"podSelector": dict(PYLON_PODS)},
                     {"podSelector": {"matchLabels": selector_labels(router, ROUTER_COMPONENT)}}]
     if backend:
         tunnel_peers.append({"podSelector": {"matchLabels": selector_labels(router, BACKEND_COMPONENT)}})
     # HTTP: from anywhere without the gateway; with it, only the gateway and allowFrom (the
-    # router trusts its request headers, which only the gateway sets safely).
+    # router trusts its request headers, which only the gateway sets safely); with its API keys,
+    # only the gateway (an allowFrom peer would walk around the keys).
     http: dict = {"ports": _ports((HTTP_PORT, "TCP"))}
     if router.gateway.enabled:
-        http = {"from": [{"podSelector": {"matchLabels": selector_labels(router, GATEWAY_COMPONENT)}},
-                         *allowed_peers(stack)], **http}
+        http = {"from": [_gateway_peer(stack), *([] if keyed else allowed_peers(stack))], **http}
     ingress = [
         http,
         {"from": tunnel_peers, "ports": _ports((GRPC_PORT, "TCP"), (QUIC_PORT, "UDP"))},
