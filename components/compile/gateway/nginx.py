@@ -40,6 +40,8 @@ from . import limiter as lim
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
+# The TLS Secret's tls.crt and tls.key (router.gateway.tls), mounted read-only.
+TLS_DIR = f"{CONFIG_DIR}/tls"
 SCRATCH_DIR = "/tmp"
 # The official image and Debian's package both install dynamic modules here.
 JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
@@ -64,6 +66,12 @@ HEALTH_PATH = "/healthz"
 INTERNAL_PORT = 8082
 # Prometheus text format, on the health port (never on the API port clients reach).
 METRICS_PATH = "/metrics"
+
+# TLSv1.2's suites (TLSv1.3 has its own, all AEAD): ECDHE key exchange, AEAD ciphers only.
+TLS12_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+                 "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+# Shared by the workers: about 4,000 sessions per MiB.
+TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
 SETTINGS = "gateway_config.js"
@@ -120,6 +128,8 @@ class GatewaySettings:
     js_module: str = JS_MODULE
     # Edge limits before any key is known (not config: they bound the pod, not a tenant).
     connections_per_address: int = EDGE_CONNECTIONS_PER_ADDRESS
+    # Where tls.crt and tls.key are (router.gateway.tls); None: the client port is plain HTTP.
+    tls_dir: Optional[str] = None
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
@@ -139,6 +149,7 @@ class GatewaySettings:
             keys_file=f"{KEYS_DIR}/{keys.secret_key}" if keys else None, tenants=tenants,
             affinity=gateway.affinity.enabled, affinity_max_leading=gateway.affinity.max_leading_messages,
             session_header=gateway.affinity.session_header,
+            tls_dir=TLS_DIR if gateway.tls.enabled else None,
         )
 
 
@@ -279,9 +290,49 @@ def _limit_blocks(s: GatewaySettings) -> dict[str, str]:
     return out
 
 
+def _tls_server(s: GatewaySettings) -> str:
+    """The client port's TLS (router.gateway.tls); empty without it.
+
+    TLSv1.2 and TLSv1.3 only, with forward-secret AEAD suites for 1.2 (Mozilla's "intermediate"
+    list without DHE); 1.3 uses OpenSSL's defaults. Sessions resume from a shared cache; no
+    tickets (their keys would live as long as the pod, never rotated). The certificate's path
+    goes through a variable, so nginx reads it at each handshake instead of once at start:
+    cert-manager's renewal rewrites the mounted Secret and new connections get the new
+    certificate without a restart (the router polls its directory likewise)."""
+    if s.tls_dir is None:
+        return ""
+    return f"""
+        ssl_certificate $gw_tls_dir/tls.crt;
+        ssl_certificate_key $gw_tls_dir/tls.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers {TLS12_CIPHERS};
+        ssl_prefer_server_ciphers off;
+        ssl_session_cache shared:gw_tls:{TLS_SESSION_CACHE};
+        ssl_session_timeout 1h;
+        ssl_session_tickets off;
+        # Plain HTTP sent to this port (nginx's 497): an error saying so, before any phase runs.
+        error_page 497 = @gw_plain_http;"""
+
+
+def _tls_location(s: GatewaySettings) -> str:
+    if s.tls_dir is None:
+        return ""
+    plain = _error_json("This port serves HTTPS only; call it with https://.", "invalid_request_error",
+                        "https_required")
+    return f"""
+        location @gw_plain_http {{
+            add_header x-request-id $request_id always;
+            return 400 '{plain}\\n';
+        }}"""
+
+
 def nginx_conf(s: GatewaySettings) -> str:
     tmp = s.scratch_dir
     lb = _limit_blocks(s)
+    # The TLS Secret's directory as a variable, so nginx reads the files at each handshake.
+    tls_http = ("\n    # The TLS Secret's directory, as a variable: read at each handshake (_tls_server).\n"
+                f"    map $ssl_server_name $gw_tls_dir {{\n        default {s.tls_dir};\n    }}\n"
+                if s.tls_dir else "")
     # With keys on, the key is checked in the access phase by a subrequest that sees only the
     # headers (auth_request), so an unknown or missing key gets 401 before the body is read;
     # js_content would read the whole body before the script could look at the key. nginx takes
@@ -383,7 +434,7 @@ http {{
     js_var $gw_events_seen;
     js_set $gw_observe gw.observe;
     js_shared_dict_zone zone=gw_metrics:4m type=number;
-
+{tls_http}
     # The id the router gets (its global request id and pylon's admission key) is always the
     # gateway's own $request_id: a caller's would let two tenants share one. The caller's id,
     # when a plain token, is kept for correlation: logged and echoed as x-client-request-id.
@@ -403,7 +454,7 @@ http {{
     }}
 
     server {{
-        listen {s.listen};
+        listen {s.listen}{" ssl" if s.tls_dir else ""};{_tls_server(s)}
         add_header x-request-id $request_id always;
         add_header x-client-request-id $gw_client_request_id always;
         # Every connection, authenticated or not, counts against its address.
@@ -507,7 +558,7 @@ http {{
             add_header x-request-id $request_id always;
             add_header x-client-request-id $gw_client_request_id always;
             return 500 '{internal}\\n';
-        }}{lb["server"]}
+        }}{_tls_location(s)}{lb["server"]}
     }}
 
     # Probes (and nginx's connection counters): a port of its own, outside the API's logs.
