@@ -12,6 +12,7 @@ pulumi-kubernetes with ``parent=self`` and wires the order:
     gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
     ConfigMap ─▶ limiter Deployment ─▶ its Service ─▶ gateway Deployment (tenant limits)
     gateway Deployment ─▶ metrics Service ─▶ ServiceMonitor (platform.metrics)
+    RequiredCrds ─▶ gateway Issuer ─▶ gateway Certificate ─▶ gateway Deployment (router.gateway.tls)
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
 update from the earlier render (port 8080, invented env) keeps every object's name and selector,
@@ -51,7 +52,7 @@ from .. import children as roles
 from ..children import child as child_name
 from ..compile.gateway import compile_gateway
 from ..compile.gateway import endpoint_url as gateway_url
-from ..compile.gateway.monitoring import required_crds as gateway_required_crds
+from ..compile.gateway import required_crds as gateway_required_crds
 from ..compile.router import CHART, compile_router, endpoint_url, fronted_services, pylon_address, required_crds
 from ..config.stack import StackConfig, fronted_models
 from . import kubernetes as kube_resources
@@ -87,7 +88,7 @@ class RequestRouter(pulumi.ComponentResource):
         crd_check: tuple[pulumi.Resource, ...] = ()
         self.crd_check = self.targets = None
         gateway = compile_gateway(stack)
-        requirements = required_crds(manifests) + gateway_required_crds(gateway.service_monitor if gateway else None)
+        requirements = required_crds(manifests) + gateway_required_crds(gateway)
         if requirements and not deploy.rendering:
             self.crd_check = RequiredCrds(child_name(name, roles.ROUTER_CRD_CHECK), RequiredCrdsProps(
                 f"router {name}", tuple(CrdRequirement.from_dict(r) for r in requirements), cluster,
@@ -155,8 +156,14 @@ class RequestRouter(pulumi.ComponentResource):
                 limiter = apply(roles.GATEWAY_LIMITER, gateway.limiter.deployment, config,
                                 *[p for p in (limiter_policy,) if p is not None])
                 limiter_service = apply(roles.GATEWAY_LIMITER_SERVICE, gateway.limiter.service, limiter)
+            certificate = None
+            if gateway.certificate is not None:
+                # The Secret the pods mount is cert-manager's to write: the Certificate first.
+                issuer = apply(roles.GATEWAY_ISSUER, gateway.issuer, *(crd_check or base))
+                certificate = apply(roles.GATEWAY_CERTIFICATE, gateway.certificate,
+                                    *([issuer] if issuer is not None else (crd_check or base)))
             deployment = apply(roles.GATEWAY, gateway.deployment, self.service, config,
-                               *[p for p in (gateway_policy, limiter_service) if p is not None])
+                               *[p for p in (gateway_policy, limiter_service, certificate) if p is not None])
             apply(roles.GATEWAY_SERVICE, gateway.service, deployment)
             apply(roles.GATEWAY_PDB, gateway.pod_disruption_budget, deployment)
             metrics_service = apply(roles.GATEWAY_METRICS_SERVICE, gateway.metrics_service, deployment)
@@ -197,6 +204,8 @@ class RequestRouter(pulumi.ComponentResource):
                 "service_account": names.service_account,
                 **({"backend_router": names.backend} if topology.backend_router else {}),
                 **({"gateway": gateway.names.gateway} if gateway is not None else {}),
+                **({"gateway_tls_secret": gateway.names.tls_secret}
+                   if gateway is not None and gateway.names.tls_secret else {}),
                 **({"certificate": names.certificate} if router.tls.issued else {}),
                 **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
             },
