@@ -159,8 +159,8 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
             "items": [{"key": keys.secret_key, "path": keys.secret_key}]}})
         mounts.append({"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True})
     if names.tls_secret is not None:
-        # Group-readable only (fsGroup below): the key is nginx's alone. A whole-Secret mount, so
-        # a renewal reaches the files (nginx reads them at each handshake).
+        # Group-readable only (fsGroup below): the key is nginx's alone. A volume, not a subPath
+        # mount, so a renewal reaches the files (nginx reads them at each handshake).
         volumes.append({"name": "tls", "secret": {
             "secretName": names.tls_secret, "defaultMode": 0o440,
             "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
