@@ -24,9 +24,9 @@ from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, 
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, settings_module
 from components.compile.router import compile_router
-from components.config import load_stack_config
+from components.config import load_stack_config, read_stack_file
 from components.config.gateway import TRUSTED_HEADERS
-from tests.support.builders import FIXTURES, model
+from tests.support.builders import FIXTURES, ROOT, model
 from tests.support.kube_schema import assert_valid_kubernetes
 from tests.support.real_crds import operator_crd, structural_schema
 
@@ -389,3 +389,12 @@ def test_tls_from_an_existing_secret_renders_no_cert_manager_object():
     (volume,) = [v for v in objects.deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
     assert volume["secret"]["secretName"] == "gw-tls"
     assert components.compile.gateway.required_crds(objects) == []
+
+
+def test_the_gpu_cluster_stack_serves_its_gateway_over_tls_from_the_internal_ca():
+    stack = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
+    objects = compile_gateway(stack)
+    assert objects.certificate["spec"]["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer",
+                                                        "group": "cert-manager.io"}
+    assert_valid_cert_manager(objects.certificate)
+    assert endpoint_url(stack).startswith("https://llm-router-gateway.llm-serving.svc.cluster.local:8000")
