@@ -2,7 +2,8 @@
 (1.26.3 with njs 0.8.9, OpenSSL 3.5 from Debian trixie), with the nginx.conf ``compile_gateway``
 renders for a stack with TLS on: the openai SDK verifies the certificate and its name with the
 issuer's CA; plain HTTP on that port is refused; only TLSv1.2 (AEAD suites) and TLSv1.3 are
-spoken; a renewed certificate is served without a restart; the health port stays plain.
+spoken; TLSv1.2 sessions resume from the shared cache (no tickets); a renewed certificate is served
+without a restart; the health port stays plain.
 
 The certificates are made here with the openssl CLI, laid out as cert-manager's CA issuer writes
 the Secret (``tls.crt`` the leaf, ``tls.key``; the CA is the client's to trust)."""
@@ -151,6 +152,7 @@ def test_plain_http_on_the_tls_port_is_refused_before_anything_runs(gateway, fak
     assert not fake.requests, "a plain-HTTP request reached the router"
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")  # the old client, on purpose
 def test_only_tls_1_2_with_aead_suites_and_tls_1_3_are_spoken(gateway, issuer):
     with handshake(gateway, trusting(issuer.ca)) as tls:
         assert tls.version() == "TLSv1.3"
@@ -191,3 +193,14 @@ def test_the_health_and_metrics_port_stays_plain_http(gateway):
         assert reply.status == 200
     with urllib.request.urlopen(f"{health}/metrics", timeout=5) as reply:
         assert reply.status == 200
+
+
+def test_tls_1_2_sessions_resume_from_the_shared_cache_without_tickets(gateway, issuer):
+    context = trusting(issuer.ca, maximum_version=ssl.TLSVersion.TLSv1_2)
+    with handshake(gateway, context) as first:
+        session = first.session
+        assert not first.session_reused
+        assert not session.has_ticket  # tickets are off: the session lives in nginx's cache
+    raw = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
+    with context.wrap_socket(raw, server_hostname=HOST, session=session) as second:
+        assert second.session_reused
