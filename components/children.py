@@ -60,6 +60,8 @@ GATEWAY_METRICS_SERVICE = "gateway-metrics-service"
 GATEWAY_SERVICE_MONITOR = "gateway-service-monitor"
 GATEWAY_LIMITER_SERVICE = "gateway-limiter-service"
 GATEWAY_LIMITER_NETWORK_POLICY = "gateway-limiter-network-policy"
+GATEWAY_ISSUER = "gateway-issuer"  # router.gateway.tls without an issuer: a self-signed one
+GATEWAY_CERTIFICATE = "gateway-certificate"  # router.gateway.tls: the client port's certificate
 
 # --- the platform's children ------------------------------------------------------------------
 NAMESPACE = "namespace"
@@ -103,6 +105,6 @@ ROUTER_ROLES = _longest_first((
     ROUTER_SERVICE_ACCOUNT, ROUTER_ROLE, ROUTER_ROLE_BINDING, ROUTER_SERVICE_MONITOR, ROUTER_NETWORK_POLICY, ROUTER_LB_CONFIG,
     BACKEND_NETWORK_POLICY, GATEWAY, GATEWAY_CONFIG, GATEWAY_SERVICE, GATEWAY_PDB, GATEWAY_NETWORK_POLICY,
     GATEWAY_LIMITER, GATEWAY_LIMITER_SERVICE, GATEWAY_LIMITER_NETWORK_POLICY, GATEWAY_METRICS_SERVICE,
-    GATEWAY_SERVICE_MONITOR,
+    GATEWAY_SERVICE_MONITOR, GATEWAY_ISSUER, GATEWAY_CERTIFICATE,
 ))
 PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT, METRICS_CRD_CHECK, DASHBOARD))

@@ -26,6 +26,7 @@ The router's plan (``router_plan``) is one too, the gateway's children (``gatewa
     gateway NetworkPolicy, ConfigMap, router Service ─▶ gateway Deployment ─▶ its Service, PDB
     ConfigMap ─▶ limiter Deployment ─▶ its Service ─▶ gateway Deployment (tenant limits)
     gateway Deployment ─▶ metrics Service ─▶ ServiceMonitor (platform.metrics)
+    RequiredCrds ─▶ gateway Issuer ─▶ gateway Certificate ─▶ gateway Deployment (router.gateway.tls)
 
 ``compile_stack`` (`render`, the tests) lists every plan's manifests in the plans' order, which
 is the order ``up`` declares them in. Pure: no Pulumi, no I/O.
@@ -60,7 +61,7 @@ from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
 from .gateway import GatewayManifests, compile_gateway
 from .gateway import endpoint_url as gateway_url
-from .gateway.monitoring import required_crds as gateway_required_crds
+from .gateway import required_crds as gateway_required_crds
 from .rbac import compile_teardown_identity
 from .router import CHART, compile_router, fronted_services, pylon_address, required_crds
 from .router import endpoint_url as router_url
@@ -317,13 +318,18 @@ def gateway_plan(gateway: Optional[GatewayManifests]) -> tuple[Child, ...]:
     limiter = gateway.limiter
     return _present(
         (roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, (PLATFORM,)),
+        # router.gateway.tls: the Secret the pods mount is cert-manager's to write, so the
+        # Certificate (and its self-signed Issuer when none is named) comes first.
+        (roles.GATEWAY_ISSUER, gateway.certificate and gateway.issuer, (roles.ROUTER_CRD_CHECK,)),
+        (roles.GATEWAY_CERTIFICATE, gateway.certificate,
+         (roles.ROUTER_CRD_CHECK,) if gateway.issuer is None else (roles.GATEWAY_ISSUER,)),
         (roles.GATEWAY_CONFIG, gateway.config_map, (PLATFORM,)),
         (roles.GATEWAY_LIMITER_NETWORK_POLICY, limiter and limiter.network_policy, (PLATFORM,)),
         (roles.GATEWAY_LIMITER, limiter and limiter.deployment,
          (roles.GATEWAY_CONFIG, roles.GATEWAY_LIMITER_NETWORK_POLICY)),
         (roles.GATEWAY_LIMITER_SERVICE, limiter and limiter.service, (roles.GATEWAY_LIMITER,)),
         (roles.GATEWAY, gateway.deployment, (roles.ROUTER_SERVICE, roles.GATEWAY_CONFIG, roles.GATEWAY_NETWORK_POLICY,
-                                             roles.GATEWAY_LIMITER_SERVICE)),
+                                             roles.GATEWAY_LIMITER_SERVICE, roles.GATEWAY_CERTIFICATE)),
         (roles.GATEWAY_SERVICE, gateway.service, (roles.GATEWAY,)),
         (roles.GATEWAY_PDB, gateway.pod_disruption_budget, (roles.GATEWAY,)),
         (roles.GATEWAY_METRICS_SERVICE, gateway.metrics_service, (roles.GATEWAY,)),
@@ -343,7 +349,7 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
     gateway = compile_gateway(stack)
     # Another operator's kinds (cert-manager, Prometheus Operator) wait for the check that the
     # cluster serves them: without it, preview stops with the setting and the fix.
-    requirements = required_crds(m) + gateway_required_crds(gateway.service_monitor if gateway else None)
+    requirements = required_crds(m) + gateway_required_crds(gateway)
     crd_check = (Child(roles.ROUTER_CRD_CHECK, props=RequiredCrdsProps(
         f"router {router.name}", tuple(CrdRequirement.from_dict(r) for r in requirements), target),
         after=(PLATFORM,)),) if requirements else ()
@@ -424,6 +430,8 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
             "service_account": names.service_account,
             **({"backend_router": names.backend} if topology.backend_router else {}),
             **({"gateway": gateway.names.gateway} if gateway is not None else {}),
+            **({"gateway_tls_secret": gateway.names.tls_secret}
+               if gateway is not None and gateway.names.tls_secret else {}),
             **({"certificate": names.certificate} if router.tls.issued else {}),
             **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
         },

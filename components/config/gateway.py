@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, model_validator
 
 from . import values
-from .types import Image, NonRootUid, PositiveQuantity, Strict
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, tls_source_problems
 from .values import Problem
 
 # The official nginx image ships ngx_http_js_module (njs) at /usr/lib/nginx/modules. Tag only:
@@ -162,6 +162,55 @@ class Affinity(Strict):
         "instead. Never forwarded as is.")
 
 
+class GatewayTls(Strict):
+    """TLS on the client port (8000): nginx serves the certificate of a cert-manager Certificate
+    (or an existing Secret) for the gateway Service's names; the health/metrics port stays plain."""
+
+    enabled: bool = Field(
+        False,
+        description="Serve HTTPS on the client port (TLSv1.2 and TLSv1.3 only; plain HTTP there is "
+        "refused) and rename the Service port `https`. Off by default, like `router.tls`: it needs "
+        "cert-manager (or `existingSecret`), and clients must trust the issuer's CA and call "
+        "`https://`. Turn it on before the gateway is reached from outside the cluster, or from "
+        "pods that are not trusted to see the API keys in transit.",
+    )
+    existing_secret: Optional[Label] = Field(
+        None,
+        description="Serve this existing `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`; "
+        "`tls.crt` with the intermediates) instead of issuing a cert-manager Certificate; you own "
+        "its names, issuance and renewal.",
+    )
+    issuer: Optional[TlsIssuer] = Field(
+        None, description="Issuer of the certificate; unset: a self-signed Issuer is created for the "
+        "gateway (clients then trust the Secret's `ca.crt`, the certificate itself).")
+    dns_names: tuple[DnsName, ...] = Field(
+        (),
+        description="Names on the certificate besides the gateway Service's in-cluster names "
+        "(`<name>.<ns>.svc`, `<name>.<ns>.svc.cluster.local`, always present), e.g. the public "
+        "name of a `LoadBalancer`.",
+    )
+    allowed_domains: tuple[Domain, ...] = Field(
+        (),
+        description="Domains the certificate may name (each with its subdomains); a name outside "
+        "them, the Service's included, is refused. Unset: the stack namespace's in-cluster "
+        "domains (`<ns>.svc`, `<ns>.svc.cluster.local`).",
+    )
+    secret_name: Optional[Label] = Field(
+        None, description="Secret the certificate is stored in; unset: `<gateway name>-tls`.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GatewayTls:
+        problems = tls_source_problems(self)
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+    @property
+    def issued(self) -> bool:
+        """A cert-manager Certificate is rendered (TLS on, no existing Secret)."""
+        return self.enabled and self.existing_secret is None
+
+
 class GatewayConfig(Strict):
     """The OpenAI-compatible front door (nginx + njs) clients call instead of the router."""
 
@@ -175,8 +224,7 @@ class GatewayConfig(Strict):
     replicas: int = Field(2, ge=1, description="Gateway replicas (more than one: PDB and node spread).")
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
         "ClusterIP", description="Type of the gateway's Service (port 8000). `LoadBalancer` exposes it "
-        "outside the cluster: set `apiKeys` then, and terminate TLS in front of it (the gateway speaks "
-        "plain HTTP).")
+        "outside the cluster: set `apiKeys` then, and `tls` (or terminate TLS in front of it).")
     service_annotations: dict[str, str] = Field(
         default_factory=dict, description="Annotations of the gateway's Service (e.g. a cloud load "
         "balancer's settings).")
@@ -202,6 +250,7 @@ class GatewayConfig(Strict):
         "HTTP port admits only the gateway pods (its NetworkPolicy is rendered even with "
         "`platform.networkPolicy` off), so no pod can call the router directly and skip the keys.")
     affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
+    tls: GatewayTls = Field(default_factory=GatewayTls, description="HTTPS on the client port from a cert-manager issuer.")
 
     @model_validator(mode="after")
     def _exposed_needs_keys(self) -> GatewayConfig:
@@ -213,6 +262,27 @@ class GatewayConfig(Strict):
 
     def resolved_name(self, router_name: str) -> str:
         return self.name or f"{router_name}-gateway"
+
+    def tls_secret(self, router_name: str) -> Optional[str]:
+        """The Secret nginx serves from, None without TLS: ``existingSecret``, else the
+        Certificate's ``secretName``, else ``<name>-tls``."""
+        tls = self.tls
+        if not tls.enabled:
+            return None
+        return tls.existing_secret or tls.secret_name or f"{self.resolved_name(router_name)}-tls"
+
+    def service_dns_names(self, router_name: str, namespace: str) -> tuple[str, ...]:
+        """The gateway Service's in-cluster names, always on its certificate."""
+        name = self.resolved_name(router_name)
+        return (f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local")
+
+    def tls_dns_names(self, router_name: str, namespace: str) -> tuple[str, ...]:
+        """Every name on the gateway's Certificate: the Service's, then the written ones."""
+        service = self.service_dns_names(router_name, namespace)
+        return service + tuple(n for n in self.tls.dns_names if n not in service)
+
+    def tls_allowed_domains(self, namespace: str) -> tuple[str, ...]:
+        return self.tls.allowed_domains or (f"{namespace}.svc", f"{namespace}.svc.cluster.local")
 
     def object_names(self, router_name: str) -> tuple[str, ...]:
         """Its Services' names: the gateway's, the limiter's and the metrics Service's."""

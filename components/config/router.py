@@ -32,7 +32,7 @@ from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .router_lb import LoadBalancer
 from .router_names import Topology, resolve_topology
 from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
-from .types import Image, NonRootUid, PositiveQuantity, Strict
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, tls_source_problems
 from .values import Problem
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
@@ -76,8 +76,6 @@ RETIRED_BACKEND = {
 
 
 RouterName = Annotated[str, AfterValidator(values.check_router_name)]
-DnsName = Annotated[str, AfterValidator(values.check_dns_name)]
-Domain = Annotated[str, AfterValidator(values.check_domain)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
 
@@ -171,11 +169,6 @@ class BackendRouter(Strict):
         raise ValueError(f"{value!r} is not one of auto, true, false")
 
 
-class TlsIssuer(Strict):
-    kind: Literal["Issuer", "ClusterIssuer"] = Field("ClusterIssuer", description="cert-manager issuer kind.")
-    name: Label = Field(description="Name of the existing cert-manager Issuer or ClusterIssuer.")
-
-
 class RouterTls(Strict):
     """The QUIC/gRPC server identity pylons verify (the HTTP port stays plain, as in the chart)."""
 
@@ -211,16 +204,7 @@ class RouterTls(Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> RouterTls:
-        if self.existing_secret is None:
-            return self
-        problems = [Problem(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
-                            "remove it, or remove existingSecret")
-                    for key, field in (("issuer", "issuer"), ("dnsNames", "dns_names"),
-                                       ("allowedDomains", "allowed_domains"), ("secretName", "secret_name"))
-                    if field in self.model_fields_set]
-        if not self.enabled:
-            problems.append(Problem("enabled", "existingSecret is set but TLS is off; set enabled: true, "
-                                    "or remove existingSecret"))
+        problems = tls_source_problems(self)
         if problems:
             raise values.Problems(problems)
         return self

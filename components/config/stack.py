@@ -19,12 +19,12 @@ from pydantic import Field, model_validator
 
 from . import effect, rules, secret_values, stack_secrets, values, vllm_checks
 from .autoscaling import AutoscalingPlatform
-from .gateway import gateway_problems
+from .gateway import GatewayConfig, gateway_problems
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
 from .router import RouterConfig
 from .router_lb import lb_model_problems
-from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, within
+from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
 from .types import StackSecret, Strict
 from .values import Problem
 
@@ -163,6 +163,13 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
                                     f"x-cache-affinity-key for {', '.join(requiring)} (requireCacheAffinityKey), "
                                     "which the gateway then never sends: every request would get 400; enable "
                                     "affinity, or drop requireCacheAffinityKey"))
+        if gateway.tls.issued:
+            problems += gateway_tls_problems(gateway, router.name, namespace)
+        if gateway.tls.enabled and gateway.tls_secret(router.name) == tls_secret_name(router):
+            # One Secret, two owners: the two Certificates would overwrite each other's key.
+            problems.append(Problem("router.gateway.tls", f"the gateway's TLS Secret '{tls_secret_name(router)}' is "
+                                    "also the router's (router.tls); set router.gateway.tls.secretName (or "
+                                    "existingSecret) to another name"))
         if gateway.resolved_name(router.name) in (router.name, headless_name(router), backend_name(router)):
             problems.append(Problem("router.gateway.name", f"'{gateway.resolved_name(router.name)}' is already "
                                     "a name of the router's objects; choose another, or remove it"))
@@ -193,6 +200,28 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
                     f"the Service's in-cluster name) and it is outside the allowed domains ({where}); "
                     f"add '{namespace}.svc.cluster.local' to router.tls.allowedDomains",
                 ))
+    return problems
+
+
+def gateway_tls_problems(gateway: GatewayConfig, router_name: str, namespace: str) -> list[Problem]:
+    """Every name on the gateway's Certificate inside its allowed domains (as the router's)."""
+    problems: list[Problem] = []
+    allowed = gateway.tls_allowed_domains(namespace)
+    where = ", ".join(allowed)
+    for index, name in enumerate(gateway.tls.dns_names):
+        if not any(within(name, domain) for domain in allowed):
+            problems.append(Problem(
+                f"router.gateway.tls.dnsNames.{index}",
+                f"'{name}' is outside the allowed domains ({where}); add its domain to "
+                "router.gateway.tls.allowedDomains, or remove the name"))
+    outside = [name for name in gateway.service_dns_names(router_name, namespace)
+               if not any(within(name, domain) for domain in allowed)]
+    if outside:
+        problems.append(Problem(
+            "router.gateway.tls.allowedDomains",
+            f"the gateway's certificate always names its Service ({', '.join(outside)}: what in-cluster "
+            f"clients verify), outside the allowed domains ({where}); add "
+            f"{' and '.join(repr(n.split('.', 1)[1]) for n in outside)} to router.gateway.tls.allowedDomains"))
     return problems
 
 

@@ -190,6 +190,34 @@ class SecretKeyRef(Strict):
     key: kube.SecretKey = Field("token", description="Key inside the Secret.")
 
 
+class TlsIssuer(Strict):
+    """An existing cert-manager issuer (the router's and the gateway's certificates)."""
+
+    kind: Literal["Issuer", "ClusterIssuer"] = Field("ClusterIssuer", description="cert-manager issuer kind.")
+    name: Dns1123Label = Field(description="Name of the existing cert-manager Issuer or ClusterIssuer.")
+
+
+def tls_source_problems(tls: Any) -> list[values.Problem]:
+    """A TLS section (router's, gateway's) takes its identity from one place: ``existingSecret``
+    replaces the Certificate, so the Certificate's keys beside it would do nothing."""
+    if tls.existing_secret is None:
+        return []
+    problems = [values.Problem(key, "applies to a cert-manager Certificate, which existingSecret replaces; "
+                               "remove it, or remove existingSecret")
+                for key, field in (("issuer", "issuer"), ("dnsNames", "dns_names"),
+                                   ("allowedDomains", "allowed_domains"), ("secretName", "secret_name"))
+                if field in tls.model_fields_set]
+    if not tls.enabled:
+        problems.append(values.Problem("enabled", "existingSecret is set but TLS is off; set enabled: true, "
+                                       "or remove existingSecret"))
+    return problems
+
+
+# Names on a certificate, and the domains they must fall in.
+DnsName = Annotated[str, AfterValidator(values.check_dns_name)]
+Domain = Annotated[str, AfterValidator(values.check_domain)]
+
+
 # Stack secrets: the config model knows only that one is set (this marker), never its value.
 SECRET_MARKER = "[secret]"
 

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -24,10 +25,11 @@ from components.compile.gateway.limiter import LIMITER_HEADERS, header_variable
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, ROUTER_REQUEST_HEADERS, settings_module
 from components.compile.router import compile_router
-from components.config import load_stack_config
+from components.config import load_stack_config, read_stack_file
 from components.config.gateway import TRUSTED_HEADERS
-from tests.support.builders import FIXTURES, model
+from tests.support.builders import FIXTURES, ROOT, model
 from tests.support.kube_schema import assert_valid_kubernetes
+from tests.support.real_crds import operator_crd, structural_schema
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 GOLDEN = FIXTURES / "golden" / "gateway.yaml"
@@ -323,3 +325,106 @@ def test_the_header_names_have_one_source_the_scripts_read_them_from_their_setti
     conf = data["nginx.conf"]
     for header in LIMITER_HEADERS.values():
         assert f"proxy_set_header {header} " in conf or header_variable("upstream_http", header) in conf, header
+
+
+# --- router.gateway.tls ---------------------------------------------------------------------------
+
+TLS = {"tls": {"enabled": True}}
+
+
+def cert_manager_schema(kind: str) -> dict:
+    """cert-manager's real CRD (v1.19.1, the operators cache), strict: undeclared fields fail."""
+    return structural_schema(operator_crd("cert-manager", f"cert-manager.io_{kind.lower()}s.yaml"), "v1")
+
+
+def assert_valid_cert_manager(manifest: dict) -> None:
+    try:
+        jsonschema.validate(manifest, cert_manager_schema(manifest["kind"]))
+    except jsonschema.ValidationError as error:
+        pytest.fail(f"{manifest['kind']}/{manifest['metadata']['name']} is not a valid cert-manager object: {error.message}")
+
+
+def test_tls_issues_a_certificate_for_the_service_names_from_a_self_signed_issuer():
+    objects = compile_gateway(load(TLS))
+    certificate, issuer = objects.certificate, objects.issuer
+    assert issuer["kind"] == "Issuer" and issuer["spec"] == {"selfSigned": {}}
+    assert issuer["metadata"]["name"] == "llm-router-gateway-selfsigned"
+    spec = certificate["spec"]
+    assert spec["secretName"] == "llm-router-gateway-tls"
+    assert spec["issuerRef"] == {"name": "llm-router-gateway-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+    assert spec["dnsNames"] == ["llm-router-gateway.serving.svc", "llm-router-gateway.serving.svc.cluster.local"]
+    assert spec["usages"] == ["digital signature", "server auth"]
+    assert spec["privateKey"]["rotationPolicy"] == "Always"
+    # The Issuer and Certificate before the pods that mount the Secret.
+    kinds = [m["kind"] for m in objects.in_order()]
+    assert kinds.index("Issuer") < kinds.index("Certificate") < kinds.index("Deployment")
+    for manifest in (issuer, certificate):
+        assert_valid_cert_manager(manifest)
+
+
+def test_tls_from_a_named_issuer_adds_the_written_names():
+    objects = compile_gateway(load({"tls": {
+        "enabled": True, "issuer": {"name": "internal-ca"}, "dnsNames": ["llm.example.com"],
+        "allowedDomains": ["serving.svc", "serving.svc.cluster.local", "example.com"], "secretName": "gw-cert"}}))
+    assert objects.issuer is None
+    spec = objects.certificate["spec"]
+    assert spec["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert spec["dnsNames"][-1] == "llm.example.com" and spec["secretName"] == "gw-cert"
+    assert_valid_cert_manager(objects.certificate)
+    assert [r["crds"] for r in components.compile.gateway.required_crds(objects)] == [
+        ["certificates.cert-manager.io", "clusterissuers.cert-manager.io"]]
+
+
+def test_the_cert_manager_check_refuses_a_misspelt_field():
+    """Guards the guard: the CRD schema must reject an unknown field, or the checks above prove nothing."""
+    certificate = copy.deepcopy(compile_gateway(load(TLS)).certificate)
+    certificate["spec"]["dnsName"] = ["x"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(certificate, cert_manager_schema("Certificate"))
+
+
+def test_tls_mounts_the_secret_read_only_and_serves_https_on_the_client_port():
+    objects = compile_gateway(load(TLS))
+    spec = objects.deployment["spec"]["template"]["spec"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["secretName"] == "llm-router-gateway-tls"
+    assert volume["secret"]["defaultMode"] == 0o440 and spec["securityContext"]["fsGroup"] == 101
+    (container,) = spec["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "tls"]
+    assert mount == {"name": "tls", "mountPath": "/etc/llm-gateway/tls", "readOnly": True}
+    assert [p["name"] for p in container["ports"]] == ["https", "health"]
+    # Probes and scraping stay plain, on the health port.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert objects.service["spec"]["ports"] == [
+        {"name": "https", "port": 8000, "targetPort": "https", "protocol": "TCP", "appProtocol": "https"}]
+    stack = load(TLS)
+    assert endpoint_url(stack) == "https://llm-router-gateway.serving.svc.cluster.local:8000"
+    conf = objects.config_map["data"]["nginx.conf"]
+    assert re.search(r"^\s*listen 8080 ssl;$", conf, re.M) and "ssl_protocols TLSv1.2 TLSv1.3;" in conf
+    assert "ssl_certificate $gw_tls_dir/tls.crt;" in conf and "default /etc/llm-gateway/tls;" in conf
+    assert re.search(r"^\s*listen 8081;$", conf, re.M)  # the health port: no ssl
+    for manifest in objects.in_order():
+        if not manifest["apiVersion"].startswith("cert-manager.io/"):
+            assert_valid_kubernetes(manifest)
+    # Without TLS: none of it, and the pods keep their identity (no fsGroup).
+    plain = compile_gateway(load({}))
+    assert plain.certificate is None and plain.issuer is None
+    assert "fsGroup" not in plain.deployment["spec"]["template"]["spec"]["securityContext"]
+    assert " ssl" not in plain.config_map["data"]["nginx.conf"].split("listen 8080")[1].split("\n")[0]
+
+
+def test_tls_from_an_existing_secret_renders_no_cert_manager_object():
+    objects = compile_gateway(load({"tls": {"enabled": True, "existingSecret": "gw-tls"}}))
+    assert objects.certificate is None and objects.issuer is None
+    (volume,) = [v for v in objects.deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["secretName"] == "gw-tls"
+    assert components.compile.gateway.required_crds(objects) == []
+
+
+def test_the_gpu_cluster_stack_serves_its_gateway_over_tls_from_the_internal_ca():
+    stack = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"))
+    objects = compile_gateway(stack)
+    assert objects.certificate["spec"]["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer",
+                                                        "group": "cert-manager.io"}
+    assert_valid_cert_manager(objects.certificate)
+    assert endpoint_url(stack).startswith("https://llm-router-gateway.llm-serving.svc.cluster.local:8000")

@@ -44,12 +44,13 @@ MODELS = [
 STACKS = {
     # Every optional child: the models' NetworkPolicy and ServiceMonitor, the platform's metrics
     # CRD check and dashboard, the backend router, its ServiceMonitor, TLS (issuer, certificate),
-    # the load-balancer file, the gateway's limiter (a rate-limited tenant) and its metrics.
+    # the load-balancer file, the gateway's limiter (a rate-limited tenant), its metrics and its
+    # TLS (issuer, certificate).
     "deployment": ({"networkPolicy": {"enabled": True}, "metrics": {"enabled": True}},
                    {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "replicas": 3,
                     "backendRouter": {"enabled": True}, "metrics": {"serviceMonitor": True},
                     "tls": {"enabled": True}, "loadBalancer": {"default": "power-of-n"},
-                    "gateway": {"apiKeys": {"secretName": "gateway-keys", "tenants": [
+                    "gateway": {"tls": {"enabled": True}, "apiKeys": {"secretName": "gateway-keys", "tenants": [
                         {"name": "team-a", "rateLimit": {"requestsPerMinute": 600}}]}}}),
     # A StatefulSet adds the headless Service.
     "statefulset": ({"metrics": {"enabled": True}},

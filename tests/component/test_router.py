@@ -277,3 +277,22 @@ def test_the_gateway_starts_after_the_router_service_and_its_config(graph):
 def test_gateway_off_declares_none_of_its_objects(graph):
     deploy_stack(graph, {"image": ROUTER_IMAGE, "gateway": {"enabled": False}})
     assert not [n for n in graph.opts if "gateway" in n]
+
+
+@pulumi.runtime.test
+def test_gateway_tls_issues_its_certificate_before_the_pods_that_mount_it(graph):
+    component = deploy_stack(graph, {"image": ROUTER_IMAGE, "gateway": {"tls": {"enabled": True}}})
+    assert graph.depends("llm-router-gateway-issuer") == ["llm-router-crd-check"]
+    assert graph.depends("llm-router-gateway-certificate") == ["llm-router-gateway-issuer"]
+    assert "llm-router-gateway-certificate" in graph.depends("llm-router-gateway")
+    requirements = graph.props["llm-router-crd-check"]["requirements"]
+    assert [(r["field"], r["crds"]) for r in requirements] == [
+        ("router.gateway.tls", ["issuers.cert-manager.io", "certificates.cert-manager.io"])]
+    assert component.outputs["endpoint_url"] == "https://llm-router-gateway.llm-serving.svc.cluster.local:8000"
+    assert component.outputs["objects"]["gateway_tls_secret"] == "llm-router-gateway-tls"
+
+
+@pulumi.runtime.test
+def test_gateway_tls_from_an_existing_secret_declares_no_cert_manager_object(graph):
+    deploy_stack(graph, {"image": ROUTER_IMAGE, "gateway": {"tls": {"enabled": True, "existingSecret": "gw-tls"}}})
+    assert not [n for n in graph.opts if n.endswith(("-issuer", "-certificate", "-crd-check"))]

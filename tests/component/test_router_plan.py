@@ -78,7 +78,7 @@ def test_everything_is_planned_with_the_gateway_after_the_router_service():
         roles.GATEWAY_LIMITER, roles.GATEWAY_LIMITER_SERVICE, roles.GATEWAY, roles.GATEWAY_SERVICE,
         roles.GATEWAY_PDB, roles.GATEWAY_METRICS_SERVICE, roles.GATEWAY_SERVICE_MONITOR]
     assert after[roles.GATEWAY] == (roles.ROUTER_SERVICE, roles.GATEWAY_CONFIG, roles.GATEWAY_NETWORK_POLICY,
-                                    roles.GATEWAY_LIMITER_SERVICE)
+                                    roles.GATEWAY_LIMITER_SERVICE, roles.GATEWAY_CERTIFICATE)
     assert FRONTS in after[roles.ROUTER_WORKLOAD]
     assert [type(c.props) for c in plan.children if c.props is not None] == [
         RequiredCrdsProps, WorkloadKindProps, RouterTargetsProps]
@@ -118,3 +118,20 @@ def test_the_component_declares_the_plan_in_its_order_with_its_waits(graph, case
         declared = graph.opts[child_name(name, child.role)]
         assert [id(d) for d in declared.depends_on] == [id(d) for d in expected], child.role
         assert declared.parent is router, child.role
+
+
+def test_the_gateway_certificate_comes_before_the_gateway_pods_and_after_the_crd_check():
+    """router.gateway.tls: the pods mount the Secret cert-manager writes for the Certificate, and
+    the Certificate (a cert-manager kind) waits on the check that the cluster serves it."""
+    stack = load_stack_config(stack_of("everything"))
+    stack = stack.model_copy(update={"router": stack.router.model_copy(update={
+        "gateway": stack.router.gateway.model_copy(update={"tls": type(stack.router.gateway.tls)(enabled=True)})})})
+    plan = router_plan(stack)
+    order = [c.role for c in plan.children]
+    after = {c.role: c.after for c in plan.children}
+    assert order.index(roles.ROUTER_CRD_CHECK) < order.index(roles.GATEWAY_ISSUER) \
+        < order.index(roles.GATEWAY_CERTIFICATE) < order.index(roles.GATEWAY)
+    assert after[roles.GATEWAY_ISSUER] == (roles.ROUTER_CRD_CHECK,)
+    assert after[roles.GATEWAY_CERTIFICATE] == (roles.GATEWAY_ISSUER,)
+    assert roles.GATEWAY_CERTIFICATE in after[roles.GATEWAY]
+    assert plan.outputs["objects"]["gateway_tls_secret"]

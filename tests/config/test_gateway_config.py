@@ -55,6 +55,17 @@ BAD = [
     ("name-is-the-routers", {"name": "llm-router"}, "router.gateway.name", "already a name of the router"),
     ("requests-above-limits", {"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
      "router.gateway.resources.requests.cpu", "exceeds limits.cpu"),
+    ("tls-unknown-key", {"tls": {"enabled": True, "port": 8443}}, "router.gateway.tls.port", "valid keys here"),
+    ("tls-name-outside-domains", {"tls": {"enabled": True, "dnsNames": ["llm.example.com"]}},
+     "router.gateway.tls.dnsNames.0", "add its domain to router.gateway.tls.allowedDomains"),
+    ("tls-domains-without-the-service", {"tls": {"enabled": True, "allowedDomains": ["example.com"]}},
+     "router.gateway.tls.allowedDomains", "add 'llm-serving.svc' and 'llm-serving.svc.cluster.local'"),
+    ("tls-secret-while-off", {"tls": {"existingSecret": "gw-tls"}}, "router.gateway.tls.enabled",
+     "set enabled: true, or remove existingSecret"),
+    ("tls-secret-and-issuer", {"tls": {"enabled": True, "existingSecret": "gw-tls", "issuer": {"name": "ca"}}},
+     "router.gateway.tls.issuer", "remove it, or remove existingSecret"),
+    ("tls-issuer-kind", {"tls": {"enabled": True, "issuer": {"name": "ca", "kind": "Vault"}}},
+     "router.gateway.tls.issuer.kind", ""),
 ]
 
 
@@ -103,3 +114,18 @@ def test_affinity_off_is_refused_where_the_load_balancer_requires_the_key():
     problems = problems_of({"affinity": {"enabled": False}}, loadBalancer=lb)
     assert any(p.startswith("router.gateway.affinity.enabled: ") and "for code" in p for p in problems), problems
     assert load({}, loadBalancer=lb).router.gateway.affinity.enabled
+
+
+def test_tls_is_off_by_default_and_names_its_secret():
+    assert not load({}).router.gateway.tls.enabled and load({}).router.gateway.tls_secret("llm-router") is None
+    gateway = load({"tls": {"enabled": True}}).router.gateway
+    assert gateway.tls_secret("llm-router") == "llm-router-gateway-tls" and gateway.tls.issued
+    assert load({"tls": {"enabled": True, "existingSecret": "s"}}).router.gateway.tls_secret("llm-router") == "s"
+    # Off with settings kept (how a feature is paused): accepted, nothing checked.
+    assert not load({"tls": {"enabled": False, "dnsNames": ["llm.example.com"]}}).router.gateway.tls.enabled
+
+
+def test_the_gateway_may_not_share_the_routers_tls_secret():
+    problems = problems_of({"tls": {"enabled": True, "secretName": "shared"}},
+                           tls={"enabled": True, "secretName": "shared"})
+    assert any(p.startswith("router.gateway.tls: ") and "also the router's" in p for p in problems), problems

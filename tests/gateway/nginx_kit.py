@@ -138,9 +138,11 @@ class Gateway:
     """The rendered gateway on 127.0.0.1: ``base`` is its URL; ``files`` what it runs."""
 
     def __init__(self, settings: GatewaySettings, keys: str | None = None, limiter: Limiter | None = None,
-                 dns: str = "127.0.0.1:53"):
+                 dns: str = "127.0.0.1:53", tls: tuple[bytes, bytes] | None = None):
         """``dns``: the resolver nginx asks for the router's name (the pod's start command writes
-        the pod's nameservers there; a test with an IP upstream never asks)."""
+        the pod's nameservers there; a test with an IP upstream never asks). ``tls``: (certificate
+        chain, key) PEM, written where the pod mounts the TLS Secret (``<dir>/tls``); the client
+        port then serves HTTPS and ``base`` is ``https://``."""
         self.dir = Path(tempfile.mkdtemp(prefix="llm-gateway-"))
         self.port, self.health_port = free_port(), free_port()
         keys_file = str(self.dir / "keys") if settings.keys_file else None
@@ -152,17 +154,31 @@ class Gateway:
         self.settings = replace(settings, listen=f"127.0.0.1:{self.port}", health_listen=f"127.0.0.1:{self.health_port}",
                                 internal_listen=f"127.0.0.1:{free_port()}",
                                 limiter=limiter.address if limiter else None, js_module=nginx_build().js_module,
-                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file)
+                                config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file,
+                                tls_dir=str(self.dir / "tls") if tls else None)
         self.files = render_files(self.settings)
         (self.dir / "tmp").mkdir()
+        if tls:
+            (self.dir / "tls").mkdir()
+            self.write_tls(*tls)
         for name, text in self.files.items():
             (self.dir / name).write_text(text)
         (self.dir / "tmp" / RESOLVER_FILE).write_text(resolver_line([dns]))
         if keys_file:
             Path(keys_file).write_text(keys or "")
         _share(self.dir)
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+
+    def write_tls(self, chain: bytes, key: bytes) -> None:
+        """Replace the served certificate as the kubelet updates a Secret volume: both files
+        renamed into place (nginx reads them at each handshake)."""
+        tls = self.dir / "tls"
+        for name, data in (("tls.key", key), ("tls.crt", chain)):
+            staged = tls / f".{name}"
+            staged.write_bytes(data)
+            os.chmod(staged, 0o644)
+            os.replace(staged, tls / name)
 
     def write_keys(self, text: str) -> None:
         Path(self.settings.keys_file).write_text(text)

@@ -349,7 +349,16 @@ def build(odd: bool) -> st.SearchStrategy:
                 affinity=optional(enabled=st.booleans(), maxLeadingMessages=whole(1, 16),
                                   sessionHeader=maybe(pick("x-session-id"), "bad header")),
                 models=st.lists(maybe(pick(*(model_names or ["ghost"])), "ghost"), min_size=1, max_size=2,
-                                unique=True)),
+                                unique=True),
+                tls=maybe(st.one_of(
+                    st.fixed_dictionaries({"enabled": st.just(True)}, optional={
+                        "issuer": st.fixed_dictionaries({"name": dns_label},
+                                                        optional={"kind": pick("Issuer", "ClusterIssuer")}),
+                        "secretName": dns_label}),
+                    st.just({"enabled": True, "existingSecret": "gateway-tls"}),
+                    st.just({"enabled": False})),
+                    {"enabled": True, "dnsNames": ["llm.example.com"]}, {"enabled": True, "allowedDomains": ["x.io"]},
+                    {"existingSecret": "x"})),
         )
 
     @st.composite

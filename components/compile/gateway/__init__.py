@@ -32,6 +32,7 @@ from ...config.gateway import admitted_models
 from ...config.stack import StackConfig, fronted_models
 from .. import common
 from ..network import allowed_peers
+from ..router.backend import CERT_DURATION, CERT_MANAGER_GROUP, CERT_RENEW_BEFORE
 from ..router.names import HTTP_PORT as ROUTER_HTTP_PORT
 from ..router.names import POLICY_COMPONENT, ROUTER_COMPONENT, in_cluster, labels, selector_labels
 from ..router.network import GATEWAY_COMPONENT
@@ -39,7 +40,9 @@ from ..router.workload import spread
 from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTINGS
 from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
 from .monitoring import compile_metrics_service, compile_service_monitor
-from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, GatewaySettings, render_files
+from .monitoring import required_crds as monitoring_required_crds
+from .nginx import (CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, TLS_DIR, GatewaySettings,
+                    render_files)
 from .resolver import start_command
 
 CONTAINER = "gateway"
@@ -58,11 +61,18 @@ class GatewayNames:
     gateway: str
     config: str
     policy: str
+    # router.gateway.tls: the Secret nginx serves (None without TLS), the Certificate writing it
+    # (named as the gateway: its kind tells them apart) and the self-signed Issuer's name.
+    tls_secret: Optional[str] = None
+    certificate: str = ""
+    issuer: str = ""
 
     @classmethod
     def of(cls, stack: StackConfig) -> GatewayNames:
-        name = stack.router.gateway.resolved_name(stack.router.name)
-        return cls(gateway=name, config=f"{name}-config", policy=f"{name}-ingress")
+        gateway = stack.router.gateway
+        name = gateway.resolved_name(stack.router.name)
+        return cls(gateway=name, config=f"{name}-config", policy=f"{name}-ingress",
+                   tls_secret=gateway.tls_secret(stack.router.name), certificate=name, issuer=f"{name}-selfsigned")
 
 
 @dataclass(frozen=True)
@@ -79,12 +89,18 @@ class GatewayManifests:
     # With platform.metrics: the health port's Service and its ServiceMonitor.
     metrics_service: Optional[dict] = None
     service_monitor: Optional[dict] = None
+    # With router.gateway.tls (no existingSecret): the Certificate whose Secret the pods mount,
+    # and the self-signed Issuer when no issuer is named.
+    issuer: Optional[dict] = None
+    certificate: Optional[dict] = None
 
     def in_order(self) -> list[dict]:
-        """Policy first (pods never run without it), the config before the pods that mount it."""
+        """Policy first (pods never run without it), the config and the certificate before the
+        pods that mount them."""
         limiter = (self.limiter.network_policy, self.limiter.deployment, self.limiter.service) if self.limiter else ()
-        return [m for m in (self.network_policy, self.config_map, *limiter, self.deployment, self.service,
-                            self.pod_disruption_budget, self.metrics_service, self.service_monitor) if m is not None]
+        return [m for m in (self.network_policy, self.issuer, self.certificate, self.config_map, *limiter,
+                            self.deployment, self.service, self.pod_disruption_budget, self.metrics_service,
+                            self.service_monitor) if m is not None]
 
 
 def enabled(stack: StackConfig) -> bool:
@@ -100,8 +116,15 @@ def settings(stack: StackConfig) -> GatewaySettings:
 
 
 def endpoint_url(stack: StackConfig) -> str:
-    """The URL clients call (OpenAI base URL: this plus ``/v1``)."""
-    return f"http://{in_cluster(GatewayNames.of(stack).gateway, stack.platform.namespace)}:{SERVICE_PORT}"
+    """The URL clients call (OpenAI base URL: this plus ``/v1``); ``https://`` with TLS, the
+    name on the certificate."""
+    scheme = "https" if stack.router.gateway.tls.enabled else "http"
+    return f"{scheme}://{in_cluster(GatewayNames.of(stack).gateway, stack.platform.namespace)}:{SERVICE_PORT}"
+
+
+def port_name(stack: StackConfig) -> str:
+    """The client port's name on the container and the Service: what it speaks."""
+    return "https" if stack.router.gateway.tls.enabled else "http"
 
 
 def _metadata(stack: StackConfig, name: str, component: str = GATEWAY_COMPONENT) -> dict:
@@ -139,6 +162,15 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
             "secretName": keys.secret_name, "defaultMode": 0o444,
             "items": [{"key": keys.secret_key, "path": keys.secret_key}]}})
         mounts.append({"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True})
+    if names.tls_secret is not None:
+        # Group-readable only (fsGroup below): the key is nginx's alone. A volume, not a subPath
+        # mount, so a renewal reaches the files (nginx reads them at each handshake).
+        volumes.append({"name": "tls", "secret": {
+            "secretName": names.tls_secret, "defaultMode": 0o440,
+            "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+    # Probes stay on the plain health port: the kubelet's HTTPS probes verify nothing, and
+    # Prometheus scrapes that port too.
     probe = {"httpGet": {"path": HEALTH_PATH, "port": "health"}}
     amounts = gateway.resources
     container = {
@@ -147,7 +179,7 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
         # Not the image's entrypoint script: it edits files under /etc/nginx (read-only here).
         # Ours writes the pod's DNS servers for nginx's resolver first (resolver.py).
         "command": start_command(SCRATCH_DIR, ["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/nginx.conf"]),
-        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+        "ports": [{"name": port_name(stack), "containerPort": HTTP_PORT, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": amounts.requests.cpu, "memory": amounts.requests.memory},
                       "limits": {"cpu": amounts.limits.cpu, "memory": amounts.limits.memory}},
@@ -157,10 +189,13 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
         "volumeMounts": mounts,
         "securityContext": _security_context(gateway.uid),
     }
+    pod_context = common.pod_security_context(common.Identity(gateway.uid, gateway.uid), fs_group=False)
+    if names.tls_secret is not None:
+        pod_context["fsGroup"] = gateway.uid  # the TLS Secret's files: root-owned, this group, 0440
     spec: dict = {
         "automountServiceAccountToken": False,
         **common.POD_DEFAULTS,
-        "securityContext": common.pod_security_context(common.Identity(gateway.uid, gateway.uid), fs_group=False),
+        "securityContext": pod_context,
         "terminationGracePeriodSeconds": GRACE_SECONDS,
         "containers": [container],
         "volumes": volumes,
@@ -192,7 +227,54 @@ def compile_service(stack: StackConfig, names: GatewayNames) -> dict:
         metadata["annotations"] = dict(sorted(gateway.service_annotations.items()))
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
             "spec": {"type": gateway.service_type, "selector": selector_labels(stack.router, GATEWAY_COMPONENT),
-                     "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+                     "ports": [{"name": port_name(stack), "port": SERVICE_PORT, "targetPort": port_name(stack),
+                                "protocol": "TCP", **({"appProtocol": "https"} if gateway.tls.enabled else {})}]}}
+
+
+def compile_self_signed_issuer(stack: StackConfig, names: GatewayNames) -> dict:
+    return {"apiVersion": f"{CERT_MANAGER_GROUP}/v1", "kind": "Issuer", "metadata": _metadata(stack, names.issuer),
+            "spec": {"selfSigned": {}}}
+
+
+def compile_certificate(stack: StackConfig, names: GatewayNames) -> dict:
+    """The client port's certificate: the Service's in-cluster names (what in-cluster clients
+    verify) and ``tls.dnsNames``, from the named issuer or the gateway's self-signed one."""
+    router, gateway = stack.router, stack.router.gateway
+    issuer = gateway.tls.issuer
+    issuer_ref = {"name": issuer.name, "kind": issuer.kind} if issuer else {"name": names.issuer, "kind": "Issuer"}
+    return {
+        "apiVersion": f"{CERT_MANAGER_GROUP}/v1", "kind": "Certificate", "metadata": _metadata(stack, names.certificate),
+        "spec": {
+            "secretName": names.tls_secret,
+            "issuerRef": {**issuer_ref, "group": CERT_MANAGER_GROUP},
+            "dnsNames": list(gateway.tls_dns_names(router.name, stack.platform.namespace)),
+            "duration": CERT_DURATION,
+            "renewBefore": CERT_RENEW_BEFORE,
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "usages": ["digital signature", "server auth"],
+        },
+    }
+
+
+CERT_MANAGER_FIX = ("install cert-manager with its CRDs (helm install cert-manager jetstack/cert-manager "
+                    "-n cert-manager --create-namespace --set crds.enabled=true), set "
+                    "router.gateway.tls.existingSecret, or set router.gateway.tls.enabled: false")
+
+
+def required_crds(manifests: Optional[GatewayManifests]) -> list[dict]:
+    """cert-manager's and the Prometheus Operator's CRDs the gateway's objects need, with the fix
+    (providers.crd_check, at preview)."""
+    if manifests is None:
+        return []
+    requirements = []
+    if manifests.certificate is not None:
+        kinds = [m["kind"] for m in (manifests.issuer, manifests.certificate) if m is not None]
+        referenced = manifests.certificate["spec"]["issuerRef"]["kind"]
+        kinds += [] if referenced in kinds else [referenced]
+        requirements.append({"field": "router.gateway.tls",
+                             "crds": [f"{kind.lower()}s.{CERT_MANAGER_GROUP}" for kind in kinds],
+                             "version": "v1", "fix": CERT_MANAGER_FIX})
+    return requirements + monitoring_required_crds(manifests.service_monitor)
 
 
 def compile_pdb(stack: StackConfig, names: GatewayNames) -> Optional[dict]:
@@ -237,6 +319,7 @@ def compile_gateway(stack: StackConfig) -> Optional[GatewayManifests]:
     if not enabled(stack):
         return None
     names = GatewayNames.of(stack)
+    tls = stack.router.gateway.tls
     resolved = settings(stack)
     files = render_files(resolved)
     limiter = None
@@ -253,4 +336,6 @@ def compile_gateway(stack: StackConfig) -> Optional[GatewayManifests]:
         limiter=limiter,
         metrics_service=compile_metrics_service(stack, names.gateway),
         service_monitor=compile_service_monitor(stack, names.gateway),
+        issuer=compile_self_signed_issuer(stack, names) if tls.issued and tls.issuer is None else None,
+        certificate=compile_certificate(stack, names) if tls.issued else None,
     )

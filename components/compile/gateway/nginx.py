@@ -48,6 +48,8 @@ from .resolver import RESOLVER_FILE
 
 CONFIG_DIR = "/etc/llm-gateway"
 KEYS_DIR = f"{CONFIG_DIR}/keys"
+# The TLS Secret's tls.crt and tls.key (router.gateway.tls), mounted read-only.
+TLS_DIR = f"{CONFIG_DIR}/tls"
 SCRATCH_DIR = "/tmp"
 # The official image and Debian's package both install dynamic modules here.
 JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
@@ -72,6 +74,12 @@ HEALTH_PATH = "/healthz"
 INTERNAL_PORT = 8082
 # Prometheus text format, on the health port (never on the API port clients reach).
 METRICS_PATH = "/metrics"
+
+# TLSv1.2's suites (TLSv1.3 has its own, all AEAD): ECDHE key exchange, AEAD ciphers only.
+TLS12_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+                 "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+# Shared by the workers: about 4,000 sessions per MiB.
+TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
 SETTINGS = "gateway_config.js"
@@ -141,6 +149,8 @@ class GatewaySettings:
     js_module: str = JS_MODULE
     # Edge limits before any key is known (not config: they bound the pod, not a tenant).
     connections_per_address: int = EDGE_CONNECTIONS_PER_ADDRESS
+    # Where tls.crt and tls.key are (router.gateway.tls); None: the client port is plain HTTP.
+    tls_dir: Optional[str] = None
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
@@ -160,6 +170,7 @@ class GatewaySettings:
             keys_file=f"{KEYS_DIR}/{keys.secret_key}" if keys else None, tenants=tenants,
             affinity=gateway.affinity.enabled, affinity_max_leading=gateway.affinity.max_leading_messages,
             session_header=gateway.affinity.session_header,
+            tls_dir=TLS_DIR if gateway.tls.enabled else None,
         )
 
 
@@ -514,9 +525,50 @@ def _error_locations(s: GatewaySettings) -> list[Node]:
     ]
 
 
+def _tls_http(s: GatewaySettings) -> list[Node]:
+    """The TLS Secret's directory as a variable, so nginx reads the files at each handshake."""
+    if s.tls_dir is None:
+        return []
+    return [BLANK, comment("The TLS Secret's directory, as a variable: read at each handshake (_tls_server)."),
+            block("map", "$ssl_server_name", "$gw_tls_dir", body=[d("default", s.tls_dir)])]
+
+
+def _tls_server(s: GatewaySettings) -> list[Node]:
+    """The client port's TLS (router.gateway.tls); nothing without it.
+
+    TLSv1.2 and TLSv1.3 only, with forward-secret AEAD suites for 1.2 (Mozilla's "intermediate"
+    list without DHE); 1.3 uses OpenSSL's defaults. Sessions resume from a shared cache; no
+    tickets (their keys would live as long as the pod, never rotated). The certificate's path
+    goes through a variable, so nginx reads it at each handshake instead of once at start:
+    cert-manager's renewal rewrites the mounted Secret and new connections get the new
+    certificate without a restart (the router polls its directory likewise)."""
+    if s.tls_dir is None:
+        return []
+    return [
+        d("ssl_certificate", "$gw_tls_dir/tls.crt"),
+        d("ssl_certificate_key", "$gw_tls_dir/tls.key"),
+        d("ssl_protocols", "TLSv1.2", "TLSv1.3"),
+        d("ssl_ciphers", TLS12_CIPHERS),
+        d("ssl_prefer_server_ciphers", "off"),
+        d("ssl_session_cache", f"shared:gw_tls:{TLS_SESSION_CACHE}"),
+        d("ssl_session_timeout", "1h"),
+        d("ssl_session_tickets", "off"),
+        comment("Plain HTTP sent to this port (nginx's 497): an error saying so, before any phase runs."),
+        d("error_page", 497, "=", "@gw_plain_http"),
+    ]
+
+
+def _tls_location(s: GatewaySettings) -> list[Node]:
+    if s.tls_dir is None:
+        return []
+    return [_error_location("@gw_plain_http", 400, _error_json(
+        "This port serves HTTPS only; call it with https://.", "invalid_request_error", "https_required"))]
+
+
 def _api_server(s: GatewaySettings) -> Block:
     return block("server", body=[
-        d("listen", s.listen),
+        d("listen", s.listen, "ssl") if s.tls_dir else d("listen", s.listen),
+        _tls_server(s),
         _ids(),
         comment("Every connection, authenticated or not, counts against its address."),
         d("limit_conn", "gw_address", s.connections_per_address),
@@ -531,6 +583,7 @@ def _api_server(s: GatewaySettings) -> Block:
         BLANK,
         _api_locations(s),
         _error_locations(s),
+        _tls_location(s),
         _limiter_locations(s),
     ])
 
@@ -562,6 +615,7 @@ def nginx_tree(s: GatewaySettings) -> list[Node]:
             _client_limits(s),
             _logs(),
             _script(s),
+            _tls_http(s),
             _client_request_id(),
             _limiter_http(s),
             _router_upstream(s),
