@@ -370,22 +370,31 @@ def _sub(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return None if a is None or b is None else a - b
 
 
+def _f(value: Optional[float], spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def table(summary: dict) -> str:
-    lines = ["streams | engine tok/s (vs nominal) | path tok/s (x engine) | router tok/s (x engine) | "
-             "TTFT p50/p99 ms engine | path | router | path added p50/p99 | "
-             "path CPU ms/request client/gateway/router/pylon/engine | path cores (same order) | machine busy cores"]
+    """The summary as a Markdown table (what docs/gateway.md quotes)."""
+    lines = ["| streams | engine tok/s (x nominal) | path tok/s (x engine) | router tok/s (x engine) | "
+             "TTFT p50 / p99, engine | added by the path, p50 / p99 | added by router + pylon, p50 / p99 | "
+             "path: CPU ms per request, client / gateway / router / pylon / engine | path: cores busy, same order | "
+             "machine busy cores, engine run / path run | not 200 / errors (path) |",
+             "|" + "---|" * 10]
     for n, row in summary["rows"].items():
         e, p, r = row["engine"], row["path"], row["router"]
-        lines.append(" | ".join([
-            str(n), f"{e['tokens_per_s']} ({row['engine_vs_nominal']})",
-            f"{p['tokens_per_s']} ({row['path_over_engine']})", f"{r['tokens_per_s']} ({row['router_over_engine']})",
-            f"{e['ttft_p50_ms']}/{e['ttft_p99_ms']}", f"{p['ttft_p50_ms']}/{p['ttft_p99_ms']}",
-            f"{r['ttft_p50_ms']}/{r['ttft_p99_ms']}",
-            f"{row['path_added_ttft_p50_ms']}/{row['path_added_ttft_p99_ms']}",
-            "/".join(str(p["cpu_ms_per_request"][h]) for h in HOPS),
-            "/".join(str(p["cpu_cores"][h]) for h in HOPS),
-            f"engine {e['machine_busy_cores']} path {p['machine_busy_cores']}",
-        ]))
+        lines.append("| " + " | ".join([
+            str(n), f"{_f(e['tokens_per_s'], ',.0f')} ({_f(row['engine_vs_nominal'], '.2f')})",
+            f"{_f(p['tokens_per_s'], ',.0f')} ({_f(row['path_over_engine'], '.2f')})",
+            f"{_f(r['tokens_per_s'], ',.0f')} ({_f(row['router_over_engine'], '.2f')})",
+            f"{_f(e['ttft_p50_ms'], '.1f')} / {_f(e['ttft_p99_ms'], '.1f')} ms",
+            f"{_f(row['path_added_ttft_p50_ms'], '.1f')} / {_f(row['path_added_ttft_p99_ms'], '.1f')} ms",
+            f"{_f(row['router_added_ttft_p50_ms'], '.1f')} / {_f(row['router_added_ttft_p99_ms'], '.1f')} ms",
+            " / ".join(f"{_f(p['cpu_ms_per_request'][h], '.2f')}" for h in HOPS),
+            " / ".join(f"{_f(p['cpu_cores'][h], '.2f')}" for h in HOPS),
+            f"{_f(e['machine_busy_cores'], '.2f')} / {_f(p['machine_busy_cores'], '.2f')}",
+            f"{p['not_200']} / {p['errors']}",
+        ]) + " |")
     return "\n".join(lines)
 
 
