@@ -89,8 +89,7 @@ class FakeEngine:
         class Handler(_Handler):
             owner = engine
 
-        self._server = ThreadingHTTPServer((self.host, 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((self.host, 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{self.name}",
                                         kwargs={"poll_interval": 0.2}, daemon=True)
         self._thread.start()
@@ -123,6 +122,13 @@ class FakeEngine:
 
     def text(self) -> str:
         return f"Hello from {self.name}"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default backlog is 5: a burst of connects (a benchmark opening 256 streams,
+    # pylon's pool growing) would wait out SYN retransmits (1 s, 3 s) before any byte is served.
+    request_queue_size = 512
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -331,3 +337,38 @@ def sse(payload: dict) -> bytes:
 def event(kind: str, payload: dict, seq) -> bytes:
     body = {"type": kind, "sequence_number": next(seq), **payload}
     return f"event: {kind}\n".encode() + b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def main() -> None:
+    """The engine in a process of its own (e.g. so a benchmark reads its CPU apart from the
+    client's): prints its URL, serves until stdin closes or SIGTERM."""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--name", default="engine-0")
+    parser.add_argument("--model", default="chat")
+    parser.add_argument("--tokens", type=int, default=0,
+                        help="answer 'Hello' + ' zq' * (tokens - 1), one SSE chunk per token (0: the default text)")
+    parser.add_argument("--chunk-delay-s", type=float, default=0.0, help="pause after each streamed event")
+    parser.add_argument("--nodelay", action="store_true", help="TCP_NODELAY on answers (vLLM's uvicorn sets it)")
+    args = parser.parse_args()
+    _Handler.disable_nagle_algorithm = args.nodelay
+    engine = FakeEngine(args.name, args.model)
+    engine.chunk_delay_s = args.chunk_delay_s
+    if args.tokens:
+        text = "Hello" + " zq" * (args.tokens - 1)
+        engine.text = lambda: text
+    engine.record = lambda item: None  # a long run would grow the record without bound
+    engine.start()
+    print(engine.url, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        sys.stdin.read()  # the parent holds the pipe; EOF when it goes away
+    finally:
+        engine.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -42,7 +42,8 @@ Fixtures (``tests/conformance/conftest.py``; put your test module in ``tests/con
 - ``stack.restart_router()``, ``stack.restart_pylon(i)``, ``stack.stop()``;
   ``stack.rewrites``: every rewrite applied to the rendered arguments (below).
 - Without pytest: ``RouterStack(stack_config(...), bin_dir=build_binaries(), workdir=...).start()``
-  and ``.stop()`` in a ``finally``.
+  and ``.stop()`` in a ``finally``; ``build_binaries(profile="release")`` for the optimised build
+  (benchmarks), ``RouterStack(..., engine=factory)`` for engines that are not the in-process fake.
 
 What is rewritten to run outside a pod (everything else is the compiler's output, verbatim)
 -----------------------------------------------------------------------------------------
@@ -119,12 +120,15 @@ BUILD_LOCK = Path(os.environ.get("STARGATE_CACHE_DIR", Path.home() / ".cache" / 
 _built: dict[str, Path] = {}
 
 
-def build_binaries(timeout_s: float = 3 * 3600) -> Path:
+def build_binaries(timeout_s: float = 3 * 3600, profile: str = "debug") -> Path:
     """Build (or find cached) the three binaries; the directory holding them. Raises on failure.
     One build at a time on this machine (a file lock): the script is cached, a second caller
-    waits and then returns at once."""
-    if "bin" in _built:
-        return _built["bin"]
+    waits and then returns at once. ``profile``: ``debug`` (the tests) or ``release`` (the
+    benchmarks: the debug build is many times slower per request), each cached apart."""
+    if profile not in ("debug", "release"):
+        raise ValueError(f"profile must be debug or release, not {profile!r}")
+    if profile in _built:
+        return _built[profile]
     shared = shared_dir()
     if shared is None:
         raise FileNotFoundError("no ../shared/vendor/stargate beside the repository")
@@ -132,14 +136,15 @@ def build_binaries(timeout_s: float = 3 * 3600) -> Path:
     with open(BUILD_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = subprocess.run(["nice", "-n", "10", "bash", str(shared / "tools" / "build-stargate.sh")],
-                                capture_output=True, text=True, timeout=timeout_s)
+                                capture_output=True, text=True, timeout=timeout_s,
+                                env={**os.environ, "STARGATE_PROFILE": profile})
     if result.returncode != 0:
         raise RuntimeError(f"build-stargate.sh failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
     bin_dir = Path(result.stdout.strip().splitlines()[-1])
     for name in ("stargate", "stargate-k8s-router", "pylon"):
         if not os.access(bin_dir / name, os.X_OK):
             raise RuntimeError(f"build-stargate.sh printed {bin_dir}, which has no {name}")
-    _built["bin"] = bin_dir
+    _built[profile] = bin_dir
     return bin_dir
 
 
@@ -508,14 +513,16 @@ class RouterStack:
 
     def __init__(self, stack: StackConfig, bin_dir: Path, workdir: Path, engines: int = 1,
                  tls: Optional[TlsFiles] = None, cluster: Optional[Cluster] = None,
-                 start_timeout_s: float = 90):
+                 start_timeout_s: float = 90, engine: Callable[[str, str], Any] = FakeEngine):
         self.stack, self.bin, self.dir = stack, bin_dir, workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.render = rendered(stack)
         self.model = next(iter(self.render.pylon))
         self.namespace = stack.platform.namespace
         self.tls, self.cluster, self.start_timeout_s = tls, cluster, start_timeout_s
-        self.engines = [FakeEngine(f"engine-{i}", self.model) for i in range(engines)]
+        # ``engine(name, model)``: anything with start() / stop() / url, e.g. the fake engine in a
+        # process of its own (bench/concurrency.py: its CPU apart from the caller's).
+        self.engines = [engine(f"engine-{i}", self.model) for i in range(engines)]
         self.ports = RouterPorts()
         self.backend_ports = BackendPorts() if self.render.backend is not None else None
         self.router_pod = f"{ROUTER_NAME}-7c9d8-x{uuid.uuid4().hex[:4]}"

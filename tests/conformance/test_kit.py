@@ -47,3 +47,23 @@ def test_unknown_addresses_are_refused_and_every_rewrite_is_recorded():
                 {"--listen-addr": "127.0.0.1:9"}, ("--added=1",))
     assert out == ["--stargate-id=pod-0", "--listen-addr=127.0.0.1:9", "--keep=1", "--added=1"]
     assert len(local.rewrites) == 3
+
+
+def test_the_profile_reaches_the_build_script_and_each_is_cached_apart(monkeypatch, fresh_build, tmp_path):
+    (tmp_path / "vendor" / "stargate").mkdir(parents=True)
+    (tmp_path / "tools").mkdir()
+    for profile in ("debug", "release"):
+        for name in ("stargate", "stargate-k8s-router", "pylon"):
+            binary = tmp_path / profile / name
+            binary.parent.mkdir(exist_ok=True)
+            binary.write_text("#!/bin/sh\n")
+            binary.chmod(0o755)
+    # As the real script: the directory for $STARGATE_PROFILE, printed last.
+    (tmp_path / "tools" / "build-stargate.sh").write_text(f'echo "{tmp_path}/$STARGATE_PROFILE"\n')
+    monkeypatch.setattr(kit, "shared_dir", lambda: tmp_path)
+    monkeypatch.setattr(kit, "BUILD_LOCK", tmp_path / "build.lock")
+    assert kit.build_binaries() == tmp_path / "debug"
+    assert kit.build_binaries(profile="release") == tmp_path / "release"
+    assert kit.build_binaries() == tmp_path / "debug"
+    with pytest.raises(ValueError):
+        kit.build_binaries(profile="fast")
