@@ -46,7 +46,7 @@ def _preview(project: Project, *extra: str):
 def _assert_passes(result) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
-    assert "llm-serving@v0.1.0" in output, "the pack did not run"
+    assert "llm-serving@v0.2.0" in output, "the pack did not run"
     assert _violations(output) == set(), output[-6000:]
 
 
