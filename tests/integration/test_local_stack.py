@@ -1,7 +1,10 @@
-"""`pulumi up` / preview / destroy of a one-model stack under the real engine (issue 3)."""
+"""`pulumi up` / preview / destroy of a one-model stack under the real engine (issue 3); destroy
+keeps the Namespace and the Secrets users created in it (issue 33)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from datetime import datetime
 
 import pytest
@@ -80,11 +83,28 @@ def test_revision_change_replaces_the_weights(deployed):
     assert ops["tiny-server"] == {"update"}
 
 
-def test_destroy_leaves_nothing(make_project, kube):
+def _kubectl(project, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["kubectl", *args], env=project.env, capture_output=True, text=True, timeout=60, check=True)
+
+
+def test_destroy_leaves_nothing_of_its_own_and_keeps_what_users_made(make_project, kube):
     project = make_project(lambda ns: stack_config(ns, [small_model("gone")]))
     project.up()
+    # What the docs tell users to create by hand in the stack's namespace (issue 33).
+    _kubectl(project, "-n", project.namespace, "create", "secret", "generic", "hf-token", "--from-literal=token=hf_x")
     project.run("destroy", "--yes", "--skip-preview")
     core, apps, batch = kube.CoreV1Api(), kube.AppsV1Api(), kube.BatchV1Api()
+    # The Namespace is retained (forgotten, not deleted): the user's Secret is still there.
+    assert core.read_namespace(project.namespace).status.phase == "Active"
+    assert core.read_namespaced_secret("hf-token", project.namespace).data["token"]
+    exported = json.loads(project.run("stack", "export").stdout)
+    assert exported["deployment"].get("resources") in (None, []), "destroy must leave an empty stack"
+    # A later `up` adopts the retained Namespace (server-side apply: a create of an existing object
+    # updates it) and the next destroy retains it again.
+    project.up()
+    assert core.read_namespace(project.namespace).metadata.labels["app.kubernetes.io/managed-by"] == "pulumi"
+    project.run("destroy", "--yes", "--skip-preview")
+    assert core.read_namespaced_secret("hf-token", project.namespace).data["token"]
     selector = "app.kubernetes.io/part-of=llm-serving"
     leftovers = (
         core.list_namespaced_persistent_volume_claim(project.namespace, label_selector=selector).items
