@@ -48,6 +48,16 @@ def test_hand_off_leaves_no_puller_pod_but_keeps_the_job(deployed, kube):
     assert kube.BatchV1Api().read_namespaced_job(objects["puller"], deployed.namespace)
 
 
+def test_every_kubernetes_resource_uses_the_program_provider(deployed):
+    # Pulumi.yaml disables the default Kubernetes provider; the state shows no resource on one.
+    resources = json.loads(deployed.run("stack", "export").stdout)["deployment"]["resources"]
+    providers = {r["urn"] for r in resources if r["type"] == "pulumi:providers:kubernetes"}
+    assert [urn.rsplit("::", 1)[-1] for urn in providers] == ["cluster"]
+    kube_objects = [r for r in resources if r["type"].startswith("kubernetes:")]
+    assert kube_objects
+    assert {r["provider"].rsplit("::", 1)[0] for r in kube_objects} == providers
+
+
 def test_second_up_changes_nothing(deployed):
     result = deployed.run("preview", "--expect-no-changes", check=False)
     assert result.returncode == 0, f"the preview plans changes:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
