@@ -27,7 +27,8 @@ pytestmark = pytest.mark.integration
 PACK = ("--policy-pack", "policies")
 CI_CONFIG = ("--policy-pack-config", "policies/config.example.json")
 FIXTURES = REPO / "tests" / "fixtures" / "stacks"
-RULE_LINE = re.compile(r"- \[(mandatory|advisory)\]\s+(llm-serving-[a-z0-9-]+)\s+\(")
+# The CLI's violation heading; `[severity: <level>]` since the pack sets pulumi-policy's severity.
+RULE_LINE = re.compile(r"- \[(mandatory|advisory)\] \[severity: (?:low|medium|high|critical)\]\s+(llm-serving-[a-z0-9-]+)\s+\(")
 
 
 def _stack_config(path: Path) -> dict:
