@@ -46,6 +46,7 @@ class Violation:
     message: str
     urn: str = ""
     pack: str = ""
+    severity: str = ""                  # low | medium | high | critical; "" when the pack sets none
 
     # The message is the rule's description (the engine prefixes it), the finding, and then
     # (llm-serving pack 0.2.0 on) a line `Fix: ...`; pack 0.1 wrote the fix into the description.
@@ -164,7 +165,7 @@ def parse(text: str) -> Preview:
             e = event["policyEvent"]
             preview.violations.append(Violation(e.get("policyName", "?"), e.get("enforcementLevel", "?"),
                                                 e.get("message", ""), e.get("resourceUrn", ""),
-                                                e.get("policyPackName", "")))
+                                                e.get("policyPackName", ""), e.get("severity", "")))
             if e.get("policyPackName"):
                 preview.packs.setdefault(e["policyPackName"], e.get("policyPackVersion", ""))
         elif "policyAnalyzeSummaryEvent" in event or "policyAnalyzeStackSummaryEvent" in event:

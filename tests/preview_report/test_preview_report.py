@@ -161,10 +161,12 @@ def test_the_fix_on_its_own_line_is_read_too():
            "Job 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
            "vllm weights-puller pods must use 1234\\n")
     new = ("unreadable.\\nJob 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
-           "vllm weights-puller pods must use 1234\\nFix: Set runAsUser/runAsGroup to the pair.\\n")
+           "vllm weights-puller pods must use 1234\\nFix: Set runAsUser/runAsGroup to the pair.\\n\", \"severity\": \"high")
     text = _rewrite("policy-violation.jsonl", old, new)
     (puller,) = [v for v in parse(text).violations if v.urn.endswith("::tiny-puller")]
-    assert puller.fix == "Set runAsUser/runAsGroup to the pair."
+    assert puller.fix == "Set runAsUser/runAsGroup to the pair." and puller.severity == "high"
+    assert "- **mandatory** `llm-serving-pod-engine-identity` (severity high) — fix: Set runAsUser/runAsGroup to the pair." \
+        in preview_report(text, "s")
     assert puller.finding == ("Job 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
                               "vllm weights-puller pods must use 1234")
 
