@@ -1,7 +1,7 @@
 """Pulumi.yaml's `config:` block (issue 33): what it declares to the engine agrees with the config
 model and with every stack file, and the defaults it puts into a stack that leaves a section out
 mean exactly "left out". The engine's own behaviour (types refused, default providers denied,
-plain-text secrets) is tested under the real CLI: tests/integration/test_project_config.py."""
+plain-text secrets) is tested under the real CLI: tests/integration/test_project_config_on_engine.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ and a quoted number (the engine's JSON encoding), and a cross-section error (rou
 Each preview must print exactly the refusal lines the in-process run prints: that is the proof the
 in-process table runs what `preview` runs, not a re-implementation. A section of the wrong type
 (`models: llama-8b`) no longer reaches the program: Pulumi.yaml declares the sections' types and
-the engine refuses it first (tests/integration/test_project_config.py).
+the engine refuses it first (tests/integration/test_project_config_on_engine.py).
 
 Proof by observation: each case's stack points at its own kubeconfig whose server is a loopback
 listener that records every connection (tests/support/no_cluster.py), and preflight's endpoint at
