@@ -64,8 +64,11 @@ HEADER = f"""\
 
 Every key this program reads from a Pulumi stack file (`stacks/Pulumi.<stack>.yaml`), under
 `config:` as `{PROJECT}:<section>`. Keys are camelCase (the snake_case spelling is accepted
-too). `[]` marks a list item. Unknown keys are rejected; other projects' keys (for example
-`kubernetes:context`) are ignored.
+too). `[]` marks a list item. Unknown keys are rejected; other projects' keys are ignored. Set
+the cluster in `{PROJECT}:cluster`: `kubernetes:*` keys (`kubernetes:context`, ...) configure only
+Pulumi's default Kubernetes provider, which this project disables (Pulumi.yaml). Pulumi.yaml also
+declares the sections' types to the engine, which refuses a stack whose `cluster`, `platform` or
+`models` has the wrong type before the program runs.
 
 Check a stack without a cluster: `python -m components validate --stack <stack>`.
 """

@@ -6,7 +6,7 @@ The test command runs them cheapest first and stops at the first tier that fails
 - ``unit``: starts nothing (no server, no real binary beyond Python, no cluster); needs only the
   venv. config, compile, component, providers, policies, ...
 - ``servers``: real servers and binaries on loopback (nginx, rclone, S3 servers, the Stargate
-  binaries). gateway, puller, streamer, conformance.
+  binaries, actionlint). gateway, puller, streamer, conformance, ci.
 - ``cluster``: the simulated cluster and the Pulumi CLI. integration, faults.
 - ``engine``: the real vLLM of each release line (the engine kit). engine.
 
@@ -40,6 +40,7 @@ FOLDER_TIERS = {
     "puller": "servers",
     "streamer": "servers",
     "conformance": "servers",
+    "ci": "servers",
     "integration": "cluster",
     "faults": "cluster",
     "engine": "engine",

@@ -50,7 +50,9 @@ def _policy_section(preview: Preview) -> list[str]:
             by_rule.setdefault((v.level, v.rule), []).append(v)
         for (level, rule), found in by_rule.items():
             fix = next((v.fix for v in found if v.fix), "")
-            out.append(f"- **{level}** `{rule}`" + (f" — fix: {_cell(fix)}" if fix else ""))
+            severity = next((v.severity for v in found if v.severity), "")
+            out.append(f"- **{level}** `{rule}`" + (f" (severity {severity})" if severity else "")
+                       + (f" — fix: {_cell(fix)}" if fix else ""))
             for v in sorted(found, key=lambda v: v.urn):
                 resource = v.urn.rsplit("::", 1)[-1] if v.urn else "(stack)"
                 out.append(f"  - `{resource}`: {_cell(v.finding)}")

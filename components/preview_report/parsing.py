@@ -46,16 +46,26 @@ class Violation:
     message: str
     urn: str = ""
     pack: str = ""
+    severity: str = ""                  # low | medium | high | critical; "" when the pack sets none
+
+    # The message is the rule's description (the engine prefixes it), the finding, and then
+    # (llm-serving pack 0.2.0 on) a line `Fix: ...`; pack 0.1 wrote the fix into the description.
+    def _lines(self) -> list[str]:
+        return [line for line in self.message.strip().splitlines() if line.strip()]
 
     @property
     def finding(self) -> str:
-        """The rule's specific finding: the engine prefixes the rule's description."""
-        lines = [line for line in self.message.strip().splitlines() if line.strip()]
+        """The rule's specific finding: between the description and the fix line."""
+        lines = [line for line in self._lines() if not line.startswith("Fix:")]
         return " ".join(lines[1:]) if len(lines) > 1 else (lines[0] if lines else "")
 
     @property
     def fix(self) -> str:
-        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        lines = self._lines()
+        for line in reversed(lines[1:]):
+            if line.startswith("Fix:"):
+                return line[len("Fix:"):].strip()
+        first = lines[0] if lines else ""
         return first.split("Fix:", 1)[1].strip() if "Fix:" in first else ""
 
 
@@ -155,7 +165,7 @@ def parse(text: str) -> Preview:
             e = event["policyEvent"]
             preview.violations.append(Violation(e.get("policyName", "?"), e.get("enforcementLevel", "?"),
                                                 e.get("message", ""), e.get("resourceUrn", ""),
-                                                e.get("policyPackName", "")))
+                                                e.get("policyPackName", ""), e.get("severity", "")))
             if e.get("policyPackName"):
                 preview.packs.setdefault(e["policyPackName"], e.get("policyPackVersion", ""))
         elif "policyAnalyzeSummaryEvent" in event or "policyAnalyzeStackSummaryEvent" in event:

@@ -35,7 +35,15 @@ class Platform(pulumi.ComponentResource):
         self.namespace = None
         deps: list[pulumi.Resource] = []
         if stack.platform.create_namespace:
-            self.namespace = kube_resources.apply(child_name(name, roles.NAMESPACE), compile_namespace(stack), child)
+            # Retained on delete: `pulumi destroy` deletes every object the stack declared, then
+            # only forgets the Namespace, so the Secrets users created in it by hand (the HF token,
+            # the gateway's API keys, the NGC key the docs tell them to `kubectl create`) survive;
+            # deleting a Namespace deletes all it holds. Not `protect`: that would fail every
+            # destroy until `pulumi state unprotect`. A later `up` adopts the Namespace again
+            # (server-side apply creates an existing object as an update).
+            self.namespace = kube_resources.apply(
+                child_name(name, roles.NAMESPACE), compile_namespace(stack),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
             deps.append(self.namespace)
         self.service_account = kube_resources.apply(
             child_name(name, roles.MODEL_SERVICE_ACCOUNT), compile_model_service_account(stack.platform),

@@ -1,7 +1,12 @@
-"""A rule: a stable name, a description that says how to fix, and a pure check function.
+"""A rule: a stable name, what it checks and why, how to fix a violation, how bad one is, and a
+pure check function.
 
-Rules know nothing about pulumi-policy; ``pack.py`` turns them into policies. A rule is called
-directly in tests: ``rule(subject, config)`` returns its findings.
+The parts map onto pulumi-policy's own policy fields (``pack.py``): ``description`` (what and
+why), ``fix`` -> ``remediation_steps``, ``severity``, ``url`` (an upstream page explaining the
+concern, where there is one). Pulumi Cloud shows those fields next to a violation; the CLI prints
+only the description and the violation message, so ``pack.py`` also ends each message with the
+fix. Rules know nothing about pulumi-policy. A rule is called directly in tests:
+``rule(subject, config)`` returns its findings.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from .kube import Finding, K8sObject, Stack
 
 NAME = re.compile(r"^llm-serving-[a-z]+(-[a-z0-9]+)+$")
 LEVELS = ("advisory", "mandatory", "disabled")
+# pulumi-policy's Severity values (pulumi_policy.Severity, 1.21.0).
+SEVERITIES = ("low", "medium", "high", "critical")
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,9 @@ class Rule:
     description: str
     check: Callable[..., Iterable[Finding]]
     scope: str                                   # "resource" | "stack"
+    fix: str = ""                                # how to fix a violation (remediation_steps)
+    severity: str = ""                           # one of SEVERITIES
+    url: Optional[str] = None                    # more about the concern (an upstream page)
     kinds: frozenset[str] = frozenset()          # resource rules: kinds the rule looks at
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # JSON schema, with defaults
     enforcement: str = "mandatory"
@@ -30,8 +40,14 @@ class Rule:
     def __post_init__(self) -> None:
         if not NAME.match(self.name):
             raise ValueError(f"rule name '{self.name}' must look like llm-serving-<kind>-<rule>")
-        if "Fix:" not in self.description:
-            raise ValueError(f"rule '{self.name}': the description must say how to fix ('Fix: ...')")
+        if len(self.fix.strip()) < 20:
+            raise ValueError(f"rule '{self.name}': say how to fix a violation in fix=... (its remediation steps)")
+        if "Fix:" in self.description:
+            raise ValueError(f"rule '{self.name}': the fix belongs in fix=..., not in the description")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"rule '{self.name}': severity must be one of {SEVERITIES}")
+        if self.url is not None and not self.url.startswith("https://"):
+            raise ValueError(f"rule '{self.name}': url must be an https:// address")
         if self.enforcement not in LEVELS:
             raise ValueError(f"rule '{self.name}': enforcement must be one of {LEVELS}")
 
@@ -57,19 +73,21 @@ class Rule:
         return list(self.check(subject, settings))
 
 
-def resource_rule(name: str, description: str, kinds: Iterable[str], *,
+def resource_rule(name: str, description: str, kinds: Iterable[str], *, fix: str, severity: str,
+                  url: Optional[str] = None,
                   config: Optional[Mapping[str, Mapping[str, Any]]] = None,
                   enforcement: str = "mandatory") -> Callable[[Callable[..., Iterable[Finding]]], Rule]:
     def wrap(check: Callable[..., Iterable[Finding]]) -> Rule:
-        return Rule(name, description, check, "resource", frozenset(kinds), dict(config or {}), enforcement)
+        return Rule(name, description, check, "resource", fix, severity, url, frozenset(kinds), dict(config or {}),
+                    enforcement)
     return wrap
 
 
-def stack_rule(name: str, description: str, *,
+def stack_rule(name: str, description: str, *, fix: str, severity: str, url: Optional[str] = None,
                config: Optional[Mapping[str, Mapping[str, Any]]] = None,
                enforcement: str = "mandatory") -> Callable[[Callable[..., Iterable[Finding]]], Rule]:
     def wrap(check: Callable[..., Iterable[Finding]]) -> Rule:
-        return Rule(name, description, check, "stack", frozenset(), dict(config or {}), enforcement)
+        return Rule(name, description, check, "stack", fix, severity, url, frozenset(), dict(config or {}), enforcement)
     return wrap
 
 

@@ -76,10 +76,11 @@ def _pre_stop_seconds(container: Any) -> Any:
     "llm-serving-server-drain-grace",
     "A model server pod's terminationGracePeriodSeconds is longer than every container's preStop "
     "wait: the grace period counts from the start of the hooks, so a shorter one has the kubelet "
-    "kill the server mid-drain and cut the streams the wait was for. Fix: set "
-    "terminationGracePeriodSeconds to the wait plus a margin for the shutdown (the compiler: "
-    "platform.disruption.drainSeconds + 15), or lower the wait.",
+    "kill the server mid-drain and cut the streams the wait was for.",
     ("Deployment",),
+    fix="Set terminationGracePeriodSeconds to the wait plus a margin for the shutdown (the compiler: "
+    "platform.disruption.drainSeconds + 15), or lower the wait.",
+    severity="medium", url="https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination",
 )
 def drain_grace(obj: K8sObject, config: dict) -> Iterator[Finding]:
     is_server, findings = _server(obj)
@@ -107,13 +108,14 @@ def drain_grace(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @resource_rule(
     "llm-serving-server-topology-spread",
     "A model server Deployment with more than one replica (or none written: autoscaled) spreads "
-    "its pods over nodes: a "
-    "topologySpreadConstraint on kubernetes.io/hostname whose labelSelector selects the pod "
-    "template's own labels, so one node's loss or drain never takes every replica. Fix: set the "
-    "model's disruption.topologySpread (or platform.disruption.topologySpread) to `node` or "
-    "`node-and-zone`; a stack that turns spread off on purpose sets this policy's enforcement "
-    "level to `disabled`.",
+    "its pods over nodes: a topologySpreadConstraint on kubernetes.io/hostname whose "
+    "labelSelector selects the pod template's own labels, so one node's loss or drain never takes "
+    "every replica.",
     ("Deployment",),
+    fix="Set the model's disruption.topologySpread (or platform.disruption.topologySpread) to `node` "
+    "or `node-and-zone`; a stack that turns spread off on purpose sets this policy's enforcement "
+    "level to `disabled`.",
+    severity="medium", url="https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/",
 )
 def topology_spread(obj: K8sObject, config: dict) -> Iterator[Finding]:
     is_server, findings = _server(obj)
@@ -182,10 +184,11 @@ def _blocks_every_disruption(spec: Any, count: Any) -> Any:
     "A model server Deployment with more than one replica has a PodDisruptionBudget in its "
     "namespace selecting its pods, so a node drain or cluster upgrade never evicts every replica "
     "at once; and no budget over server pods forbids every eviction (minAvailable at or above the "
-    "replica count, or maxUnavailable 0), which would hold a node drain forever. Fix: one budget "
-    "of maxUnavailable: 1 over the Deployment's selector, as the compiler renders for models with "
-    "replicas > 1 or autoscaling (a server without spec.replicas counts as autoscaled); none for a "
-    "single replica.",
+    "replica count, or maxUnavailable 0), which would hold a node drain forever.",
+    fix="One budget of maxUnavailable: 1 over the Deployment's selector, as the compiler renders for "
+    "models with replicas > 1 or autoscaling (a server without spec.replicas counts as "
+    "autoscaled); none for a single replica.",
+    severity="medium", url="https://kubernetes.io/docs/tasks/run-application/configure-pdb/",
 )
 def disruption_budget(stack: Stack, config: dict) -> Iterator[Finding]:
     servers, budgets = [], []

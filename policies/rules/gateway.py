@@ -44,10 +44,11 @@ ROUTER_HTTP_PORT = 8000
     "llm-serving-gateway-read-only-root",
     "Gateway pods (app.kubernetes.io/component: gateway) must run every container with "
     "readOnlyRootFilesystem: true: the gateway holds the API-key check and sets the headers the "
-    "router trusts, so nothing may rewrite its files at run time. Fix: set "
-    "securityContext.readOnlyRootFilesystem: true (nginx writes only to its /tmp emptyDir), as "
-    "the gateway component renders it.",
+    "router trusts, so nothing may rewrite its files at run time.",
     ("Deployment",),
+    fix="Set securityContext.readOnlyRootFilesystem: true (nginx writes only to its /tmp emptyDir), "
+    "as the gateway component renders it.",
+    severity="high",
 )
 def read_only_root(obj: K8sObject, config: dict) -> Iterator[Finding]:
     component, findings = labelled(obj, COMPONENT_LABEL, "component")
@@ -100,8 +101,10 @@ def _forwarding_locations(conf: str) -> list[str]:
     "The gateway's nginx.conf (the ConfigMap its Deployment mounts) must set "
     "proxy_pass_request_headers off in every location that proxies to the router: the router "
     "trusts x-routing-key, x-model, x-priority and the other contract headers, and only the "
-    "headers the gateway sets itself may reach it. Fix: render the gateway's files with the "
-    "gateway component, or add proxy_pass_request_headers off and set each header explicitly.",
+    "headers the gateway sets itself may reach it.",
+    fix="Render the gateway's files with the gateway component, or add proxy_pass_request_headers off "
+    "and set each header explicitly.",
+    severity="critical",
 )
 def strips_caller_headers(stack: Stack, config: dict) -> Iterator[Finding]:
     maps: dict = {}
@@ -172,9 +175,10 @@ def _open_http_rules(policy: K8sObject) -> Iterator[Any]:
     "When a gateway Deployment (app.kubernetes.io/component: gateway) runs, a NetworkPolicy of "
     "the router pods (podSelector app.kubernetes.io/component: router) must not admit the "
     "router's HTTP port 8000 from every source: a client that reaches the router directly sets "
-    "the trusted headers itself (x-routing-key, x-model) and bypasses the gateway's API keys. "
-    "Fix: admit port 8000 only from the gateway pods (and allowFrom), as the router component "
-    "renders it with the gateway on.",
+    "the trusted headers itself (x-routing-key, x-model) and bypasses the gateway's API keys.",
+    fix="Admit port 8000 only from the gateway pods (and allowFrom), as the router component renders "
+    "it with the gateway on.",
+    severity="critical",
 )
 def router_behind_gateway(stack: Stack, config: dict) -> Iterator[Finding]:
     gateway_namespaces = set()

@@ -61,11 +61,13 @@ def wants_gpu(request: Any, limit: Any) -> bool:
 @resource_rule(
     "llm-serving-gpu-shm-size-limit",
     "Every container that requests GPUs mounts an in-memory emptyDir with a sizeLimit at /dev/shm "
-    "(tensor parallel needs more than the runtime's 64Mi; without a limit it can eat the node). "
-    "Fix: add volume `{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}` mounted at "
-    "/dev/shm (stack config platform.sharedMemorySizeLimit); for NIMService set "
+    "(tensor parallel needs more than the runtime's 64Mi; without a limit it can eat the node).",
+    POD_KINDS | {"NIMService"},
+    fix="Add volume `{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}` mounted at /dev/shm "
+    "(stack config platform.sharedMemorySizeLimit); for NIMService set "
     "spec.storage.sharedMemorySizeLimit.",
-    POD_KINDS | {"NIMService"}, config=GPU_CONFIG,
+    severity="high", url="https://kubernetes.io/docs/concepts/storage/volumes/#emptydir",
+    config=GPU_CONFIG,
 )
 def shm_size_limit(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if obj.kind == "NIMService":
@@ -133,10 +135,12 @@ def shm_size_limit(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @resource_rule(
     "llm-serving-gpu-limits",
     "Server pods set an nvidia.com/gpu limit, equal to the request where one is given (extended "
-    "resources are scheduled by their limit; without it the server lands on a node with no GPU). "
-    "Fix: set resources.limits[\"nvidia.com/gpu\"] on the server container to the model's GPU "
-    "count (stack config models[].gpus).",
-    POD_KINDS, config=GPU_CONFIG,
+    "resources are scheduled by their limit; without it the server lands on a node with no GPU).",
+    POD_KINDS,
+    fix="Set resources.limits[\"nvidia.com/gpu\"] on the server container to the model's GPU count "
+    "(stack config models[].gpus).",
+    severity="high", url="https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/",
+    config=GPU_CONFIG,
 )
 def gpu_limits(obj: K8sObject, config: dict) -> Iterator[Finding]:
     component, findings = labelled(obj, COMPONENT_LABEL, "component")
@@ -177,11 +181,14 @@ def gpu_limits(obj: K8sObject, config: dict) -> Iterator[Finding]:
     "A multi-node NIMService (spec.multiNode) sizes its group the way the NIM operator reads it "
     "(k8s-nim-operator v3.1.2): parallelism.pipeline is the LeaderWorkerSet's size and must be at "
     "least 2 (at 1 the operator renders a Deployment yet waits for a LeaderWorkerSet, so it never "
-    "reports Ready); parallelism.tensor is each pod's GPUs and must equal the nvidia.com/gpu limit "
-    "every pod of the group gets from spec.resources; spec.args is left out of the operator's "
-    "LeaderWorkerSet, so it must be unset. Fix: stack config models[].multiNode.nodes >= 2, "
-    "tensorParallelSize = gpus, no args (pass NIM settings as env).",
-    {"NIMService"}, config=GPU_CONFIG,
+    "reports Ready); parallelism.tensor is each pod's GPUs and must equal the nvidia.com/gpu "
+    "limit every pod of the group gets from spec.resources; spec.args is left out of the "
+    "operator's LeaderWorkerSet, so it must be unset.",
+    {"NIMService"},
+    fix="Stack config models[].multiNode.nodes >= 2, tensorParallelSize = gpus, no args (pass NIM "
+    "settings as env).",
+    severity="high",
+    config=GPU_CONFIG,
 )
 def nim_multinode_shape(obj: K8sObject, config: dict) -> Iterator[Finding]:
     multi = get(obj.props, "spec", "multiNode")

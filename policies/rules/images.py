@@ -104,10 +104,11 @@ def _checked(obj: K8sObject) -> Iterator[tuple[str, Optional[str], Optional[Imag
 
 @resource_rule(
     "llm-serving-image-fully-qualified",
-    "Images name their registry (`docker.io/library/busybox`, not `busybox`): short names fail "
-    "on runtimes that enforce fully qualified names. Fix: prefix the registry host, e.g. "
-    "`docker.io/vllm/vllm-openai:v0.11.0` or `nvcr.io/nim/...`.",
+    "Images name their registry (`docker.io/library/busybox`, not `busybox`): short names fail on "
+    "runtimes that enforce fully qualified names.",
     KINDS,
+    fix="Prefix the registry host, e.g. `docker.io/vllm/vllm-openai:v0.11.0` or `nvcr.io/nim/...`.",
+    severity="medium", url="https://kubernetes.io/docs/concepts/containers/images/",
 )
 def fully_qualified(obj: K8sObject, config: dict) -> Iterator[Finding]:
     for where, image, ref, problem in _checked(obj):
@@ -120,9 +121,10 @@ def fully_qualified(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-image-no-latest",
-    "No image uses the moving `:latest` tag. Fix: pin a released tag (e.g. `:v0.11.0`) or a "
-    "digest (`@sha256:...`).",
+    "No image uses the moving `:latest` tag.",
     KINDS,
+    fix="Pin a released tag (e.g. `:v0.11.0`) or a digest (`@sha256:...`).",
+    severity="medium", url="https://kubernetes.io/docs/concepts/containers/images/",
 )
 def no_latest(obj: K8sObject, config: dict) -> Iterator[Finding]:
     for where, image, ref, problem in _checked(obj):
@@ -134,11 +136,12 @@ def no_latest(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-image-pinned",
-    "Every image carries a tag or a digest (a tag-less reference means `:latest`). Fix: append a "
-    "released tag (`:v0.11.0`); to pin it for good, add the digest you read from your registry "
-    "for that tag (`crane digest <image>:<tag>`, then `<image>:<tag>@sha256:<digest>`). Never "
-    "write a digest you did not read: an invented one fails every pull.",
+    "Every image carries a tag or a digest (a tag-less reference means `:latest`).",
     KINDS,
+    fix="Append a released tag (`:v0.11.0`); to pin it for good, add the digest you read from your "
+    "registry for that tag (`crane digest <image>:<tag>`, then `<image>:<tag>@sha256:<digest>`). "
+    "Never write a digest you did not read: an invented one fails every pull.",
+    severity="medium", url="https://kubernetes.io/docs/concepts/containers/images/",
 )
 def pinned(obj: K8sObject, config: dict) -> Iterator[Finding]:
     for where, image, ref, problem in _checked(obj):

@@ -53,9 +53,11 @@ def _matches(selector: dict, namespaces: set, service: tuple) -> object:
     "llm-serving-stack-monitor-selects-service",
     "Every ServiceMonitor selects at least one Service of the stack (its matchLabels within its "
     "namespaceSelector's namespaces, or its own) and scrapes a port those Services name, so the "
-    "Prometheus Operator finds a target for it. Fix: make the monitor's spec.selector.matchLabels "
-    "a subset of the Service's labels and its endpoints[].port the name of a Service port "
-    "(platform.metrics renders both from the model's Service).",
+    "Prometheus Operator finds a target for it.",
+    fix="Make the monitor's spec.selector.matchLabels a subset of the Service's labels and its "
+    "endpoints[].port the name of a Service port (platform.metrics renders both from the model's "
+    "Service).",
+    severity="low",
 )
 def monitor_selects_service(stack: Stack, config: dict) -> Iterator[Finding]:
     services = _services(stack)

@@ -2,7 +2,10 @@
 
 It converts what the engine sends (proxied props with unknown-value sentinels, PolicyResource
 graphs) into the plain values the rules read, runs a rule, and reports:
-- violations through ``report_violation`` (the engine prefixes the rule's description);
+- violations through ``report_violation``: the engine prefixes the rule's description, and each
+  message ends with ``Fix: <the rule's fix>``, since the CLI prints only the description and the
+  message (the fix, severity and url also go in pulumi-policy's own fields, ``remediation_steps``,
+  ``severity``, ``url``, which Pulumi Cloud shows next to a violation);
 - checks that need values unknown during preview as "not applicable: cannot be checked until
   apply", never as violations and never as an exception;
 - a rule that fails unexpectedly as a violation naming the bug (fail closed, never crash the
@@ -21,6 +24,7 @@ from pulumi_policy import (
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    Severity,
     StackValidationArgs,
     StackValidationPolicy,
 )
@@ -39,6 +43,7 @@ LEVELS = {
     "mandatory": EnforcementLevel.MANDATORY,
     "disabled": EnforcementLevel.DISABLED,
 }
+SEVERITIES = {severity.value: severity for severity in Severity}
 
 
 def plain(value: Any) -> Any:
@@ -81,7 +86,7 @@ def run(rule: Rule, subject: Any, config: Optional[Mapping[str, Any]], report: R
         return
     problems = [f for f in findings if not f.unknown]
     for finding in problems:
-        report(finding.message, finding.urn)
+        report(f"{finding.message}\nFix: {rule.fix}", finding.urn)
     pending = [f.message for f in findings if f.unknown]
     if pending and not problems:
         # Raises the engine's not-applicable signal: shown, never blocking.
@@ -91,6 +96,7 @@ def run(rule: Rule, subject: Any, config: Optional[Mapping[str, Any]], report: R
 def to_policy(rule: Rule) -> Policy:
     schema = PolicyConfigSchema(properties={k: dict(v) for k, v in rule.config.items()}) if rule.config else None
     level = LEVELS[rule.enforcement]
+    fields = {"severity": SEVERITIES[rule.severity], "remediation_steps": rule.fix, "url": rule.url}
     if rule.scope == "resource":
         def validate_resource(args: ResourceValidationArgs, report: ReportViolation) -> None:
             obj = K8sObject.from_type(args.resource_type, plain(args.props), args.name, args.urn)
@@ -99,7 +105,7 @@ def to_policy(rule: Rule) -> Policy:
             run(rule, obj, args.get_config(), report, args.not_applicable)
 
         return ResourceValidationPolicy(rule.name, rule.description, validate_resource,
-                                        enforcement_level=level, config_schema=schema)
+                                        enforcement_level=level, config_schema=schema, **fields)
 
     def validate_stack(args: StackValidationArgs, report: ReportViolation) -> None:
         try:
@@ -111,7 +117,7 @@ def to_policy(rule: Rule) -> Policy:
         run(rule, stack, args.get_config(), report, args.not_applicable)
 
     return StackValidationPolicy(rule.name, rule.description, validate_stack,
-                                 enforcement_level=level, config_schema=schema)
+                                 enforcement_level=level, config_schema=schema, **fields)
 
 
 def policies(rules: Optional[Iterable[Rule]] = None) -> list[Policy]:

@@ -69,10 +69,13 @@ def expected_identity(engine: str, config: dict) -> tuple[int, int]:
     "llm-serving-pod-engine-identity",
     "Server and weight-puller pods run as their engine's uid/gid (vLLM 2000/0, NIM 1000/2000 by "
     "default): an image without a passwd entry for the uid crashes (torch: `getpwuid(): uid not "
-    "found`), and weights written by another uid are unreadable. Fix: set runAsUser/runAsGroup "
-    "(and fsGroup, if set) to the engine's pair from stack config platform.vllmUid/vllmGid or "
-    "nimUid/nimGid, and label the workload `llm-serving.dev/engine: vllm|nim`.",
-    POD_KINDS | NIM_KINDS, config=IDENTITY_CONFIG,
+    "found`), and weights written by another uid are unreadable.",
+    POD_KINDS | NIM_KINDS,
+    fix="Set runAsUser/runAsGroup (and fsGroup, if set) to the engine's pair from stack config "
+    "platform.vllmUid/vllmGid or nimUid/nimGid, and label the workload `llm-serving.dev/engine: "
+    "vllm|nim`.",
+    severity="high", url="https://kubernetes.io/docs/tasks/configure-pod-container/security-context/",
+    config=IDENTITY_CONFIG,
 )
 def engine_identity(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if obj.kind in NIM_KINDS:
@@ -131,9 +134,11 @@ def _nim_operator_identity(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @stack_rule(
     "llm-serving-pod-puller-server-identity-match",
     "The weight puller and the server of one model run as the same uid/gid, so the server can "
-    "read what the puller wrote. Fix: derive both from the one engine identity (stack config "
-    "platform.vllmUid/vllmGid or nimUid/nimGid) instead of setting either by hand, and label both "
-    "with `llm-serving.dev/model`.",
+    "read what the puller wrote.",
+    fix="Derive both from the one engine identity (stack config platform.vllmUid/vllmGid or "
+    "nimUid/nimGid) instead of setting either by hand, and label both with "
+    "`llm-serving.dev/model`.",
+    severity="high", url="https://kubernetes.io/docs/tasks/configure-pod-container/security-context/",
 )
 def puller_server_identity_match(stack: Stack, config: dict) -> Iterator[Finding]:
     seen: dict[str, dict[tuple[Any, Any], list[str]]] = {}
@@ -183,9 +188,10 @@ def _show(value: Any) -> str:
 
 @resource_rule(
     "llm-serving-pod-run-as-non-root",
-    "No container runs as root. Fix: set securityContext.runAsNonRoot: true (pod or container) "
-    "and a non-zero runAsUser.",
+    "No container runs as root.",
     POD_KINDS,
+    fix="Set securityContext.runAsNonRoot: true (pod or container) and a non-zero runAsUser.",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
 )
 def run_as_non_root(obj: K8sObject, config: dict) -> Iterator[Finding]:
     refs, pod_context, unknown_paths = pod_containers(obj)
@@ -207,9 +213,11 @@ def run_as_non_root(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-pod-no-privilege-escalation",
-    "Every container forbids privilege escalation (unset means allowed). Fix: set "
-    "securityContext.allowPrivilegeEscalation: false on every container, init containers included.",
+    "Every container forbids privilege escalation (unset means allowed).",
     POD_KINDS,
+    fix="Set securityContext.allowPrivilegeEscalation: false on every container, init containers "
+    "included.",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
 )
 def no_privilege_escalation(obj: K8sObject, config: dict) -> Iterator[Finding]:
     refs, _, unknown_paths = pod_containers(obj)
@@ -226,9 +234,11 @@ def no_privilege_escalation(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-pod-no-privileged",
-    "No container is privileged (a privileged container owns the node, GPUs included). Fix: remove "
-    "securityContext.privileged or set it to false; GPUs come through the nvidia.com/gpu resource.",
+    "No container is privileged (a privileged container owns the node, GPUs included).",
     POD_KINDS,
+    fix="Remove securityContext.privileged or set it to false; GPUs come through the nvidia.com/gpu "
+    "resource.",
+    severity="critical", url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
 )
 def no_privileged(obj: K8sObject, config: dict) -> Iterator[Finding]:
     refs, _, unknown_paths = pod_containers(obj)
@@ -244,10 +254,11 @@ def no_privileged(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-pod-no-host-path",
-    "No pod mounts a hostPath volume (it escapes the pod and pins it to one node). Fix: keep "
-    "weights on a PersistentVolumeClaim and scratch space on an emptyDir; for NIMService/NIMCache "
-    "use spec.storage.pvc (or nimCache) instead of spec.storage.hostPath.",
+    "No pod mounts a hostPath volume (it escapes the pod and pins it to one node).",
     POD_KINDS | NIM_KINDS,
+    fix="Keep weights on a PersistentVolumeClaim and scratch space on an emptyDir; for "
+    "NIMService/NIMCache use spec.storage.pvc (or nimCache) instead of spec.storage.hostPath.",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
 )
 def no_host_path(obj: K8sObject, config: dict) -> Iterator[Finding]:
     if obj.kind in NIM_KINDS:
@@ -280,12 +291,13 @@ SERVICE_LINK_COMPONENTS = (SERVER, PULLER)
 
 @resource_rule(
     "llm-serving-pod-service-links-disabled",
-    "Model server and weight-puller pods set enableServiceLinks: false. With service links on, the "
-    "kubelet injects `<SERVICE>_PORT=tcp://ip:port` for every Service of the namespace: a Service "
-    "named `vllm` (a model called vllm) gives every pod VLLM_PORT=tcp://..., which vLLM reads as "
-    "its own port setting and refuses to start. Fix: set spec.enableServiceLinks: false in the pod "
-    "template (the pods find Services through DNS).",
+    "Model server and weight-puller pods set enableServiceLinks: false. With service links on, "
+    "the kubelet injects `<SERVICE>_PORT=tcp://ip:port` for every Service of the namespace: a "
+    "Service named `vllm` (a model called vllm) gives every pod VLLM_PORT=tcp://..., which vLLM "
+    "reads as its own port setting and refuses to start.",
     POD_KINDS,
+    fix="Set spec.enableServiceLinks: false in the pod template (the pods find Services through DNS).",
+    severity="medium", url="https://kubernetes.io/docs/concepts/services-networking/service/#environment-variables",
 )
 def service_links_disabled(obj: K8sObject, config: dict) -> Iterator[Finding]:
     component, findings = labelled(obj, COMPONENT_LABEL, "component")

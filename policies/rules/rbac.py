@@ -81,9 +81,11 @@ def role_rules(obj: K8sObject) -> tuple[list[tuple[int, dict]], list[Finding]]:
 @resource_rule(
     "llm-serving-rbac-no-wildcards",
     "Roles list what they grant: no `*` in apiGroups, resources or verbs (a wildcard also grants "
-    "every resource and verb added later). Fix: name the API groups, resources and verbs the "
-    "identity needs, e.g. {apiGroups: [apps], resources: [deployments], verbs: [get, list, watch, delete]}.",
+    "every resource and verb added later).",
     ROLE_KINDS,
+    fix="Name the API groups, resources and verbs the identity needs, e.g. {apiGroups: [apps], "
+    "resources: [deployments], verbs: [get, list, watch, delete]}.",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/rbac-good-practices/",
 )
 def no_wildcards(obj: K8sObject, config: dict) -> Iterator[Finding]:
     rules, findings = role_rules(obj)
@@ -98,9 +100,10 @@ def no_wildcards(obj: K8sObject, config: dict) -> Iterator[Finding]:
 
 @resource_rule(
     "llm-serving-rbac-no-cluster-admin",
-    "Nothing is bound to cluster-admin (or another forbidden ClusterRole from the pack config). "
-    "Fix: bind a Role that grants only the verbs and resources the identity needs.",
+    "Nothing is bound to cluster-admin (or another forbidden ClusterRole from the pack config).",
     BINDING_KINDS,
+    fix="Bind a Role that grants only the verbs and resources the identity needs.",
+    severity="critical", url="https://kubernetes.io/docs/concepts/security/rbac-good-practices/",
     config={"forbiddenClusterRoles": {
         "type": "array", "items": {"type": "string"}, "default": ["cluster-admin"],
         "description": "ClusterRoles no binding may reference.",
@@ -161,10 +164,11 @@ def _declared_secrets(stack: Stack) -> tuple[list[str], list[Finding]]:
     "NetworkPolicies; monitoring.coreos.com servicemonitors, policy poddisruptionbudgets and "
     "keda.sh scaledobjects when it declares a model's ServiceMonitor, PodDisruptionBudget or "
     "ScaledObject; and the Secrets the stack declares: get/delete on each by name (resourceNames "
-    "may limit them to it) and list/watch on secrets namespace-wide, which pulumi-kubernetes' delete "
-    "await needs (a resourceNames-limited list makes the destroy hang on the Secret). A missing verb "
-    "makes a destroy 403 half-way and orphan objects. Fix: add the missing verbs/resources to the "
-    "teardown Role.",
+    "may limit them to it) and list/watch on secrets namespace-wide, which pulumi-kubernetes' "
+    "delete await needs (a resourceNames-limited list makes the destroy hang on the Secret). A "
+    "missing verb makes a destroy 403 half-way and orphan objects.",
+    fix="Add the missing verbs/resources to the teardown Role.",
+    severity="medium",
 )
 def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     roles, findings = _teardown_roles(stack)
@@ -226,12 +230,15 @@ def teardown_verbs(stack: Stack, config: dict) -> Iterator[Finding]:
     "The teardown identity grants nothing beyond get/list/watch/delete on what a model owns (core "
     "pods/services/persistentvolumeclaims/secrets, apps deployments, batch jobs, apps.nvidia.com "
     "nimservices/nimcaches, networking.k8s.io networkpolicies, monitoring.coreos.com "
-    "servicemonitors, policy poddisruptionbudgets, keda.sh scaledobjects), and get/delete on secrets only by "
-    "name: the stack owns only the Secrets it declares, not the namespace's other credentials. Fix: "
-    "remove other verbs (create, update, patch, ...) and other resources from the Role labelled "
-    "app.kubernetes.io/component: teardown, and grant get/delete on secrets in a rule with "
-    "resourceNames: [the stack's Secrets] (list/watch stay namespace-wide: the delete await needs them).",
+    "servicemonitors, policy poddisruptionbudgets, keda.sh scaledobjects), and get/delete on "
+    "secrets only by name: the stack owns only the Secrets it declares, not the namespace's other "
+    "credentials.",
     ROLE_KINDS,
+    fix="Remove other verbs (create, update, patch, ...) and other resources from the Role labelled "
+    "app.kubernetes.io/component: teardown, and grant get/delete on secrets in a rule with "
+    "resourceNames: [the stack's Secrets] (list/watch stay namespace-wide: the delete await needs "
+    "them).",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/rbac-good-practices/",
     config={"allowedVerbs": {
         "type": "array", "items": {"type": "string"}, "default": list(TEARDOWN_VERBS),
         "description": "Verbs the teardown identity may hold.",
@@ -271,11 +278,13 @@ def teardown_least_privilege(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @resource_rule(
     "llm-serving-rbac-backend-router-scope",
     "The backend router's Role (labelled app.kubernetes.io/component: backend-router) grants only "
-    "get/list/watch on discovery.k8s.io endpointslices, in its namespace. Fix: make it a namespaced "
-    "Role (as the router component renders it) with the single rule {apiGroups: "
-    "[discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}; a cluster-wide "
-    "ClusterRole needs pack config allowClusterRole: true, a decision made in review.",
+    "get/list/watch on discovery.k8s.io endpointslices, in its namespace.",
     ROLE_KINDS,
+    fix="Make it a namespaced Role (as the router component renders it) with the single rule "
+    "{apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}; a "
+    "cluster-wide ClusterRole needs pack config allowClusterRole: true, a decision made in "
+    "review.",
+    severity="high", url="https://kubernetes.io/docs/concepts/security/rbac-good-practices/",
     config={"allowClusterRole": {
         "type": "boolean", "default": False,
         "description": "Accept a ClusterRole (not rendered by the router component): EndpointSlices "

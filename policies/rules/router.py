@@ -34,10 +34,12 @@ from .kube import (
 
 @stack_rule(
     "llm-serving-router-topology",
-    "A router Deployment (app.kubernetes.io/component: router) with more than one replica needs "
-    "a backend router Deployment (app.kubernetes.io/component: backend-router) in its namespace: "
-    "pylons cannot reach every replica otherwise. Fix: enable the backend router, or run one "
-    "replica, or use workload kind StatefulSet (DNS discovery through its headless Service).",
+    "A router Deployment (app.kubernetes.io/component: router) with more than one replica needs a "
+    "backend router Deployment (app.kubernetes.io/component: backend-router) in its namespace: "
+    "pylons cannot reach every replica otherwise.",
+    fix="Enable the backend router, or run one replica, or use workload kind StatefulSet (DNS "
+    "discovery through its headless Service).",
+    severity="high",
 )
 def topology(stack: Stack, config: dict) -> Iterator[Finding]:
     routers, backends, undecided = [], [], []
@@ -126,8 +128,10 @@ def _target_problem(service: Optional[K8sObject]) -> Any:
     "A backend router (app.kubernetes.io/component: backend-router) watches the Service its "
     "--target-service-name names: that Service must exist in its namespace, be headless "
     "(clusterIP: None), publish not-ready addresses and have ports named grpc (TCP) and quic "
-    "(UDP), or the backend router finds no router pods and no model can register. Fix: point "
-    "--target-service-name at the router's headless Service, as the router component renders it.",
+    "(UDP), or the backend router finds no router pods and no model can register.",
+    fix="Point --target-service-name at the router's headless Service, as the router component "
+    "renders it.",
+    severity="high",
 )
 def backend_target(stack: Stack, config: dict) -> Iterator[Finding]:
     services: dict = {}
@@ -171,10 +175,11 @@ DEFAULT_GRACE_SECONDS = 30  # Kubernetes' default terminationGracePeriodSeconds
     "llm-serving-router-drain",
     "Router and backend-router pods (app.kubernetes.io/component: router or backend-router) that "
     "drain for --shutdown-drain-timeout-ms must get a terminationGracePeriodSeconds longer than "
-    "the drain, or the kubelet kills them mid-drain and cuts every open stream. Fix: set "
-    "terminationGracePeriodSeconds to the drain in whole seconds plus a margin (the chart: "
-    "ceil(ms / 1000) + 5), as the router component renders it.",
+    "the drain, or the kubelet kills them mid-drain and cuts every open stream.",
     ("Deployment", "StatefulSet"),
+    fix="Set terminationGracePeriodSeconds to the drain in whole seconds plus a margin (the chart: "
+    "ceil(ms / 1000) + 5), as the router component renders it.",
+    severity="medium", url="https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination",
 )
 def drain(obj: K8sObject, config: dict) -> Iterator[Finding]:
     component, findings = labelled(obj, COMPONENT_LABEL, "component")

@@ -107,9 +107,10 @@ def rendering(resource: StackResource) -> Any:
     "weights are complete and the puller has released the volume; when rendering YAML "
     "(renderYamlToDirectory, no gate exists) it depends on the model's puller Job. A server that "
     "streams its weights from an object store (an s3:// or gs:// model with --load-format "
-    "runai_streamer, no PersistentVolumeClaim mounted) has no weights to gate and is exempt. Fix: declare the "
-    "Deployment with depends_on=[<model>-weights-gate] (VllmModel/NimModel do), and label it "
-    "llm-serving.dev/model.",
+    "runai_streamer, no PersistentVolumeClaim mounted) has no weights to gate and is exempt.",
+    fix="Declare the Deployment with depends_on=[<model>-weights-gate] (VllmModel/NimModel do), and "
+    "label it llm-serving.dev/model.",
+    severity="high",
     config={"gateType": {"type": "string", "default": GATE_TYPE,
                          "description": "Type token of the weight gate resource."}},
 )

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Build the binaries the weight-source tests run — rclone (the object-store puller), versitygw
-# (a real S3-compatible server) and MinIO (the one for object versions: versions.sh says why) —
-# from the Go module proxy into a cache dir outside the repo.
+# Build the binaries the servers-tier tests run — rclone (the object-store puller), versitygw
+# (a real S3-compatible server), MinIO (the one for object versions: versions.sh says why) and
+# actionlint (the CI workflow example's linter, tests/ci) — from the Go module proxy into a cache
+# dir outside the repo.
 #
 #   scripts/testtools/build.sh              build what is missing (idempotent; warm run = instant)
-#   scripts/testtools/build.sh --print-dir  print the dir holding bin/rclone, bin/versitygw, bin/minio
+#   scripts/testtools/build.sh --print-dir  print the dir holding bin/rclone, bin/versitygw, bin/minio,
+#                                           bin/actionlint
+#   scripts/testtools/build.sh actionlint   build that one only (a test that needs only it)
 #
 # Go caches are the toolchain's (scripts/toolchain/bootstrap.sh), so module downloads are shared.
 set -euo pipefail
@@ -18,10 +21,12 @@ source "$HERE/../toolchain/versions.sh"
 log() { echo "[testtools] $*"; }
 die() { echo "[testtools] ERROR: $*" >&2; exit 1; }
 
+ONLY=""
 case "${1:-}" in
   --print-dir) echo "$TESTTOOLS_DIR"; exit 0 ;;
   "") ;;
-  *) die "unknown argument: $1 (use --print-dir)" ;;
+  actionlint) ONLY=$1 ;;
+  *) die "unknown argument: $1 (use --print-dir or actionlint)" ;;
 esac
 
 BIN="$TESTTOOLS_DIR/bin"
@@ -29,13 +34,17 @@ TIMINGS="$TESTTOOLS_ROOT/timings.log"
 have_rclone()    { [[ -x "$RCLONE_DIR/rclone" ]]; }
 have_versitygw() { [[ -x "$VERSITYGW_DIR/versitygw" ]]; }
 have_minio()     { [[ -x "$MINIO_DIR/minio" ]]; }
+have_actionlint() { [[ -x "$ACTIONLINT_DIR/actionlint" ]]; }
 link() {
   mkdir -p "$BIN"
+  if [[ -n "$ONLY" ]]; then ln -sfn "$ACTIONLINT_DIR/actionlint" "$BIN/actionlint"; return; fi
   ln -sfn "$RCLONE_DIR/rclone" "$BIN/rclone"
   ln -sfn "$VERSITYGW_DIR/versitygw" "$BIN/versitygw"
   ln -sfn "$MINIO_DIR/minio" "$BIN/minio"
+  ln -sfn "$ACTIONLINT_DIR/actionlint" "$BIN/actionlint"
 }
-if have_rclone && have_versitygw && have_minio; then link; exit 0; fi
+if [[ "$ONLY" == actionlint ]] && have_actionlint; then link; exit 0; fi
+if [[ -z "$ONLY" ]] && have_rclone && have_versitygw && have_minio && have_actionlint; then link; exit 0; fi
 
 command -v go >/dev/null || die "go not found on PATH (need Go >= 1.26)"
 export GOTOOLCHAIN=local
@@ -133,7 +142,15 @@ GO
   mv "$OUT/.minio.tmp" "$OUT/minio"
 }
 
-piece rclone "$RCLONE_DIR" have_rclone build_rclone
-piece versitygw "$VERSITYGW_DIR" have_versitygw build_versitygw
-piece minio "$MINIO_DIR" have_minio build_minio
+# actionlint as its README installs it (`go install .../cmd/actionlint@<version>`), into its dir.
+build_actionlint() {
+  q env GOBIN="$OUT" go install -trimpath -ldflags "-s -w" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+}
+
+if [[ -z "$ONLY" ]]; then
+  piece rclone "$RCLONE_DIR" have_rclone build_rclone
+  piece versitygw "$VERSITYGW_DIR" have_versitygw build_versitygw
+  piece minio "$MINIO_DIR" have_minio build_minio
+fi
+piece actionlint "$ACTIONLINT_DIR" have_actionlint build_actionlint
 link

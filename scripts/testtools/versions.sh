@@ -18,15 +18,21 @@ VERSITYGW_VERSION=v1.8.0
 # proxy serves MinIO as pseudo-versions only (its last commit of the public repository).
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
+# actionlint: the linter the CI workflow example (docs/ci/) is checked by (tests/ci); its module
+# is served by the proxy at its release tags; v1.7.12 is the newest served here (2026-12-02).
+ACTIONLINT_VERSION=v1.7.12
+
 # Bump one when its build recipe changes in a way that invalidates the binary already built.
 RCLONE_RECIPE=2
 VERSITYGW_RECIPE=1
 MINIO_RECIPE=1
+ACTIONLINT_RECIPE=1
 
 TESTTOOLS_ROOT="${LLM_SERVING_TESTTOOLS_DIR:-$HOME/.cache/llm-serving-testtools}"
 RCLONE_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}"
 VERSITYGW_DIR="$TESTTOOLS_ROOT/versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
 MINIO_DIR="$TESTTOOLS_ROOT/minio-${MINIO_VERSION}-r${MINIO_RECIPE}"
+ACTIONLINT_DIR="$TESTTOOLS_ROOT/actionlint-${ACTIONLINT_VERSION}-r${ACTIONLINT_RECIPE}"
 # What the tests put on PATH: links to the binaries.
 TESTTOOLS_DIR="$TESTTOOLS_ROOT/rclone-${RCLONE_VERSION}-r${RCLONE_RECIPE}-versitygw-${VERSITYGW_VERSION}-r${VERSITYGW_RECIPE}"
 

@@ -6,11 +6,12 @@ Which cases: the whole table (108) runs through the same program in-process
 (tests/program/test_program_bad_configs.py, ~2 s); here a representative few (PREVIEWED), one per
 way a stack value travels from the stack file through the engine into the program's one
 validation (components/config/loader.py ``load_program_config``): an unknown section (the
-engine's key list), a top-level string where a list belongs (passed unparsed), a stack secret in
-plain text (the secret stand-in, never echoed), a number out of int32 range, a fraction, a boolean
+engine's key list), a stack secret in plain text (the secret stand-in, never echoed), a number out of int32 range, a fraction, a boolean
 and a quoted number (the engine's JSON encoding), and a cross-section error (router vs models).
 Each preview must print exactly the refusal lines the in-process run prints: that is the proof the
-in-process table runs what `preview` runs, not a re-implementation.
+in-process table runs what `preview` runs, not a re-implementation. A section of the wrong type
+(`models: llama-8b`) no longer reaches the program: Pulumi.yaml declares the sections' types and
+the engine refuses it first (tests/integration/test_project_config_on_engine.py).
 
 Proof by observation: each case's stack points at its own kubeconfig whose server is a loopback
 listener that records every connection (tests/support/no_cluster.py), and preflight's endpoint at
@@ -18,7 +19,7 @@ another one. A valid stack previewed the same way does connect (the control), so
 means the program stopped before the cluster, not that the trap is deaf.
 
 Cost: one preview of a refused config takes ~4 s here (engine start, Python program, refusal),
-two at a time (the 108-case table took ~3.6 min this way; the 8 here ~20 s). The control takes
+two at a time (the 108-case table took ~3.6 min this way; the 7 here ~20 s). The control takes
 ~20 s: the provider retries the dead cluster before giving up.
 """
 
@@ -41,7 +42,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 PREFLIGHT_ENDPOINT_ENV = "LLM_SERVING_HF_PREFLIGHT_ENDPOINT"
 WORKERS = 2
 PREVIEWED = tuple(BY_ID[case_id] for case_id in (
-    "unknown-section", "models-not-a-list", "hf-token-in-plain-text", "int32-replicas",
+    "unknown-section", "hf-token-in-plain-text", "int32-replicas",
     "replicas-fractional", "gpus-boolean", "replicas-quoted", "router-fronts-unknown-model"))
 
 

@@ -1,7 +1,10 @@
-"""`pulumi up` / preview / destroy of a one-model stack under the real engine (issue 3)."""
+"""`pulumi up` / preview / destroy of a one-model stack under the real engine (issue 3); destroy
+keeps the Namespace and the Secrets users created in it (issue 33)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from datetime import datetime
 
 import pytest
@@ -45,6 +48,16 @@ def test_hand_off_leaves_no_puller_pod_but_keeps_the_job(deployed, kube):
     assert kube.BatchV1Api().read_namespaced_job(objects["puller"], deployed.namespace)
 
 
+def test_every_kubernetes_resource_uses_the_program_provider(deployed):
+    # Pulumi.yaml disables the default Kubernetes provider; the state shows no resource on one.
+    resources = json.loads(deployed.run("stack", "export").stdout)["deployment"]["resources"]
+    providers = {r["urn"] for r in resources if r["type"] == "pulumi:providers:kubernetes"}
+    assert [urn.rsplit("::", 1)[-1] for urn in providers] == ["cluster"]
+    kube_objects = [r for r in resources if r["type"].startswith("kubernetes:")]
+    assert kube_objects
+    assert {r["provider"].rsplit("::", 1)[0] for r in kube_objects} == providers
+
+
 def test_second_up_changes_nothing(deployed):
     result = deployed.run("preview", "--expect-no-changes", check=False)
     assert result.returncode == 0, f"the preview plans changes:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
@@ -80,11 +93,28 @@ def test_revision_change_replaces_the_weights(deployed):
     assert ops["tiny-server"] == {"update"}
 
 
-def test_destroy_leaves_nothing(make_project, kube):
+def _kubectl(project, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["kubectl", *args], env=project.env, capture_output=True, text=True, timeout=60, check=True)
+
+
+def test_destroy_leaves_nothing_of_its_own_and_keeps_what_users_made(make_project, kube):
     project = make_project(lambda ns: stack_config(ns, [small_model("gone")]))
     project.up()
+    # What the docs tell users to create by hand in the stack's namespace (issue 33).
+    _kubectl(project, "-n", project.namespace, "create", "secret", "generic", "hf-token", "--from-literal=token=hf_x")
     project.run("destroy", "--yes", "--skip-preview")
     core, apps, batch = kube.CoreV1Api(), kube.AppsV1Api(), kube.BatchV1Api()
+    # The Namespace is retained (forgotten, not deleted): the user's Secret is still there.
+    assert core.read_namespace(project.namespace).status.phase == "Active"
+    assert core.read_namespaced_secret("hf-token", project.namespace).data["token"]
+    exported = json.loads(project.run("stack", "export").stdout)
+    assert exported["deployment"].get("resources") in (None, []), "destroy must leave an empty stack"
+    # A later `up` adopts the retained Namespace (server-side apply: a create of an existing object
+    # updates it) and the next destroy retains it again.
+    project.up()
+    assert core.read_namespace(project.namespace).metadata.labels["app.kubernetes.io/managed-by"] == "pulumi"
+    project.run("destroy", "--yes", "--skip-preview")
+    assert core.read_namespaced_secret("hf-token", project.namespace).data["token"]
     selector = "app.kubernetes.io/part-of=llm-serving"
     leftovers = (
         core.list_namespaced_persistent_volume_claim(project.namespace, label_selector=selector).items

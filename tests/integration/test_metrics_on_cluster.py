@@ -88,4 +88,4 @@ def test_a_second_preview_plans_no_change_and_passes_the_policy_pack(project):
     result = project.run("preview", "--expect-no-changes", "--policy-pack", "policies", check=False, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"the preview plans changes or fails the pack:\n{output[-6000:]}"
-    assert "llm-serving@v0.1.0" in output, "the pack did not run"
+    assert "llm-serving@v0.2.0" in output, "the pack did not run"

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.integration
 PACK = ("--policy-pack", "policies")
 CI_CONFIG = ("--policy-pack-config", "policies/config.example.json")
 FIXTURES = REPO / "tests" / "fixtures" / "stacks"
-RULE_LINE = re.compile(r"- \[(mandatory|advisory)\]\s+(llm-serving-[a-z0-9-]+)\s+\(")
+# The CLI's violation heading; `[severity: <level>]` since the pack sets pulumi-policy's severity.
+RULE_LINE = re.compile(r"- \[(mandatory|advisory)\] \[severity: (?:low|medium|high|critical)\]\s+(llm-serving-[a-z0-9-]+)\s+\(")
 
 
 def _stack_config(path: Path) -> dict:
@@ -46,7 +47,7 @@ def _preview(project: Project, *extra: str):
 def _assert_passes(result) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
-    assert "llm-serving@v0.1.0" in output, "the pack did not run"
+    assert "llm-serving@v0.2.0" in output, "the pack did not run"
     assert _violations(output) == set(), output[-6000:]
 
 

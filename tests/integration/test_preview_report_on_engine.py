@@ -44,7 +44,7 @@ def test_image_change_report(deployed, tmp_path):
     assert "- **GPU pods will restart** (image tag v0.11.0 → v0.11.1)" in report
     assert "re-downloaded" not in report
     # Every rule of the pack ran (counted from the pack, not a number that goes stale).
-    assert f"policies: ✅ {len(ALL_RULES)} rules passed (llm-serving 0.1.0)" in report
+    assert f"policies: ✅ {len(ALL_RULES)} rules passed (llm-serving 0.2.0)" in report
     # The saved JSON is the streaming form, with the policy results the digest leaves out.
     events = [json.loads(line) for line in saved.splitlines() if line.strip()]
     assert any("policyAnalyzeSummaryEvent" in e for e in events)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
-from pulumi_policy import EnforcementLevel
+from pulumi_policy import EnforcementLevel, Severity
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policies.rules import ALL_RULES
@@ -22,6 +22,7 @@ from tests.support.policy_helpers import PROVIDER_URN, compliant, container, log
 
 PACK = Path(__file__).resolve().parents[2] / "policies"
 UNKNOWN_NUMBER = "3eeb2bf0-c639-47a8-9e75-3b44932eb421"
+FIX = "Do the one thing that fixes it."
 
 STABLE_NAMES = [
     "llm-serving-pod-engine-identity",
@@ -62,9 +63,20 @@ def test_rule_names_are_stable():
     assert [rule.name for rule in ALL_RULES] == STABLE_NAMES
 
 
-def test_every_description_says_how_to_fix():
+def test_every_rule_says_how_to_fix_in_its_own_field():
     for rule in ALL_RULES:
-        assert "Fix:" in rule.description and len(rule.description.split("Fix:")[1].strip()) > 20, rule.name
+        assert "Fix:" not in rule.description and len(rule.fix) > 20, rule.name
+        assert rule.severity in ("low", "medium", "high", "critical"), rule.name
+
+
+def test_remediation_severity_and_url_are_pulumi_policy_fields():
+    by_name = {p.name: p for p in policies()}
+    for rule in ALL_RULES:
+        policy = by_name[rule.name]
+        assert policy.description == rule.description and policy.remediation_steps == rule.fix, rule.name
+        assert policy.severity is Severity(rule.severity) and policy.url == rule.url, rule.name
+    assert by_name["llm-serving-rbac-no-cluster-admin"].severity is Severity.CRITICAL
+    assert by_name["llm-serving-pod-run-as-non-root"].url == "https://kubernetes.io/docs/concepts/security/pod-security-standards/"
 
 
 def test_main_only_assembles_the_pack(monkeypatch):
@@ -100,9 +112,13 @@ def test_identity_config_schema_defaults():
 
 def test_rule_names_must_follow_the_convention():
     with pytest.raises(ValueError, match="llm-serving-<kind>-<rule>"):
-        resource_rule("pods-root", "x. Fix: y", ["Pod"])(lambda obj, config: [])
+        resource_rule("pods-root", "x.", ["Pod"], fix=FIX, severity="low")(lambda obj, config: [])
     with pytest.raises(ValueError, match="how to fix"):
-        resource_rule("llm-serving-pod-x", "no fix given", ["Pod"])(lambda obj, config: [])
+        resource_rule("llm-serving-pod-x", "no fix given", ["Pod"], fix="", severity="low")(lambda obj, config: [])
+    with pytest.raises(ValueError, match="belongs in fix="):
+        resource_rule("llm-serving-pod-x", "x. Fix: y", ["Pod"], fix=FIX, severity="low")(lambda obj, config: [])
+    with pytest.raises(ValueError, match="severity must be one of"):
+        resource_rule("llm-serving-pod-x", "x.", ["Pod"], fix=FIX, severity="severe")(lambda obj, config: [])
 
 
 # ---- through pulumi-policy's analyzer servicer -------------------------------------------
@@ -148,6 +164,10 @@ def test_info_lists_every_policy_with_its_schema():
     assert all(p.enforcementLevel == proto.MANDATORY for p in info.policies)
     (identity,) = [p for p in info.policies if p.name == "llm-serving-pod-engine-identity"]
     assert identity.configSchema.properties["vllmUid"]["default"] == 2000
+    # What Pulumi Cloud shows beside a violation: the fix, severity and url in their own fields.
+    assert identity.remediation_steps.startswith("Set runAsUser/runAsGroup") and "Fix:" not in identity.description
+    assert identity.severity == proto.POLICY_SEVERITY_HIGH
+    assert identity.url == "https://kubernetes.io/docs/tasks/configure-pod-container/security-context/"
 
 
 def test_every_compliant_object_passes_through_the_servicer():
@@ -164,8 +184,11 @@ def test_violation_reaches_the_engine_with_rule_name_and_fix():
     by_rule = {d.policyName: d for d in response.diagnostics}
     assert set(by_rule) == {"llm-serving-pod-engine-identity"}
     diagnostic = by_rule["llm-serving-pod-engine-identity"]
-    assert "Fix:" in diagnostic.message and "has runAsUser 1000" in diagnostic.message
-    assert diagnostic.enforcementLevel == proto.MANDATORY
+    # The CLI prints the description and the message: the message ends with the fix.
+    description, finding, fix = diagnostic.message.split("\n")
+    assert description == diagnostic.description and "has runAsUser 1000" in finding
+    assert fix.startswith("Fix: Set runAsUser/runAsGroup")
+    assert diagnostic.enforcementLevel == proto.MANDATORY and diagnostic.severity == proto.POLICY_SEVERITY_HIGH
 
 
 def test_unknown_during_preview_is_not_applicable_never_a_violation():
@@ -202,7 +225,7 @@ def test_stack_violation_is_reported_on_the_deployment():
 
 
 def test_a_broken_rule_reports_instead_of_crashing_the_analyzer():
-    @resource_rule("llm-serving-pod-broken", "Always breaks. Fix: fix the pack.", ["Deployment"])
+    @resource_rule("llm-serving-pod-broken", "Always breaks.", ["Deployment"], fix=FIX, severity="low")
     def broken(obj, config):
         raise KeyError("spec")
 

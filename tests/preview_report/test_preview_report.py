@@ -153,6 +153,24 @@ def test_policy_violations_name_rule_level_resource_and_fix():
     assert "16 rules passed" in text
 
 
+def test_the_fix_on_its_own_line_is_read_too():
+    # Pack 0.2 puts the fix in pulumi-policy's remediation_steps and ends each violation message
+    # with a `Fix:` line (the description no longer carries it): the report reads both forms.
+    old = ("unreadable. Fix: set runAsUser/runAsGroup (and fsGroup, if set) to the engine's pair from stack config "
+           "platform.vllmUid/vllmGid or nimUid/nimGid, and label the workload `llm-serving.dev/engine: vllm|nim`.\\n"
+           "Job 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
+           "vllm weights-puller pods must use 1234\\n")
+    new = ("unreadable.\\nJob 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
+           "vllm weights-puller pods must use 1234\\nFix: Set runAsUser/runAsGroup to the pair.\\n\", \"severity\": \"high")
+    text = _rewrite("policy-violation.jsonl", old, new)
+    (puller,) = [v for v in parse(text).violations if v.urn.endswith("::tiny-puller")]
+    assert puller.fix == "Set runAsUser/runAsGroup to the pair." and puller.severity == "high"
+    assert "- **mandatory** `llm-serving-pod-engine-identity` (severity high) — fix: Set runAsUser/runAsGroup to the pair." \
+        in preview_report(text, "s")
+    assert puller.finding == ("Job 'tiny-pull-eb8f7fb9': spec.template.spec.containers[0] (puller) has runAsUser 2000; "
+                              "vllm weights-puller pods must use 1234")
+
+
 def test_passing_pack_lists_every_rule_once():
     preview = parse(fixture("image-change.jsonl"))
     assert preview.violations == [] and not preview.failed_run
