@@ -66,11 +66,42 @@ setup_for() {  # what a tier needs beyond the venv
   esac
 }
 
-# The cluster tier in two passes: the isolated modules side by side, then the cluster-wide ones
-# (tests/tiers.py CLUSTER_WIDE_MODULES: CRDs installed, GPUs counted) one after the other.
+# The cluster tier side by side, on clusters of their own: the isolated modules on the default
+# cluster (CLUSTER_WORKERS at a time), and each group of cluster-wide modules (tests/tiers.py
+# CLUSTER_WIDE_GROUPS: CRDs installed, GPUs counted) in a pytest of its own on its own cluster,
+# llm-serving-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
+# modules one after the other. Each group's output is shown whole when it ends; the tier fails if
+# any pass failed.
 run_cluster_tier() {
-  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
-  run_tier "cluster and cluster_wide"
+  local logs group files status=0 pid
+  local -a groups=() pids=()
+  logs="$(mktemp -d)"
+  while read -r group files; do
+    groups+=("$group")
+    # shellcheck disable=SC2086 # $files: the group's test files, one word each
+    (
+      export LLM_SERVING_CLUSTER="llm-serving-$group"
+      bash "$REPO/scripts/cluster/cluster.sh" start
+      KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
+      export KUBECONFIG LLM_SERVING_DURATIONS_NAME="cluster_wide_$group"
+      run_tier "cluster and cluster_wide" $files
+    ) >"$logs/$group.log" 2>&1 &
+    pids+=($!)
+  done < <(cd "$REPO" && "$VENV/bin/python" -m tests.tiers cluster-groups)
+  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" || status=$?
+  for i in "${!groups[@]}"; do
+    pid="${pids[$i]}"
+    if wait "$pid"; then
+      log "cluster-wide group ${groups[$i]} (cluster llm-serving-${groups[$i]}) passed:"
+    else
+      status=1
+      log "cluster-wide group ${groups[$i]} (cluster llm-serving-${groups[$i]}) failed:"
+    fi
+    cat "$logs/${groups[$i]}.log"
+  done
+  rm -rf "$logs"
+  if [ "$status" != 0 ]; then log "tier cluster failed: later tiers not run"; fi
+  return "$status"
 }
 
 setup_python
