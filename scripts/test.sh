@@ -80,9 +80,11 @@ setup_for() {  # what a tier needs beyond the venv
 # The cluster tier side by side, on clusters of their own: the isolated modules on the default
 # cluster (CLUSTER_WORKERS at a time), and each group of cluster-wide modules (tests/tiers.py
 # CLUSTER_WIDE_GROUPS: CRDs installed, GPUs counted) in a pytest of its own on its own cluster,
-# llm-serving-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
-# modules one after the other. Each group's output is shown whole when it ends; the tier fails if
+# <default>-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
+# modules one after the other. LLM_SERVING_CLUSTER names the default cluster (llm-serving), so a
+# run can keep off a cluster another run uses. Each group's output is shown whole when it ends; the tier fails if
 # any pass failed.
+CLUSTER_BASE="${LLM_SERVING_CLUSTER:-llm-serving}"
 run_cluster_tier() {
   local logs group files status=0 pid
   local -a groups=() pids=()
@@ -91,7 +93,7 @@ run_cluster_tier() {
     groups+=("$group")
     # shellcheck disable=SC2086 # $files: the group's test files, one word each
     (
-      export LLM_SERVING_CLUSTER="llm-serving-$group"
+      export LLM_SERVING_CLUSTER="$CLUSTER_BASE-$group"
       bash "$REPO/scripts/cluster/cluster.sh" start
       KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
       export KUBECONFIG LLM_SERVING_DURATIONS_NAME="cluster_wide_$group"
@@ -103,10 +105,10 @@ run_cluster_tier() {
   for i in "${!groups[@]}"; do
     pid="${pids[$i]}"
     if wait "$pid"; then
-      log "cluster-wide group ${groups[$i]} (cluster llm-serving-${groups[$i]}) passed:"
+      log "cluster-wide group ${groups[$i]} (cluster $CLUSTER_BASE-${groups[$i]}) passed:"
     else
       status=1
-      log "cluster-wide group ${groups[$i]} (cluster llm-serving-${groups[$i]}) failed:"
+      log "cluster-wide group ${groups[$i]} (cluster $CLUSTER_BASE-${groups[$i]}) failed:"
     fi
     cat "$logs/${groups[$i]}.log"
   done

@@ -64,10 +64,11 @@ CLUSTER_WIDE_MODULES = {
 
 
 # The cluster-wide modules in groups, each group on a simulated cluster of its own
-# (``llm-serving-<group>``, started by scripts/test.sh beside the default one), its modules one
-# after the other: a group's modules share what makes them cluster-wide (CRDs that must be absent
-# first; the GPU nodes' free GPUs and node-local volumes), another group's cluster has its own.
-# The groups and the isolated modules (on the default cluster) run side by side.
+# (``llm-serving-<group>``, or ``$LLM_SERVING_CLUSTER-<group>``; started by scripts/test.sh beside
+# the default one), its modules one after the other: a group's modules share what makes them
+# cluster-wide (CRDs that must be absent first; the GPU nodes' free GPUs and node-local volumes),
+# another group's cluster has its own. The groups and the isolated modules (on the default
+# cluster) run side by side.
 CLUSTER_WIDE_GROUPS = {
     "crds": ("test_autoscaling_on_cluster", "test_config_property_on_cluster", "test_metrics_on_cluster",
              "test_nim_operator_cluster"),
