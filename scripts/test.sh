@@ -94,6 +94,8 @@ run_cluster_tier() {
     # shellcheck disable=SC2086 # $files: the group's test files, one word each
     (
       export LLM_SERVING_CLUSTER="$CLUSTER_BASE-$group"
+      # The default cluster's own overrides (a kubeconfig path, LWS ports) are not this one's.
+      unset LLM_SERVING_KUBECONFIG LLM_SERVING_LWS_WEBHOOK_PORT LLM_SERVING_LWS_HEALTH_PORT
       bash "$REPO/scripts/cluster/cluster.sh" start
       KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
       export KUBECONFIG LLM_SERVING_DURATIONS_NAME="cluster_wide_$group"
