@@ -82,11 +82,18 @@ setup_for() {  # what a tier needs beyond the venv
 # CLUSTER_WIDE_GROUPS: CRDs installed, GPUs counted) in a pytest of its own on its own cluster,
 # <default>-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
 # modules one after the other. LLM_SERVING_CLUSTER names the default cluster (llm-serving), so a
-# run can keep off a cluster another run uses. Each group's output is shown whole when it ends; the tier fails if
+# run can keep off a cluster another run uses; LLM_SERVING_CLUSTER_GROUPS=0 runs the tier on the
+# default cluster alone (the cluster-wide modules after the others, one after the other). Each group's output is shown whole when it ends; the tier fails if
 # any pass failed.
 CLUSTER_BASE="${LLM_SERVING_CLUSTER:-llm-serving}"
 run_cluster_tier() {
   local logs group files status=0 pid
+  if [ "${LLM_SERVING_CLUSTER_GROUPS:-1}" = 0 ]; then
+    # One cluster only: the isolated modules side by side, then the cluster-wide ones alone.
+    run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
+    run_tier "cluster and cluster_wide"
+    return
+  fi
   local -a groups=() pids=()
   logs="$(mktemp -d)"
   while read -r group files; do
