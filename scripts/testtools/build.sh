@@ -36,6 +36,12 @@ link() {
   ln -sfn "$MINIO_DIR/minio" "$BIN/minio"
 }
 if have_rclone && have_versitygw && have_minio; then link; exit 0; fi
+# One build at a time: the servers tier's xdist workers each call this when a tool is missing
+# (seen: three MinIO builds into the same .tmp); the others wait, then find it built.
+mkdir -p "$TESTTOOLS_ROOT"
+exec 8>"$TESTTOOLS_ROOT/.build.lock"
+flock 8
+if have_rclone && have_versitygw && have_minio; then link; exit 0; fi
 
 command -v go >/dev/null || die "go not found on PATH (need Go >= 1.26)"
 export GOTOOLCHAIN=local
