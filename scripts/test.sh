@@ -2,8 +2,10 @@
 # Command 2: every test, tier by tier, cheapest first (tests/tiers.py says which test is in which):
 #
 #   bash scripts/test.sh              ruff, import contracts, config reference; then the tiers
-#                                     unit -> servers -> cluster -> engine, each only after the one
-#                                     before passed, each built for just before it runs
+#                                     unit -> servers -> cluster + engine, each only after the one
+#                                     before passed (cluster and engine side by side after servers;
+#                                     LLM_SERVING_ENGINE_BESIDE_CLUSTER=0: engine after cluster),
+#                                     each built for just before it runs
 #   bash scripts/test.sh --fast       the checks and the unit tier only: needs the venv and the
 #                                     operators' CRD files (downloaded, not built): no toolchain,
 #                                     no cluster, no server; about 3 min here
@@ -34,6 +36,12 @@ DURATIONS=(--durations=25 --durations-min=1.0)
 # scheduler keeps each module on one worker and the modules that touch cluster-wide objects on one
 # worker together (tests/support/xdist_groups.py).
 CLUSTER_WORKERS=(-p tests.support.xdist_groups -n "${LLM_SERVING_CLUSTER_WORKERS:-3}")
+# The unit tier is CPU-bound: two workers on two cores (each collects the tier once, ~20 s of
+# CPU); more would only queue. The servers tier waits on its servers' subprocesses: three workers,
+# each test file on one worker (--dist loadfile: a module's servers start once). `-n 0` in either
+# variable runs the tier in one process.
+UNIT_WORKERS=(-n "${LLM_SERVING_UNIT_WORKERS:-2}")
+SERVERS_WORKERS=(-n "${LLM_SERVING_SERVERS_WORKERS:-3}" --dist loadfile)
 
 checks() {
   cd "$REPO"
@@ -58,19 +66,64 @@ run_tier() {
   return "$status"
 }
 
+ensure_nginx() { bash "$REPO/scripts/gateway/ensure-nginx-shipped.sh" >/dev/null; }
+
 setup_for() {  # what a tier needs beyond the venv
   case "$1" in
-    servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs ;;
+    # nginx + njs fetched before the workers start (each would fetch it into the same cache).
+    servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
     cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; start_cluster; pulumi_env ;;
     engine) setup_testtools; wait_engine_kits ;;
   esac
 }
 
-# The cluster tier in two passes: the isolated modules side by side, then the cluster-wide ones
-# (tests/tiers.py CLUSTER_WIDE_MODULES: CRDs installed, GPUs counted) one after the other.
+# The cluster tier side by side, on clusters of their own: the isolated modules on the default
+# cluster (CLUSTER_WORKERS at a time), and each group of cluster-wide modules (tests/tiers.py
+# CLUSTER_WIDE_GROUPS: CRDs installed, GPUs counted) in a pytest of its own on its own cluster,
+# <default>-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
+# modules one after the other. LLM_SERVING_CLUSTER names the default cluster (llm-serving), so a
+# run can keep off a cluster another run uses; LLM_SERVING_CLUSTER_GROUPS=0 runs the tier on the
+# default cluster alone (the cluster-wide modules after the others, one after the other). Each group's output is shown whole when it ends; the tier fails if
+# any pass failed.
+CLUSTER_BASE="${LLM_SERVING_CLUSTER:-llm-serving}"
 run_cluster_tier() {
-  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
-  run_tier "cluster and cluster_wide"
+  local logs group files status=0 pid
+  if [ "${LLM_SERVING_CLUSTER_GROUPS:-1}" = 0 ]; then
+    # One cluster only: the isolated modules side by side, then the cluster-wide ones alone.
+    run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
+    run_tier "cluster and cluster_wide"
+    return
+  fi
+  local -a groups=() pids=()
+  logs="$(mktemp -d)"
+  while read -r group files; do
+    groups+=("$group")
+    # shellcheck disable=SC2086 # $files: the group's test files, one word each
+    (
+      export LLM_SERVING_CLUSTER="$CLUSTER_BASE-$group"
+      # The default cluster's own overrides (a kubeconfig path, LWS ports) are not this one's.
+      unset LLM_SERVING_KUBECONFIG LLM_SERVING_LWS_WEBHOOK_PORT LLM_SERVING_LWS_HEALTH_PORT
+      bash "$REPO/scripts/cluster/cluster.sh" start
+      KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
+      export KUBECONFIG LLM_SERVING_DURATIONS_NAME="cluster_wide_$group"
+      run_tier "cluster and cluster_wide" $files
+    ) >"$logs/$group.log" 2>&1 &
+    pids+=($!)
+  done < <(cd "$REPO" && "$VENV/bin/python" -m tests.tiers cluster-groups)
+  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" || status=$?
+  for i in "${!groups[@]}"; do
+    pid="${pids[$i]}"
+    if wait "$pid"; then
+      log "cluster-wide group ${groups[$i]} (cluster $CLUSTER_BASE-${groups[$i]}) passed:"
+    else
+      status=1
+      log "cluster-wide group ${groups[$i]} (cluster $CLUSTER_BASE-${groups[$i]}) failed:"
+    fi
+    cat "$logs/${groups[$i]}.log"
+  done
+  rm -rf "$logs"
+  if [ "$status" != 0 ]; then log "tier cluster failed: later tiers not run"; fi
+  return "$status"
 }
 
 setup_python
@@ -81,7 +134,7 @@ case "$mode" in
     # downloads the four modules (3 s here; no build, no toolchain).
     bash "$REPO/scripts/toolchain/operators.sh" --crds-only
     checks
-    run_tier unit
+    run_tier unit "${UNIT_WORKERS[@]}"
     ;;
   tier)
     case "$tier" in unit|servers|cluster|engine) ;; *) log "--tier: one of unit, servers, cluster, engine"; exit 2 ;; esac
@@ -92,7 +145,12 @@ case "$mode" in
     esac
     checks
     setup_for "$tier"
-    if [ "$tier" = cluster ]; then run_cluster_tier; else run_tier "$tier"; fi
+    case "$tier" in
+      cluster) run_cluster_tier ;;
+      unit) run_tier unit "${UNIT_WORKERS[@]}" ;;
+      servers) run_tier servers "${SERVERS_WORKERS[@]}" ;;
+      *) run_tier "$tier" ;;
+    esac
     ;;
   args)
     start_client_venvs; start_engine_kits; start_stargate
@@ -113,12 +171,28 @@ case "$mode" in
     # collection errors on an empty cache; warm, this is a no-op).
     bash "$REPO/scripts/toolchain/operators.sh" --crds-only
     checks
-    run_tier unit
+    run_tier unit "${UNIT_WORKERS[@]}"
     setup_for servers
-    run_tier servers
+    run_tier servers "${SERVERS_WORKERS[@]}"
     setup_for cluster
-    run_cluster_tier
     setup_for engine
-    run_tier engine
+    if [ "${LLM_SERVING_ENGINE_BESIDE_CLUSTER:-1}" = 1 ]; then
+      # The engine tier beside the cluster tier (both only after servers passed): the cluster
+      # tests mostly wait on the simulated cluster. Its output is shown whole when it ends.
+      engine_log="$(mktemp)"
+      run_tier engine >"$engine_log" 2>&1 &
+      engine_pid=$!
+      status=0
+      run_cluster_tier || status=$?
+      engine_status=0
+      wait "$engine_pid" || engine_status=$?
+      cat "$engine_log"
+      rm -f "$engine_log"
+      if [ "$engine_status" != 0 ]; then log "tier engine failed (exit $engine_status)"; fi
+      if [ "$status" != 0 ] || [ "$engine_status" != 0 ]; then exit 1; fi
+    else
+      run_cluster_tier
+      run_tier engine
+    fi
     ;;
 esac

@@ -49,8 +49,9 @@ FOLDER_TIERS = {
 TESTS = Path(__file__).resolve().parent
 
 # Cluster modules that change or need cluster-wide state, with why: marked ``cluster_wide`` and
-# run one after the other, after the other cluster modules have run side by side
-# (scripts/test.sh; tests/support/xdist_groups.py keeps them on one worker under xdist too).
+# run in their groups below, each on a cluster of its own, beside the other cluster modules
+# (scripts/test.sh; on one cluster under xdist, tests/support/xdist_groups.py keeps them on one
+# worker together).
 CLUSTER_WIDE_MODULES = {
     "test_autoscaling_on_cluster": "installs KEDA's CRD, needs it absent first",
     "test_metrics_on_cluster": "installs the ServiceMonitor CRD, needs it absent first",
@@ -61,6 +62,27 @@ CLUSTER_WIDE_MODULES = {
     "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
     "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
 }
+
+
+# The cluster-wide modules in groups, each group on a simulated cluster of its own
+# (``llm-serving-<group>``, or ``$LLM_SERVING_CLUSTER-<group>``; started by scripts/test.sh beside
+# the default one), its modules one after the other: a group's modules share what makes them
+# cluster-wide (CRDs that must be absent first; the GPU nodes' free GPUs and node-local volumes),
+# another group's cluster has its own. The groups and the isolated modules (on the default
+# cluster) run side by side.
+CLUSTER_WIDE_GROUPS = {
+    "crds": ("test_autoscaling_on_cluster", "test_config_property_on_cluster", "test_metrics_on_cluster",
+             "test_nim_operator_cluster"),
+    "gpus": ("test_multinode_on_cluster", "test_multinode_per_pod_on_cluster", "test_nim_multinode_cluster",
+             "test_placement_on_cluster"),
+}
+
+
+def cluster_wide_files() -> dict[str, list[str]]:
+    """Each group's test files, relative to the repository, in the order the group runs them."""
+    found = {path.stem: path for path in TESTS.rglob("test_*.py")}
+    return {group: [found[stem].relative_to(TESTS.parent).as_posix() for stem in stems]
+            for group, stems in CLUSTER_WIDE_GROUPS.items()}
 
 
 def folder_of(path: Path) -> str:
@@ -91,3 +113,14 @@ def mark_tiers(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, tier))
         if tier == "cluster" and Path(str(item.fspath)).stem in CLUSTER_WIDE_MODULES:
             item.add_marker(pytest.mark.cluster_wide)
+
+
+if __name__ == "__main__":
+    # `python -m tests.tiers cluster-groups`: one line per group, "<group> <file> <file>...", for
+    # scripts/test.sh.
+    import sys
+
+    if sys.argv[1:] != ["cluster-groups"]:
+        sys.exit("usage: python -m tests.tiers cluster-groups")
+    for group, files in cluster_wide_files().items():
+        print(group, *files)

@@ -13,14 +13,25 @@
 # operators from scripts/toolchain/operators.sh: `start` also installs the real LeaderWorkerSet
 # CRD and runs the real LWS controller manager (webhooks served on loopback, see start_lws).
 # Knobs: LLM_SERVING_GPU_NODES (2), LLM_SERVING_CPU_NODES (1), LLM_SERVING_PVS (20).
+#
+# LLM_SERVING_CLUSTER=<name> (default llm-serving) names the cluster every command acts on: each
+# name is a cluster of its own (kwokctl picks its own ports for etcd and the control plane), with
+# its own kubeconfig, start/stop lock, LWS controller and LWS webhook/health ports, so several run
+# side by side (the test command gives the cluster-wide test modules clusters of their own,
+# scripts/test.sh). The default cluster keeps the paths and ports it always had.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../toolchain/versions.sh
 source "$HERE/../toolchain/versions.sh"
 
-CLUSTER_NAME=llm-serving
-export KUBECONFIG_PATH="${LLM_SERVING_KUBECONFIG:-$TOOLCHAIN_ROOT/kubeconfig}"
+DEFAULT_CLUSTER=llm-serving
+CLUSTER_NAME=${LLM_SERVING_CLUSTER:-$DEFAULT_CLUSTER}
+[[ $CLUSTER_NAME =~ ^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$ ]] \
+  || { echo "[cluster] ERROR: LLM_SERVING_CLUSTER=$CLUSTER_NAME: use lowercase letters, digits and '-'" >&2; exit 2; }
+# Per cluster: the default's file names stay as they were (a running cluster keeps working).
+if [[ $CLUSTER_NAME == "$DEFAULT_CLUSTER" ]]; then CLUSTER_SUFFIX=""; else CLUSTER_SUFFIX="-$CLUSTER_NAME"; fi
+export KUBECONFIG_PATH="${LLM_SERVING_KUBECONFIG:-$TOOLCHAIN_ROOT/kubeconfig$CLUSTER_SUFFIX}"
 GPU_NODES=${LLM_SERVING_GPU_NODES:-2}
 CPU_NODES=${LLM_SERVING_CPU_NODES:-1}
 NUM_PVS=${LLM_SERVING_PVS:-20}
@@ -255,23 +266,23 @@ create_cluster() {
   # forever) the lock on fd 9, or every later start would wait on it.
   if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary 9>&- \
       --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
-      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create.log" 2>&1; then
-    tail -n 30 "$KWOK_WORKDIR/create.log" >&2
-    die "kwokctl create cluster failed (log: $KWOK_WORKDIR/create.log)"
+      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" 2>&1; then
+    tail -n 30 "$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" >&2
+    die "kwokctl create cluster failed (log: $KWOK_WORKDIR/create$CLUSTER_SUFFIX.log)"
   fi
   echo "$TOOLCHAIN_VERSION_KEY" >"$STAMP"
 }
 
 delete_cluster() {
-  kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH" >"$KWOK_WORKDIR/delete.log" 2>&1 \
-    || { tail -n 30 "$KWOK_WORKDIR/delete.log" >&2; die "kwokctl delete cluster failed"; }
+  kwokctl delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH" >"$KWOK_WORKDIR/delete$CLUSTER_SUFFIX.log" 2>&1 \
+    || { tail -n 30 "$KWOK_WORKDIR/delete$CLUSTER_SUFFIX.log" >&2; die "kwokctl delete cluster failed"; }
   rm -f "$STAMP"
 }
 
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $st && $st != Z* ]]; }
 
 restart_cluster() {
-  local log="$KWOK_WORKDIR/start.log" piddir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pids" pidf pid
+  local log="$KWOK_WORKDIR/start$CLUSTER_SUFFIX.log" piddir="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pids" pidf pid
   # kwokctl skips components whose pid file names a live process; a just-killed process can
   # linger as a zombie, so drop pid files of dead/zombie processes first.
   for pidf in "$piddir"/*.pid; do
@@ -312,8 +323,28 @@ lease_renewed_since() { # <kube-system lease> <epoch seconds>
 # served on 127.0.0.1:$LWS_WEBHOOK_PORT with a self-signed certificate made here (the manager's
 # own cert rotation needs an in-cluster Service and Secret, so it is off), and registered to the
 # API server by URL with that CA. Leader election is off (one manager); metrics are off.
-LWS_WEBHOOK_PORT=${LLM_SERVING_LWS_WEBHOOK_PORT:-19443}
-LWS_HEALTH_PORT=${LLM_SERVING_LWS_HEALTH_PORT:-18081}
+# Another cluster's manager gets two free ports, picked at its first start and kept in its LWS_DIR
+# (the webhooks registered to its API server name the port).
+LWS_WEBHOOK_PORT=${LLM_SERVING_LWS_WEBHOOK_PORT:-}
+LWS_HEALTH_PORT=${LLM_SERVING_LWS_HEALTH_PORT:-}
+
+lws_ports() {
+  local saved="$LWS_DIR/ports"
+  if [[ $CLUSTER_NAME == "$DEFAULT_CLUSTER" ]]; then
+    LWS_WEBHOOK_PORT=${LWS_WEBHOOK_PORT:-19443} LWS_HEALTH_PORT=${LWS_HEALTH_PORT:-18081}
+    return
+  fi
+  if [[ -z $LWS_WEBHOOK_PORT || -z $LWS_HEALTH_PORT ]]; then
+    if [[ ! -s $saved ]]; then
+      python3 -c 'import socket
+ports = []
+for _ in range(2):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); ports.append(s)
+print(*(s.getsockname()[1] for s in ports))' >"$saved"
+    fi
+    read -r LWS_WEBHOOK_PORT LWS_HEALTH_PORT <"$saved"
+  fi
+}
 
 need_operators() {
   local env_file
@@ -322,8 +353,10 @@ need_operators() {
   # shellcheck disable=SC1090
   source "$env_file"
   LWS_DIR="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/lws"
+  mkdir -p "$LWS_DIR"
+  lws_ports
 }
-lws_pidfile() { echo "$KWOK_WORKDIR/lws-manager.pid"; }
+lws_pidfile() { echo "$KWOK_WORKDIR/lws-manager$CLUSTER_SUFFIX.pid"; }
 
 lws_alive() { local pid; pid=$(cat "$(lws_pidfile)" 2>/dev/null) && alive "$pid"; }
 lws_healthy() { curl -fsS "http://127.0.0.1:$LWS_HEALTH_PORT/readyz" >/dev/null 2>&1; }
@@ -456,7 +489,7 @@ cmd_start() {
     # e.g. after a reboot or when a CI run ended the processes: restart from the kept etcd data.
     log "restarting stopped cluster $CLUSTER_NAME"
     if ! restart_cluster; then
-      log "restart failed (log: $KWOK_WORKDIR/start.log); recreating"
+      log "restart failed (log: $KWOK_WORKDIR/start$CLUSTER_SUFFIX.log); recreating"
       delete_cluster
       create_cluster
     fi
@@ -560,8 +593,8 @@ EOF
 
 lock() { # serialize start/stop between concurrent callers (e.g. parallel test runs)
   mkdir -p "$TOOLCHAIN_ROOT"
-  exec 9>"$TOOLCHAIN_ROOT/cluster.lock"
-  flock -w 300 9 || die "another cluster.sh start/stop holds $TOOLCHAIN_ROOT/cluster.lock"
+  exec 9>"$TOOLCHAIN_ROOT/cluster$CLUSTER_SUFFIX.lock"
+  flock -w 300 9 || die "another cluster.sh start/stop holds $TOOLCHAIN_ROOT/cluster$CLUSTER_SUFFIX.lock"
 }
 
 case "${1:-}" in

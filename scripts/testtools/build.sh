@@ -43,8 +43,16 @@ link() {
   ln -sfn "$MINIO_DIR/minio" "$BIN/minio"
   ln -sfn "$ACTIONLINT_DIR/actionlint" "$BIN/actionlint"
 }
-if [[ "$ONLY" == actionlint ]] && have_actionlint; then link; exit 0; fi
-if [[ -z "$ONLY" ]] && have_rclone && have_versitygw && have_minio && have_actionlint; then link; exit 0; fi
+warm() {
+  if [[ "$ONLY" == actionlint ]]; then have_actionlint; else have_rclone && have_versitygw && have_minio && have_actionlint; fi
+}
+if warm; then link; exit 0; fi
+# One build at a time: the servers tier's xdist workers each call this when a tool is missing
+# (seen: three MinIO builds into the same .tmp); the others wait, then find it built.
+mkdir -p "$TESTTOOLS_ROOT"
+exec 8>"$TESTTOOLS_ROOT/.build.lock"
+flock 8
+if warm; then link; exit 0; fi
 
 command -v go >/dev/null || die "go not found on PATH (need Go >= 1.26)"
 export GOTOOLCHAIN=local

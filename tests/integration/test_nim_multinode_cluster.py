@@ -221,7 +221,9 @@ def test_a_group_larger_than_the_free_gpus_fails_up_with_the_pending_pod_and_its
     """A second model, three 8-GPU pods beside the first model's two 4-GPU pods on two 8-GPU
     nodes: the operator renders its group, a pod cannot schedule, and `up` stops with it."""
     trio = {**nim_group(nodes=3, gpus=8), "name": TRIO}
-    raw = stack_config(project.namespace, [nim_group(), trio])
+    # The failing `up` waits out the pending timeout: a short one here (the harness's 60 s is for
+    # pods that do come up; the first model's are up already).
+    raw = stack_config(project.namespace, [nim_group(), trio], pendingTimeoutSeconds=15)
     stack = load_stack_config(raw)
     manifests = nim_compile.compile_nim_operator(stack.models[1], stack)
     project.write_config(raw)
