@@ -92,8 +92,9 @@ def settings(stack: StackConfig) -> GatewaySettings:
     router = stack.router
     fronted = fronted_models(router, [m.name for m in stack.models])
     upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
+    adapters = {m.name: tuple(a.name for a in m.lora.adapters) for m in stack.models}
     return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
-                              limiter_address(stack, GatewayNames.of(stack).gateway))
+                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters)
 
 
 def endpoint_url(stack: StackConfig) -> str:
