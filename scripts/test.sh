@@ -62,7 +62,8 @@ setup_for() {  # what a tier needs beyond the venv
   case "$1" in
     servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs ;;
     cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; start_cluster; pulumi_env ;;
-    engine) setup_testtools; wait_engine_kits ;;
+    # The whole-path tests put the real router, pylon and gateway in front of vLLM.
+    engine) setup_testtools; wait_engine_kits; wait_stargate ;;
   esac
 }
 
@@ -87,7 +88,7 @@ case "$mode" in
     case "$tier" in unit|servers|cluster|engine) ;; *) log "--tier: one of unit, servers, cluster, engine"; exit 2 ;; esac
     case "$tier" in
       servers|cluster) start_client_venvs; start_stargate ;;
-      engine) start_engine_kits ;;
+      engine) start_engine_kits; start_stargate ;;
       unit) bash "$REPO/scripts/toolchain/operators.sh" --crds-only ;;
     esac
     checks
