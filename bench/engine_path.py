@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conforma
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kit import build_binaries
+from output import emit
 
 from tests.engine.conftest import POLL_SECONDS, pull_for, serving
 from tests.engine.engine_kit import cpu_env, kit_dir
@@ -208,11 +209,7 @@ def main() -> None:
     with serving(pulled, tmp) as engine, running_path(engine, tmp / "path", bin_dir) as path:
         result["streams"] = streams(path, args.rounds, args.tokens)
     result["loadavg_before_after"] = [load_before, os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":
