@@ -152,12 +152,12 @@ def test_a_bad_parameter_is_vllms_own_openai_400(whole_path, stream):
 # --- a client that leaves -------------------------------------------------------------------------
 
 def test_a_client_that_leaves_mid_stream_is_an_abort_in_vllm(whole_path):
-    """The SDK closes its stream after a few chunks: the gateway closes its upstream, the router
+    """The SDK closes its stream after a few tokens: the gateway closes its upstream, the router
     cancels the tunnelled request, pylon drops its engine connection, and vLLM aborts the
-    request, counting it in vllm:request_success_total{finished_reason="abort"}."""
+    request: counted in vllm:request_success_total{finished_reason="abort"}, nothing running, and
+    the engine generates no more of the 1500 tokens asked for."""
     name = whole_path.engine.served_name
-    before = engine_counter(whole_path.engine_metrics(), "vllm:request_success_total",
-                            model_name=name, finished_reason="abort")
+    before = whole_path.engine_metrics()
     stream = whole_path.sdk().chat.completions.create(
         model=name, messages=PROMPT, max_tokens=1500, temperature=0, stream=True, extra_body={"ignore_eos": True})
     seen = 0
@@ -167,20 +167,24 @@ def test_a_client_that_leaves_mid_stream_is_an_abort_in_vllm(whole_path):
             break
     left = time.monotonic()
     stream.close()
+
+    def aborted(samples) -> float:
+        return engine_counter(samples, "vllm:request_success_total", model_name=name, finished_reason="abort")
+
     deadline = left + 15
-    aborted = before
     while time.monotonic() < deadline:
-        samples = whole_path.engine_metrics()
-        aborted = engine_counter(samples, "vllm:request_success_total", model_name=name, finished_reason="abort")
-        running = engine_counter(samples, "vllm:num_requests_running", model_name=name)
-        if aborted > before and running == 0:
+        now = whole_path.engine_metrics()
+        if aborted(now) > aborted(before) and engine_counter(now, "vllm:num_requests_running", model_name=name) == 0:
             break
         time.sleep(0.2)
-    assert aborted == before + 1, f"vLLM counted {aborted - before} aborts since the client left"
-    # Well before 1500 tokens: the engine stopped because the client left, not at the end.
-    generated = engine_counter(whole_path.engine_metrics(), "vllm:generation_tokens_total", model_name=name)
-    assert generated >= 3
-    print(f"vLLM {whole_path.engine.line}: abort counted {time.monotonic() - left:.2f}s after the client left")
+    counted = time.monotonic() - left
+    assert aborted(now) == aborted(before) + 1, f"vLLM counted {aborted(now) - aborted(before)} aborts since the client left"
+    # Far fewer than the 1500 tokens asked for (pylon's canaries, at most 237 tokens each every
+    # 5 s, may add theirs): the engine stopped because the client left, not at the end.
+    generated = (engine_counter(now, "vllm:generation_tokens_total", model_name=name)
+                 - engine_counter(before, "vllm:generation_tokens_total", model_name=name))
+    assert 3 <= generated < 1000, generated
+    print(f"vLLM {whole_path.engine.line}: abort counted {counted:.2f}s after the client left, {generated:g} tokens generated")
 
 
 # --- pylon's own traffic ------------------------------------------------------------------------
@@ -197,7 +201,9 @@ def test_pylons_health_checks_and_canaries_succeed_against_the_real_server(whole
     canaries = engine_counter(whole_path.engine_metrics(), "vllm:request_success_total", model_name=name) - finished
     assert canaries >= 1, "no canary reached vLLM within pylon's canary interval"
     log = whole_path.pylon_log()
-    assert not re.search(r"canary failed|health check failed|RunawayGeneration", log), log[-3000:]
+    # pylon's warnings when a canary or the engine's health fails (pylon-lib bringup/lifecycle.rs,
+    # model_lifecycle.rs of the vendored build).
+    assert not re.search(r"canary failed|initialization failed|waiting for the upstream to answer", log), log[-3000:]
     accesses = [line for t, line in whole_path.engine.log if t > whole_path.started and health_path in line]
     assert accesses and all('" 200' in line for line in accesses), accesses[-5:]
     assert name in whole_path.stack.get("/v1/models").json["model_ids"]
