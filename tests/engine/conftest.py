@@ -45,17 +45,23 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """The tests that share a line's server, line by line, those that stop it last in their line
-    (a stable sort, before pytest groups by fixture): every module sharing the server
+    """This folder's tests that share a line's server, line by line, those that stop it last in
+    their line (before pytest groups by fixture): every module sharing the server
     (test_rendered_server, test_whole_path) runs before it is stopped, and one line's server is
-    gone before the next starts (2 cores). The other tests keep their order, after them."""
+    gone before the next starts (2 cores). This folder's other tests follow them; the session's
+    other tests keep their places (the hook sees them all: only this folder's slots are reordered)."""
+    here = Path(__file__).parent
+    slots = [index for index, item in enumerate(items) if here in Path(item.path).parents]
+
     def key(item) -> tuple[int, int, bool]:
         callspec = getattr(item, "callspec", None)
-        if callspec is None or "engine" not in callspec.params:
+        line = callspec.params.get("engine") if callspec is not None else None
+        if line not in LINES or "engine" not in item.fixturenames:
             return (1, 0, False)
-        return (0, LINES.index(callspec.params["engine"]), item.get_closest_marker("stops_engine") is not None)
+        return (0, LINES.index(line), item.get_closest_marker("stops_engine") is not None)
 
-    items.sort(key=key)
+    for index, item in zip(slots, sorted((items[i] for i in slots), key=key), strict=True):
+        items[index] = item
 
 
 def stack_config(hub_url: str, router: dict | None = None):
