@@ -77,7 +77,9 @@ def plain_start(line: str, weights: Path, home: Path) -> float:
             try:
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
                 connection.request("GET", "/health")
-                if connection.getresponse().status == 200:
+                health = connection.getresponse()
+                health.read()
+                if health.status == 200:
                     ready = time.monotonic() - started
                     connection.request("GET", "/v1/models")
                     assert str(weights) in connection.getresponse().read().decode()
@@ -114,6 +116,13 @@ def cold_start(pulled, tmp: Path, starts: int) -> dict:
 
 def one_stream(base: str, body: bytes, gate: threading.Barrier, out: list) -> None:
     """POST a streamed chat; (start, first content token, last token, tokens) or the refusal."""
+    try:
+        _stream(base, body, gate, out)
+    except (OSError, http.client.HTTPException, ValueError) as error:  # a cut stream is a refusal here
+        out.append({"refused": type(error).__name__, "body": str(error)})
+
+
+def _stream(base: str, body: bytes, gate: threading.Barrier, out: list) -> None:
     parsed = urlparse(base)
     connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=300)
     gate.wait()
