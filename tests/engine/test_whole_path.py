@@ -151,11 +151,24 @@ def test_a_bad_parameter_is_vllms_own_openai_400(whole_path, stream):
 
 # --- a client that leaves -------------------------------------------------------------------------
 
+# Whether the line counts a client's abort in vllm:request_success_total{finished_reason="abort"}.
+# 0.11: no. Read in its wheel: a disconnect ends AsyncLLM.generate with CancelledError ->
+# AsyncLLM.abort (vllm/v1/engine/async_llm.py l.397-398, 485-491) -> OutputProcessor.abort_requests
+# (vllm/v1/engine/output_processor.py l.325-354), which pops the request and queues its final
+# ABORT output but never calls _update_stats_from_finished (l.558), the only path to the counter
+# (vllm/v1/metrics/loggers.py l.299-308, 582): the series exists, with the label, and stays put. What
+# 0.11 shows is the engine itself letting go: vllm:num_requests_running back to 0 and
+# vllm:generation_tokens_total no longer growing. 0.32: expected to count it (later upstream code
+# builds finished-request stats for requests that stopped part way); not yet read in the 0.32
+# wheel, which was not installed when this was written: the first run on 0.32 says.
+COUNTS_CLIENT_ABORTS = {"0.11": False, "0.32": True}
+
+
 def test_a_client_that_leaves_mid_stream_is_an_abort_in_vllm(whole_path):
     """The SDK closes its stream after a few tokens: the gateway closes its upstream, the router
     cancels the tunnelled request, pylon drops its engine connection, and vLLM aborts the
-    request: counted in vllm:request_success_total{finished_reason="abort"}, nothing running, and
-    the engine generates no more of the 1500 tokens asked for."""
+    request: nothing left running, no more of the 1500 tokens asked for generated, and where the
+    line counts aborts, one more vllm:request_success_total{finished_reason="abort"}."""
     name = whole_path.engine.served_name
     before = whole_path.engine_metrics()
     stream = whole_path.sdk().chat.completions.create(
@@ -171,20 +184,30 @@ def test_a_client_that_leaves_mid_stream_is_an_abort_in_vllm(whole_path):
     def aborted(samples) -> float:
         return engine_counter(samples, "vllm:request_success_total", model_name=name, finished_reason="abort")
 
+    def generated(samples) -> float:
+        return engine_counter(samples, "vllm:generation_tokens_total", model_name=name)
+
+    counts = COUNTS_CLIENT_ABORTS[whole_path.engine.line]
     deadline = left + 15
     while time.monotonic() < deadline:
         now = whole_path.engine_metrics()
-        if aborted(now) > aborted(before) and engine_counter(now, "vllm:num_requests_running", model_name=name) == 0:
+        idle = engine_counter(now, "vllm:num_requests_running", model_name=name) == 0
+        if idle and (aborted(now) > aborted(before) or not counts):
             break
         time.sleep(0.2)
-    counted = time.monotonic() - left
-    assert aborted(now) == aborted(before) + 1, f"vLLM counted {aborted(now) - aborted(before)} aborts since the client left"
+    let_go = time.monotonic() - left
+    assert idle, "vLLM still runs the request the client left"
+    # The labelled series exists on every line (the dashboard reads it); whether it moves is the line's.
+    assert any(labels.get("finished_reason") == "abort" for labels, _ in now["vllm:request_success_total"])
+    assert aborted(now) == aborted(before) + (1 if counts else 0), \
+        f"vLLM {whole_path.engine.line} counted {aborted(now) - aborted(before)} aborts since the client left"
     # Far fewer than the 1500 tokens asked for (pylon's canaries, at most 237 tokens each every
     # 5 s, may add theirs): the engine stopped because the client left, not at the end.
-    generated = (engine_counter(now, "vllm:generation_tokens_total", model_name=name)
-                 - engine_counter(before, "vllm:generation_tokens_total", model_name=name))
-    assert 3 <= generated < 1000, generated
-    print(f"vLLM {whole_path.engine.line}: abort counted {counted:.2f}s after the client left, {generated:g} tokens generated")
+    time.sleep(1)
+    later = whole_path.engine_metrics()
+    assert 3 <= generated(later) - generated(before) < 1000, generated(later) - generated(before)
+    print(f"vLLM {whole_path.engine.line}: let go {let_go:.2f}s after the client left, "
+          f"{generated(later) - generated(before):g} tokens generated")
 
 
 # --- pylon's own traffic ------------------------------------------------------------------------
