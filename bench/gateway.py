@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fake_engine
 from kit import MODEL, RouterStack, build_binaries, stack_config
+from output import emit
 
 from components.compile.gateway import settings as gateway_settings
 from tests.gateway.nginx_kit import Gateway
@@ -174,11 +175,7 @@ def main() -> None:
             gw.stop()
     finally:
         stack.stop()
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

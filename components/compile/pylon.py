@@ -111,9 +111,11 @@ def pylon_args(model: ModelConfig, stack: StackConfig) -> list[str]:
         # vLLM/NIM serve on this port in the same pod; loopback never leaves it.
         f"--upstream-http-base-url=http://127.0.0.1:{common.SERVER_PORT}",
         f"--stargate-address={stargate_address(router, stack.platform.namespace)}",
-        # The id the engine answers to: vLLM's --served-model-name and NIM's NIM_SERVED_MODEL_NAME
-        # are the model's name (components.compile.engines).
-        f"--model-name={model.name}",
+        # The ids the engine answers to: vLLM's --served-model-name and NIM's NIM_SERVED_MODEL_NAME
+        # are the model's name (components.compile.engines); each LoRA adapter is asked for by its
+        # own name, which vLLM's filesystem resolver serves in every pod of the model
+        # (components.compile.server), so the router must route that id to this pylon too.
+        *(f"--model-name={name}" for name in (model.name, *(a.name for a in model.lora.adapters))),
         "--inference-server-id=$(POD_NAME)",
         "--backend-connectivity=reverse",
         f"--metrics-port={METRICS_PORT}",

@@ -244,7 +244,8 @@ class GatewayConfig(Strict):
     retry_after_seconds: int = Field(
         2, ge=1, le=3600, description="`Retry-After` of a 503 (router down or no serving target).")
     models: Optional[tuple[str, ...]] = Field(
-        None, description="Models the gateway admits (`x-model`); unset: every model the router fronts.")
+        None, description="Models the gateway admits (`x-model`); unset: every model the router fronts. "
+        "A model admitted admits its LoRA adapters (asked for by name).")
     api_keys: Optional[ApiKeys] = Field(
         None, description="Require API keys (401 without a valid one); unset: open. Set, the router's "
         "HTTP port admits only the gateway pods (its NetworkPolicy is rendered even with "

@@ -167,6 +167,23 @@ def test_settings_resolve_models_tenants_and_the_router_address():
     assert settings(load({})).models == ("chat", "code")
 
 
+def test_admitting_a_model_admits_its_lora_adapters():
+    """An adapter is asked for by its own name (the model's pylons register it): admitted where its
+    model is, for the gateway and for a tenant that lists the model, and nowhere else."""
+    lora = {"enabled": True, "adapters": [{"name": "chat-sql", "repo": "acme/chat-sql"}]}
+    tenants = [{"name": "team-chat", "models": ["chat"]}, {"name": "team-code", "models": ["code"]}]
+    stack = load_stack_config({
+        "models": [model("chat", lora=lora), model("code")],
+        "router": {"image": ROUTER_IMAGE, "gateway": {"apiKeys": {"secretName": "keys", "tenants": tenants}}},
+    })
+    resolved = settings(stack)
+    assert resolved.models == ("chat", "chat-sql", "code")
+    assert [t.models for t in resolved.tenants] == [("chat", "chat-sql"), ("code",)]
+    narrowed = load_stack_config({"models": [model("chat", lora=lora), model("code")],
+                                  "router": {"image": ROUTER_IMAGE, "gateway": {"models": ["code"]}}})
+    assert settings(narrowed).models == ("code",)
+
+
 def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_headers():
     data = compile_gateway(load(RICH)).config_map["data"]
     conf = data["nginx.conf"]

@@ -94,6 +94,17 @@ def test_flags_are_the_pylon_clap_names_with_loopback_upstream_and_served_name()
     assert args["--initial-input-tps"] == ["100"]
 
 
+LORA = {"enabled": True, "adapters": [{"name": "alpha-sql", "repo": "acme/alpha-sql"},
+                                     {"name": "alpha-chat", "repo": "acme/alpha-chat"}]}
+
+
+def test_each_lora_adapter_is_registered_as_a_model_of_the_pod():
+    """A client asks for an adapter by its name; the router routes by that name, so the pylon of
+    every pod whose vLLM resolves the adapter registers it (the real path: tests/engine)."""
+    assert flags(pylon_of(load(model("alpha", lora=LORA))))["--model-name"] == ["alpha", "alpha-sql", "alpha-chat"]
+    assert flags(pylon_of(load(model("alpha", lora={"enabled": True}))))["--model-name"] == ["alpha"]
+
+
 def test_nim_raw_path_model_is_fronted_with_its_health_path():
     stack = load(nim_model("nim", healthPath="/v1/health/ready"))
     args = flags(pylon_of(stack, "nim"))

@@ -28,6 +28,9 @@ Fixtures (``tests/conformance/conftest.py``; put your test module in ``tests/con
   ``Cluster``, default the ``cluster_namespace`` fixture's), ``tls`` (a ``TlsFiles`` from
   ``make_ca_issued_tls``: the Secret a CA issuer writes; the router section gets ``tls.enabled``)
   and ``release`` (default ``public-0.4``, the line of the binaries).
+- A real engine instead of the fakes: ``RouterStack(stack, bin_dir, workdir,
+  upstreams=(url, ...))`` puts one pylon in front of each engine already running at those base
+  URLs (the caller starts and stops them; tests/engine/test_whole_path.py runs the real vLLM so).
 
 ``RouterStack`` (what the factory returns, already registered):
 
@@ -66,7 +69,7 @@ What is rewritten to run outside a pod (everything else is the compiler's output
   both, pointing at the router's loopback ports. The advertised hostname (``:authority`` and QUIC
   SNI) is never rewritten, so TLS names are checked as in a cluster.
 - ``--upstream-http-base-url=http://127.0.0.1:8000`` (the engine in the same pod): the fake
-  engine's port.
+  engine's port, or the real engine's URL (``upstreams``).
 - File paths (``--tls-cert-path``, ``--tls-key-path``, ``--lb-config-path``,
   ``--auth-token-file``, ``--worker-auth-file``): the same files, under the test's directory, with
   the content the mounted Secret / ConfigMap / init container would give them.
@@ -223,6 +226,15 @@ def contract_headers(model: str = MODEL, input_tokens: int = 8, request_id: Opti
 
 def chat_body(text: str = "hi", stream: bool = True, model: str = MODEL, **extra: Any) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": text}], "stream": stream, **extra}
+
+
+def shape(value: Any) -> Any:
+    """Keys and value types, recursively (lists by their first item): two answers alike in form."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(item) for item in value[:1]]
+    return type(value).__name__
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -513,16 +525,20 @@ class RouterStack:
 
     def __init__(self, stack: StackConfig, bin_dir: Path, workdir: Path, engines: int = 1,
                  tls: Optional[TlsFiles] = None, cluster: Optional[Cluster] = None,
-                 start_timeout_s: float = 90, engine: Callable[[str, str], Any] = FakeEngine):
+                 start_timeout_s: float = 90, engine: Callable[[str, str], Any] = FakeEngine,
+                 upstreams: tuple[str, ...] = ()):
         self.stack, self.bin, self.dir = stack, bin_dir, workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.render = rendered(stack)
         self.model = next(iter(self.render.pylon))
         self.namespace = stack.platform.namespace
         self.tls, self.cluster, self.start_timeout_s = tls, cluster, start_timeout_s
-        # ``engine(name, model)``: anything with start() / stop() / url, e.g. the fake engine in a
-        # process of its own (bench/concurrency.py: its CPU apart from the caller's).
-        self.engines = [engine(f"engine-{i}", self.model) for i in range(engines)]
+        # Engines the caller runs (``upstreams``, their base URLs: one pylon each, never started
+        # or stopped here), or engines this stack owns: ``engine(name, model)``, anything with
+        # start() / stop() / url (the fake engine, or it in a process of its own:
+        # bench/concurrency.py, its CPU apart from the caller's).
+        self.upstreams = tuple(upstreams)
+        self.engines = [] if upstreams else [engine(f"engine-{i}", self.model) for i in range(engines)]
         self.ports = RouterPorts()
         self.backend_ports = BackendPorts() if self.render.backend is not None else None
         self.router_pod = f"{ROUTER_NAME}-7c9d8-x{uuid.uuid4().hex[:4]}"
@@ -625,7 +641,7 @@ class RouterStack:
     def pylon_args(self, index: int, pod: str) -> list[str]:
         local = Localizer(pod, self.namespace, self._paths)
         target = self.backend_ports.grpc if self.backend_ports is not None else self.ports.grpc
-        replace = {"--upstream-http-base-url": self.engines[index].url,
+        replace = {"--upstream-http-base-url": self.engine_url(index),
                    "--stargate-address": f"http://127.0.0.1:{target}",
                    "--metrics-port": str(free_port())}
         args = local(self.render.pylon[self.model], replace, ("--metrics-host=127.0.0.1",))
@@ -633,6 +649,14 @@ class RouterStack:
         return args
 
     # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def pods(self) -> int:
+        """Engine "pods": one pylon each."""
+        return len(self.upstreams or self.engines)
+
+    def engine_url(self, index: int) -> str:
+        return self.upstreams[index] if self.upstreams else self.engines[index].url
+
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.http}"
@@ -657,10 +681,10 @@ class RouterStack:
                 wait_until(lambda: http("GET", f"http://127.0.0.1:{self.backend_ports.health}/readyz",
                                         timeout_s=2).status == 200,
                            self.start_timeout_s, "the backend router's /readyz", context=self.logs)
-            for index in range(len(self.engines)):
+            for index in range(self.pods):
                 pod = f"{self.model}-6f7b9-{index}"
                 self.pylons.append(self._proc(f"pylon-{index}", [str(self.bin / "pylon"), *self.pylon_args(index, pod)], pod).start())
-            self.wait_registered(len(self.engines))
+            self.wait_registered(self.pods)
         except BaseException:
             self.stop()
             raise

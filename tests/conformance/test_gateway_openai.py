@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import openai
 import pytest
-from kit import MODEL
+from kit import MODEL, shape
 
 from components.compile.gateway import settings as gateway_settings
 from tests.gateway.nginx_kit import Gateway
@@ -80,15 +80,6 @@ def test_openai_sdk_gets_every_answer_through_the_gateway(router_stack, gateway_
     assert len(embeddings.data) == 2 and embeddings.data[0].embedding
 
     assert [m.id for m in sdk.models.list()] == [MODEL]
-
-
-def shape(value):
-    """Keys and value types, recursively (lists by their first item)."""
-    if isinstance(value, dict):
-        return {key: shape(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [shape(item) for item in value[:1]]
-    return type(value).__name__
 
 
 def test_the_folded_answer_is_shaped_like_the_engines_own_non_streaming_answer(router_stack, gateway_over):

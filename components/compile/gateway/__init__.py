@@ -41,8 +41,7 @@ from .limiter import LIMITER_CONF, LIMITER_PORT, LIMITER_SCRIPT, LIMITER_SETTING
 from .limiter_objects import LimiterManifests, compile_limiter, limiter_address, limiter_pods
 from .monitoring import compile_metrics_service, compile_service_monitor
 from .monitoring import required_crds as monitoring_required_crds
-from .nginx import (CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, TLS_DIR, GatewaySettings,
-                    render_files)
+from .nginx import CONFIG_DIR, HEALTH_PATH, HEALTH_PORT, HTTP_PORT, KEYS_DIR, SCRATCH_DIR, TLS_DIR, GatewaySettings, render_files
 from .resolver import start_command
 
 CONTAINER = "gateway"
@@ -111,8 +110,9 @@ def settings(stack: StackConfig) -> GatewaySettings:
     router = stack.router
     fronted = fronted_models(router, [m.name for m in stack.models])
     upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
+    adapters = {m.name: tuple(a.name for a in m.lora.adapters) for m in stack.models}
     return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
-                              limiter_address(stack, GatewayNames.of(stack).gateway))
+                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters)
 
 
 def endpoint_url(stack: StackConfig) -> str:

@@ -35,6 +35,7 @@ which the router propagates through the tunnel.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -154,17 +155,24 @@ class GatewaySettings:
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
-           limiter: Optional[str] = None) -> GatewaySettings:
+           limiter: Optional[str] = None, adapters: Optional[Mapping[str, tuple[str, ...]]] = None) -> GatewaySettings:
+        """``adapters``: model -> its LoRA adapters' names. A client asks for an adapter by its
+        name (the router routes it to the model's pylons, which register it): admitting a model
+        admits its adapters, for the gateway and for a tenant that lists the model."""
         keys = gateway.api_keys
+
+        def served(names: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(n for name in names for n in (name, *(adapters or {}).get(name, ())))
+
         tenants = tuple(
-            Tenant(t.name, t.routing_key, t.models,
+            Tenant(t.name, t.routing_key, served(t.models) if t.models is not None else None,
                    t.rate_limit.requests_per_minute if t.rate_limit else None,
                    t.rate_limit.resolved_burst() if t.rate_limit else 0,
                    t.rate_limit.tokens_per_minute if t.rate_limit else None)
             for t in (keys.tenants if keys else ()))
         return cls(
             limiter=limiter if any(t.limited for t in tenants) else None,
-            upstream=upstream, models=models, worker_processes=gateway.worker_processes,
+            upstream=upstream, models=served(models), worker_processes=gateway.worker_processes,
             max_body_bytes=gateway.max_body_bytes, max_response_bytes=gateway.max_response_bytes,
             timeout_seconds=gateway.request_timeout_seconds, retry_after_seconds=gateway.retry_after_seconds,
             keys_file=f"{KEYS_DIR}/{keys.secret_key}" if keys else None, tenants=tenants,
