@@ -278,9 +278,12 @@ def _http_sources_beyond_gateway(policy: K8sObject) -> Iterator[Any]:
     "router pods (app.kubernetes.io/component: router), and every rule of such a policy that "
     "admits the router's HTTP port 8000 must admit only the gateway pods: otherwise any pod "
     "calls the router directly with its own x-routing-key and x-model and the keys are walked "
-    "around, platform.networkPolicy off included. Fix: render the router with the router "
-    "component (it renders that policy whenever router.gateway.apiKeys is set), or admit port 8000 "
-    "only from the gateway pods (allowFrom peers on port 9090, the metrics port).",
+    "around, platform.networkPolicy off included.",
+    fix="Render the router with the router component (it renders that policy whenever "
+    "router.gateway.apiKeys is set), or admit port 8000 only from the gateway pods (allowFrom "
+    "peers on port 9090, the metrics port).",
+    severity="critical",
+    url="https://kubernetes.io/docs/concepts/services-networking/network-policies/",
 )
 def keys_guard_router(stack: Stack, config: dict) -> Iterator[Finding]:
     keyed, policies = [], []

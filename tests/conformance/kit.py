@@ -30,7 +30,7 @@ Fixtures (``tests/conformance/conftest.py``; put your test module in ``tests/con
   and ``release`` (default ``public-0.4``, the line of the binaries).
 - A real engine instead of the fakes: ``RouterStack(stack, bin_dir, workdir,
   upstreams=(url, ...))`` puts one pylon in front of each engine already running at those base
-  URLs (the caller starts and stops them; tests/engine/test_whole_path.py runs the real vLLM so).
+  URLs (the caller starts and stops them: e.g. the real vLLM of the engine kit).
 
 ``RouterStack`` (what the factory returns, already registered):
 
