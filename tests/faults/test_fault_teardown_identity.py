@@ -44,10 +44,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
-from tests.support.harness import small_model, stack_config
+from tests.support.harness import REPO, small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -131,7 +132,8 @@ def deployed(fault_project, cluster, scratch):
     # teardown-least-privilege advisory): the rbac rules accept the compiled Role beside the real
     # Secret resource.
     result = project.up("--policy-pack", "policies")
-    assert "llm-serving@v0.1.0" in result.stdout + result.stderr, "the pack did not run"
+    version = yaml.safe_load((REPO / "policies" / "PulumiPolicy.yaml").read_text())["version"]
+    assert f"llm-serving@v{version}" in result.stdout + result.stderr, "the pack did not run"
     print(f"\nteardown identity: up {time.monotonic() - started:.1f} s")
     from kubernetes import client
 

@@ -84,7 +84,8 @@ def test_up_keeps_the_router_as_it_was_and_runs_the_gateway_beside_it(baseline, 
     assert container.security_context.capabilities.drop == ["ALL"]
     assert container.readiness_probe.http_get.path == "/healthz"
     config_map = core.read_namespaced_config_map(f"{GATEWAY}-config", project.namespace)
-    assert f"server {ROUTER}.{project.namespace}.svc.cluster.local:8000;" in config_map.data["nginx.conf"]
+    # The router by its fully qualified name, resolved per request (resolver.py).
+    assert f"default {ROUTER}.{project.namespace}.svc.cluster.local:8000;" in config_map.data["nginx.conf"]
     assert core.read_namespaced_service(GATEWAY, project.namespace).spec.ports[0].port == 8000
     assert kube.PolicyV1Api().read_namespaced_pod_disruption_budget(GATEWAY, project.namespace).spec.max_unavailable == 1
 
