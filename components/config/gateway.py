@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, model_validator
 
 from . import values
-from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, tls_source_problems
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection
 from .values import Problem
 
 # The official nginx image ships ngx_http_js_module (njs) at /usr/lib/nginx/modules. Tag only:
@@ -162,7 +162,7 @@ class Affinity(Strict):
         "instead. Never forwarded as is.")
 
 
-class GatewayTls(Strict):
+class GatewayTls(TlsSection):
     """TLS on the client port (8000): nginx serves the certificate of a cert-manager Certificate
     (or an existing Secret) for the gateway Service's names; the health/metrics port stays plain."""
 
@@ -197,18 +197,6 @@ class GatewayTls(Strict):
     )
     secret_name: Optional[Label] = Field(
         None, description="Secret the certificate is stored in; unset: `<gateway name>-tls`.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> GatewayTls:
-        problems = tls_source_problems(self)
-        if problems:
-            raise values.Problems(problems)
-        return self
-
-    @property
-    def issued(self) -> bool:
-        """A cert-manager Certificate is rendered (TLS on, no existing Secret)."""
-        return self.enabled and self.existing_secret is None
 
 
 class GatewayConfig(Strict):

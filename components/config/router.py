@@ -32,7 +32,7 @@ from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .router_lb import LoadBalancer
 from .router_names import Topology, resolve_topology
 from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
-from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, tls_source_problems
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection
 from .values import Problem
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
@@ -169,7 +169,7 @@ class BackendRouter(Strict):
         raise ValueError(f"{value!r} is not one of auto, true, false")
 
 
-class RouterTls(Strict):
+class RouterTls(TlsSection):
     """The QUIC/gRPC server identity pylons verify (the HTTP port stays plain, as in the chart)."""
 
     enabled: bool = Field(
@@ -201,18 +201,6 @@ class RouterTls(Strict):
         "in-cluster domains (`<ns>.svc`, `<ns>.svc.cluster.local`).",
     )
     secret_name: Optional[Label] = Field(None, description="Secret the certificate is stored in; unset: `<name>-tls`.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> RouterTls:
-        problems = tls_source_problems(self)
-        if problems:
-            raise values.Problems(problems)
-        return self
-
-    @property
-    def issued(self) -> bool:
-        """A cert-manager Certificate is rendered (TLS on, no existing Secret)."""
-        return self.enabled and self.existing_secret is None
 
 
 class RouterMetrics(Strict):

@@ -213,6 +213,23 @@ def tls_source_problems(tls: Any) -> list[values.Problem]:
     return problems
 
 
+class TlsSection(Strict):
+    """What the router's and the gateway's TLS sections share (their fields are their own): one
+    source of identity (``tls_source_problems``), and whether a Certificate is rendered."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TlsSection:
+        problems = tls_source_problems(self)
+        if problems:
+            raise values.Problems(problems)
+        return self
+
+    @property
+    def issued(self) -> bool:
+        """A cert-manager Certificate is rendered (TLS on, no existing Secret)."""
+        return self.enabled and self.existing_secret is None
+
+
 # Names on a certificate, and the domains they must fall in.
 DnsName = Annotated[str, AfterValidator(values.check_dns_name)]
 Domain = Annotated[str, AfterValidator(values.check_domain)]
