@@ -6,6 +6,7 @@ Pure: no Pulumi, no I/O. Objects are plain dicts in Kubernetes wire shape (camel
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from contract.labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL
@@ -61,10 +62,27 @@ GPU_NODE_LABELS = (
 def source_hash(model: ModelConfig) -> str:
     """Eight hex characters naming one model source (repo + revision).
 
-    Weights objects carry it in their names, so a new source gets a new volume and puller
-    (re-pull) while any other change leaves them alone.
+    The weights volume carries it in its name, so a new source gets a new volume (and a new puller
+    Job: puller_name) while any other change leaves the volume alone.
     """
     return hashlib.sha256(model.source.ref.encode()).hexdigest()[:8]
+
+
+def puller_name(model: ModelConfig, pod_template: dict) -> str:
+    """The puller Job's name: the model's, and eight hex characters of its source and its pod
+    template (what a Job cannot change in place).
+
+    A changed template replaces the Job. Under the old name the new Job's create could meet the old
+    Job still being deleted: the provider does not await deletes of objects marked skipAwait, and a
+    foreground delete (the default of stacks deployed before the background annotation) or any
+    finalizer keeps the old Job standing; the server-side-apply create then lands on it ("field
+    conflict ... containers[name=puller].args", seen in CI). A name of its own never meets it, and
+    the gate, which keys on the Job's name, waits for the new Job before serving goes on. Changing
+    only the deadline or the retry count (mutable) keeps the name and updates the Job in place.
+    """
+    identity = json.dumps({"source": model.source.ref, "template": pod_template},
+                          sort_keys=True, separators=(",", ":"))
+    return f"{model.name}-pull-{hashlib.sha256(identity.encode()).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +90,6 @@ class ModelNames:
     server: str
     service: str
     weights: str
-    puller: str
     gate: str
     lora_cache: str = "lora-cache"
 
@@ -87,7 +104,6 @@ class ModelNames:
             server=model.name if model.multi_node is None else f"{model.name}-lws",
             service=model.name,
             weights=claim or f"{model.name}-weights-{digest}",
-            puller=f"{model.name}-pull-{digest}",
             gate=child(model.name, WEIGHTS_GATE),
         )
 

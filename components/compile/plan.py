@@ -180,14 +180,12 @@ def _pull(model: ModelConfig, job: Optional[dict], platform, names, cluster: Clu
     before it loads them)."""
     if job is None:
         return ()
-    gate = GateProps(platform.namespace, model.name, names.weights, names.puller, model.source.ref,
+    gate = GateProps(platform.namespace, model.name, names.weights, job["metadata"]["name"], model.source.ref,
                      platform.pull_timeout_seconds, cluster)
     return (
-        # A Job's pod template is immutable, so any change to it replaces the Job, and
-        # a changed template under the same source keeps the Job's name (an upgrade of this
-        # program): the old Job must be gone before the new one is applied, or the apply lands on
-        # it and fails "field is immutable". Stated, not left to the provider's inference from
-        # the name (a fresh-clone CI run once saw create-before-delete here).
+        # A Job's pod template is immutable, so any change to it replaces the Job, under a new
+        # name (common.puller_name). Delete-first all the same: two pullers never write one volume
+        # at once (the old one may still be downloading when its template changes).
         Child(roles.PULLER, job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY), delete_before_replace=True),
         # The serving Deployment waits on the gate (complete weights, volume handed off).
         Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
@@ -216,7 +214,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
     multi = model.multi_node
     # Per-pod weights (the group pods pull) and a streamed s3 source (the server reads the store)
     # have no puller Job and no gate.
-    puller = names.puller if manifests.puller_job is not None else ""
+    puller = manifests.puller_job["metadata"]["name"] if manifests.puller_job is not None else ""
     objects = (GroupObjects(names.server, names.service, multi.nodes, puller, revision) if multi
                else RawObjects(names.server, names.service, puller, revision))
     status = StatusProps(
@@ -245,7 +243,7 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_monitor(monitor),
         Child(roles.STATUS, props=status, after=(roles.SERVER, roles.SERVICE)),
     ), url, {"endpoint_url": url, "objects": {
-        **({"weights": names.weights, "puller": names.puller} if puller else {}),
+        **({"weights": names.weights, "puller": puller} if puller else {}),
         ("leader_worker_set" if multi else "deployment"): names.server, "service": names.service,
         **({"service_monitor": monitor["metadata"]["name"]} if monitor is not None else {})}})
 

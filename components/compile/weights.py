@@ -146,17 +146,19 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
     if pull_secrets:
         pod_spec["imagePullSecrets"] = pull_secrets
     meta = common.metadata(
-        names.puller, platform.namespace, model, PULLER_COMPONENT,
+        "", platform.namespace, model, PULLER_COMPONENT,
         **{common.MODEL_SOURCE_ANNOTATION: model.source.ref},
     )
     meta["labels"][common.SOURCE_HASH_LABEL] = common.source_hash(model)
-    template_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
+    template = {"metadata": {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])},
+                "spec": pod_spec}
+    meta["name"] = common.puller_name(model, template)
     meta["annotations"].update(common.SKIP_AWAIT)
     meta["annotations"].update(common.BACKGROUND_DELETE)
     spec: dict = {
         "backoffLimit": 2,
         "activeDeadlineSeconds": platform.pull_timeout_seconds,
-        "template": {"metadata": template_meta, "spec": pod_spec},
+        "template": template,
     }
     if source_type(model.source) == "s3":
         spec["podFailurePolicy"] = object_store.FAILURE_POLICY

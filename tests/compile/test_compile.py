@@ -316,7 +316,7 @@ def test_deployment_is_patched_in_place(change):
 
 def test_derived_names_fit_63_characters():
     objects = compiled(model("a" * values.MODEL_NAME_MAX))
-    for name in (objects.names.server, objects.names.weights, objects.names.puller, objects.names.gate):
+    for name in (objects.names.server, objects.names.weights, objects.puller_job["metadata"]["name"], objects.names.gate):
         assert len(name) <= 63
 
 
@@ -357,9 +357,27 @@ def test_every_object_lands_in_the_stack_namespace(rich_manifests):
 
 
 
-def test_the_puller_job_goes_in_the_background_before_its_same_name_replacement():
-    # Replaced delete-first under the same name, with skipAwait: a foreground delete left the old
-    # Job (and its finalizer) in place and the new Job's create met it (an SSA field conflict).
+def test_the_puller_job_is_deleted_in_the_background_and_not_awaited():
+    # The gate does the waiting (skipAwait); a foreground delete would keep the old Job standing,
+    # marked for deletion, until the garbage collector has taken its pods.
     job = compiled(model()).puller_job
     assert job["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] == "background"
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_a_new_puller_template_is_a_new_job_name():
+    # Its replacement never meets the old Job still being deleted (common.puller_name).
+    before = compiled(model()).puller_job
+    after = compiled(model(), puller_image="registry.example.com/other/puller:1.0").puller_job
+    assert after["spec"]["template"] != before["spec"]["template"]
+    assert after["metadata"]["name"] != before["metadata"]["name"]
+    assert after["metadata"]["name"].startswith(f"{before['metadata']['labels']['app.kubernetes.io/name']}-pull-")
+
+
+def test_the_pull_deadline_changes_the_job_in_place():
+    # activeDeadlineSeconds is mutable: no new Job, no new pull.
+    before = compiled(model()).puller_job
+    after = compiled(model(), pull_timeout_seconds=before["spec"]["activeDeadlineSeconds"] + 60).puller_job
+    assert after["spec"]["activeDeadlineSeconds"] != before["spec"]["activeDeadlineSeconds"]
+    assert after["metadata"]["name"] == before["metadata"]["name"]
+    assert after["spec"]["template"] == before["spec"]["template"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from components.compile import object_store, weights
+from components.compile.common import SOURCE_HASH_LABEL
 from components.config import load_stack_config
 from components.config.sources import S3Object
 
@@ -73,7 +74,11 @@ def test_only_multipart_objects_with_a_part_size_are_hashed_by_the_pull():
     assert env["LLM_SERVING_PARTS"] == f"{8 * MiB}\t{'a' * 32}-625\tmodel-00000.safetensors"
     assert "LLM_SERVING_MD5SUMS" not in env  # neither ETag is an MD5
     assert pull_command(sized, platform)[2] == object_store.PULL_PARTS_SCRIPT
-    assert weights.compile_puller_job(sized, platform)["metadata"]["name"] == \
-        weights.compile_puller_job(model.model_copy(update={"source": model.source.model_copy(
-            update={"manifest": (manifest[0].model_copy(update={"part_size": None}), manifest[1])})}),
-            platform)["metadata"]["name"]
+    # Part sizes are not in the source's identity: the volume keeps its name. (The Job's template
+    # differs, its script and env, so it is a Job of its own name: common.puller_name.)
+    unsized = model.model_copy(update={"source": model.source.model_copy(
+        update={"manifest": (manifest[0].model_copy(update={"part_size": None}), manifest[1])})})
+    assert weights.compile_weights_pvc(sized, platform)["metadata"]["name"] == \
+        weights.compile_weights_pvc(unsized, platform)["metadata"]["name"]
+    assert weights.compile_puller_job(sized, platform)["metadata"]["labels"][SOURCE_HASH_LABEL] == \
+        weights.compile_puller_job(unsized, platform)["metadata"]["labels"][SOURCE_HASH_LABEL]

@@ -53,6 +53,17 @@ def test_the_raw_plan_in_order() -> None:
     assert isinstance(raw.status.objects, RawObjects) and raw.status.objects.deployment == "plain"
 
 
+@pytest.mark.parametrize("image", ["docker.io/vllm/vllm-openai:v0.11.0", "registry.example.com/other/puller:1.0"])
+def test_the_gate_the_status_and_the_outputs_name_the_puller_job_as_compiled(image: str) -> None:
+    # The Job's name carries its template's hash (common.puller_name); the gate keys on it, so a new
+    # template is a new gate that waits for the new Job before serving goes on.
+    raw = plan("vllm", pullerImage=image)
+    [job] = [c.manifest for c in raw.children if c.role == roles.PULLER]
+    [gate] = [c.props for c in raw.children if c.role == roles.WEIGHTS_GATE]
+    assert gate.puller_job == job["metadata"]["name"] == raw.status.objects.puller_job
+    assert raw.outputs["objects"]["puller"] == job["metadata"]["name"]
+
+
 def test_the_operator_plan_in_order() -> None:
     operator = plan("nim-operator")
     assert [c.role for c in operator.children] == [roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NIM_SERVICE,

@@ -42,7 +42,7 @@ def config(namespace: str, router: dict) -> dict:
 @pytest.fixture(scope="module")
 def baseline(make_project, kube):
     project = make_project(lambda ns: config(ns, router_section(BASELINE)))
-    project.use_program(BASELINE, puller_background_delete=True)  # the puller's replacement is not under test
+    project.use_program(BASELINE)
     project.up()
     apps, core = kube.AppsV1Api(), kube.CoreV1Api()
     before = {

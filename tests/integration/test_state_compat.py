@@ -34,6 +34,7 @@ ALLOWED_UPDATES: dict[tuple[str, str], str] = {
         "issue 16: a preStop wait (drainSeconds, 120 by default): vLLM 0.11 aborts running "
         "requests on SIGTERM, so the pod finishes its streams before the signal",
     ("compat-status", "deployment_revision"): "the server's pod template changed (above): the status waits again",
+    ("compat-status", "puller_job"): "the replaced puller Job has a name of its own (ALLOWED_REPLACES)",
     ("edge-workload", "spec.template"): "issue 17: the router runs as the llm-request-router chart 0.16.2 renders it",
     ("edge-service", "spec.ports"): "issue 17: the chart's ports (http 8000, grpc, quic, metrics)",
     ("edge-targets", "fronted_targets"): "issue 17: targets are read under the upstream rules (router pods, pylons)",
@@ -57,6 +58,8 @@ ALLOWED_REPLACES: dict[str, str] = {
     # root) replaces the finished Job once. The new Job re-checks the files against the hub and
     # downloads nothing the volume already holds; the volume itself is unchanged.
     "compat-puller": "issue 15: the puller's pod template changed",
+    # The replaced Job has a name of its own (common.puller_name): the gate keyed on it waits for it.
+    "compat-weights-gate": "the puller Job's new name: the gate waits for the new Job",
 }
 
 

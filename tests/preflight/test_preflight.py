@@ -255,7 +255,7 @@ def test_moved_upstream_replaces_the_weights_and_shows_old_and_new_commit():
         assert report.revisions == {"m": {"repo": REPO, "requested": "main", "commit": commit}}
     old, new = deployed[SHA_A], deployed[SHA_B]
     assert weights.puller_args(new.model)[3] == SHA_B
-    assert old.names.weights != new.names.weights and old.names.puller != new.names.puller  # re-pull
+    assert old.names.weights != new.names.weights and old.puller_job["metadata"]["name"] != new.puller_job["metadata"]["name"]  # re-pull
     assert old.names.server == new.names.server                                            # same server
     assert old.weights_pvc["metadata"]["annotations"][MODEL_SOURCE_ANNOTATION] == f"{REPO}@{SHA_A}"
     assert new.weights_pvc["metadata"]["annotations"][MODEL_SOURCE_ANNOTATION] == f"{REPO}@{SHA_B}"

@@ -72,6 +72,12 @@ INPUT_CHANGES_SINCE_BASELINE = {
     ("alpha-status", "deployment_revision"): "issue 15 changed the server pod template (service links, ...)",
     ("nimraw-status", "deployment_revision"): "issue 15 changed the server pod template (NIM's writable cache, ...)",
     ("llm-router-crd-check", "requirements"): "the ServiceMonitor setting moved to router.metrics.serviceMonitor",
+    # The puller's template changed since (issue 15), so its Job is replaced, now under a name of its
+    # own (common.puller_name): the gate keyed on the name waits for the new Job, the status reads it.
+    ("alpha-weights-gate", "puller_job"): "the replaced puller Job has a name of its own",
+    ("nimraw-weights-gate", "puller_job"): "the replaced puller Job has a name of its own",
+    ("alpha-status", "puller_job"): "the replaced puller Job has a name of its own",
+    ("nimraw-status", "puller_job"): "the replaced puller Job has a name of its own",
 }
 
 

@@ -34,31 +34,6 @@ def require_engine() -> None:
         pytest.fail(f"integration tests need {' and '.join(missing)}; run them through scripts/test.sh")
 
 
-# The one change a test may make to an older program it deploys (use_program): its puller Job
-# carries the background-delete annotation of 28611f8. Without it, a stack that program deployed
-# has the Job deleted in the foreground when this program replaces it (its args changed since),
-# and the provider, not awaiting the delete (skipAwait), creates the new Job under the same name
-# while the old one still stands: a server-side-apply conflict on the puller's args, or not,
-# depending on how fast the garbage collector is (the cluster tier failed in CI on it, twice
-# passed here). A stack deployed before 28611f8 meets it once; a second `pulumi up` creates the
-# Job (docs/08-troubleshooting.md). The tests that upgrade a stack of an older program are about
-# the router and the gateway, so the race is taken out of them here, not by retrying.
-PULLER_SKIP_AWAIT = 'meta["annotations"].update(common.SKIP_AWAIT)'
-PULLER_BACKGROUND_DELETE = 'meta["annotations"]["pulumi.com/deletionPropagationPolicy"] = "background"'
-
-
-def backport_puller_background_delete(root: Path) -> None:
-    weights = root / "components" / "compile" / "weights.py"
-    text = weights.read_text()
-    if "BACKGROUND_DELETE" in text:
-        return
-    line = next((line for line in text.splitlines() if line.strip() == PULLER_SKIP_AWAIT), None)
-    if line is None:
-        raise AssertionError(f"{weights}: no `{PULLER_SKIP_AWAIT}` line to put the background delete after")
-    indent = line[: len(line) - len(line.lstrip())]
-    weights.write_text(text.replace(line, f"{line}\n{indent}{PULLER_BACKGROUND_DELETE}", 1))
-
-
 class Project:
     """A throwaway copy of the project with one stack."""
 
@@ -80,11 +55,10 @@ class Project:
         self.write_config(config)
         self.run("stack", "init", stack, stack_flag=False)
 
-    def use_program(self, commit: str | None = None, *, puller_background_delete: bool = False) -> None:
+    def use_program(self, commit: str | None = None) -> None:
         """Put the program of ``commit`` (None: this checkout) in the project directory; the
         stack's state stays where it is, so a stack deployed by one program can be previewed,
-        refreshed and destroyed by another. ``puller_background_delete``: the older program's
-        puller Job gets 28611f8's annotation (backport_puller_background_delete)."""
+        refreshed and destroyed by another."""
         for name in PROJECT_FILES:
             target = self.root / name
             if target.is_dir():
@@ -99,8 +73,6 @@ class Project:
                                       *(name for name in PROJECT_FILES if name in present)],
                                      capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", str(self.root)], input=archive, check=True)
-            if puller_background_delete:
-                backport_puller_background_delete(self.root)
             return
         for name in PROJECT_FILES:
             source = REPO / name
