@@ -24,8 +24,18 @@ HOLD = "llm-serving.dev/test-hold"  # nobody's controller: only this test remove
 NEXT_PULLER = "docker.io/vllm/vllm-openai:v0.11.1"  # any other template (KWOK runs no image)
 
 
-def set_finalizers(cluster, name: str, namespace: str, finalizers: list[str]) -> None:
-    cluster.batch.patch_namespaced_job(name, namespace, {"metadata": {"finalizers": finalizers}})
+def hold(cluster, name: str, namespace: str) -> None:
+    # A JSON patch: a merge patch of a finalizer list merges (strategic) or needs the whole list.
+    cluster.batch.patch_namespaced_job(name, namespace, [{"op": "add", "path": "/metadata/finalizers", "value": [HOLD]}],
+                                       _content_type="application/json-patch+json")
+
+
+def release(cluster, name: str, namespace: str) -> None:
+    job = cluster.read("job", name, namespace)
+    if job is not None and HOLD in (job.metadata.finalizers or []):
+        cluster.batch.patch_namespaced_job(name, namespace, [
+            {"op": "test", "path": "/metadata/finalizers", "value": [HOLD]},
+            {"op": "remove", "path": "/metadata/finalizers"}], _content_type="application/json-patch+json")
 
 
 def test_a_new_puller_template_replaces_a_job_that_is_slow_to_go(fault_project, cluster):
@@ -33,7 +43,7 @@ def test_a_new_puller_template_replaces_a_job_that_is_slow_to_go(fault_project, 
     project.up()
     ns = project.namespace
     old = project.outputs()["models"]["race"]["objects"]["puller"]
-    set_finalizers(cluster, old, ns, [HOLD])
+    hold(cluster, old, ns)
     try:
         project.write_config(stack_config(ns, [small_model("race")], pullerImage=NEXT_PULLER))
         replaced = project.timed("up", "--yes", "--skip-preview")
@@ -48,6 +58,6 @@ def test_a_new_puller_template_replaces_a_job_that_is_slow_to_go(fault_project, 
         held = cluster.read("job", old, ns)
         assert held is not None and held.metadata.deletion_timestamp is not None, held
     finally:
-        set_finalizers(cluster, old, ns, [])
+        release(cluster, old, ns)
     cluster.wait(f"the old Job {old} to be gone", lambda: cluster.read("job", old, ns) is None, timeout=90)
     project.run("preview", "--expect-no-changes")
