@@ -99,6 +99,7 @@ from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
 from components.config import StackConfig, load_stack_config
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ROUTER_NAME = "llm-router"
@@ -166,10 +167,6 @@ def require_binaries() -> Path:
 
 
 # --- small helpers ---------------------------------------------------------------------------
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.2,

@@ -16,9 +16,10 @@ temp dir.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.ports import free_port  # noqa: F401 - also this module's for its users
 
 
 @dataclass
@@ -28,10 +29,6 @@ class Runnable:
     substitutions: list[tuple[str, str, str]] = field(default_factory=list)  # (what, rendered, used)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def mounts_of(container: dict, volumes: dict[str, Path]) -> dict[str, Path]:

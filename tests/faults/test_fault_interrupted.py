@@ -97,7 +97,9 @@ def test_killed_up_recovers_with_the_documented_procedure(fault_project, cluster
 
         status = project.outputs()["models"]["tiny"]["status"]
         assert status["state"] == "READY", status
-        assert cluster.names(ns) == {"pvc": [f"tiny-weights-{job_name.rsplit('-', 1)[1]}"], "job": [job_name],
+        objects = project.outputs()["models"]["tiny"]["objects"]
+        assert objects["puller"] == job_name
+        assert cluster.names(ns) == {"pvc": [objects["weights"]], "job": [job_name],
                                      "deployment": ["tiny"], "service": ["tiny"]}
         assert cluster.read("job", job_name, ns).metadata.uid == job_uid  # no re-pull
         replica_sets = cluster.apps.list_namespaced_replica_set(ns).items

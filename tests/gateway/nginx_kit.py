@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from components.compile.gateway.limiter import LIMITER_CONF, LIMITER_HEALTH_PATH
 from components.compile.gateway.nginx import GatewaySettings, limiter_files, render_files
 from components.compile.gateway.resolver import RESOLVER_FILE, resolver_line
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ENSURE_SHIPPED = REPO / "scripts" / "gateway" / "ensure-nginx-shipped.sh"
@@ -52,10 +52,6 @@ def nginx_build() -> NginxBuild:
     return NginxBuild(binary, str(module))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_nginx(directory: Path, conf: str, health_url: str, log_name: str) -> tuple[subprocess.Popen, object]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Optional
 
 import requests
+
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "testtools" / "build.sh"
@@ -35,10 +36,6 @@ def tools_bin() -> Path:
     return Path(out.stdout.strip()) / "bin"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class S3Server:
