@@ -199,7 +199,8 @@ def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_
     assert "worker_processes 1;" in data["limiter.conf"]
     for name in HIDDEN_RESPONSE_HEADERS:
         assert f"proxy_hide_header {name};" in conf
-    assert conf.count("proxy_pass_request_headers off;") == 5  # 3 to the router, 2 to the limiter
+    # 4 to the router (streams, the model list, the fold server's two), 1 to the fold server, 2 to the limiter
+    assert conf.count("proxy_pass_request_headers off;") == 7
     # The router by name, resolved per request through the pod's nameservers (resolver.conf).
     assert 'default llm-router.serving.svc.cluster.local:8000;' in conf
     assert "include /tmp/resolver.conf;" in conf and "upstream gw_router" not in conf

@@ -34,6 +34,10 @@ class FakeRouter:
         self.status_override: dict[str, int] = {}
         # Chat chunks to send instead of the words (then [DONE]).
         self.custom_chat: list[dict] | None = None
+        # The custom chat stream ends without its [DONE] (a cut stream).
+        self.no_done = False
+        # A Responses stream whose second event is this error event.
+        self.responses_error: dict | None = None
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((host, port), self._handler())
         self.server.daemon_threads = True
@@ -134,7 +138,8 @@ class FakeRouter:
                 if fake.custom_chat:
                     for chunk in fake.custom_chat:
                         yield f"data: {json.dumps(chunk)}\n\n"
-                    yield "data: [DONE]\n\n"
+                    if not fake.no_done:
+                        yield "data: [DONE]\n\n"
                     return
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
                         "model": body["model"]}
@@ -164,6 +169,9 @@ class FakeRouter:
                     return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n"
 
                 yield ev("response.created", response=response, sequence_number=0)
+                if fake.responses_error:
+                    yield ev("error", **{k: v for k, v in fake.responses_error.items() if k != "type"})
+                    return
                 for i, word in enumerate(fake.words):
                     yield ev("response.output_text.delta", item_id="msg_fake", output_index=0, content_index=0,
                              delta=word, sequence_number=i + 1)

@@ -45,6 +45,9 @@ def nginx_build() -> NginxBuild:
     if done.returncode != 0:
         raise RuntimeError(f"installing nginx + njs failed ({ensure.name}):\n{done.stderr[-3000:]}")
     binary = done.stdout.strip().splitlines()[-1]
+    if os.environ.get("LLM_GATEWAY_JS_MODULE"):
+        # Another build of the njs module for this nginx (e.g. one with QuickJS, see engine_conf).
+        return NginxBuild(binary, os.environ["LLM_GATEWAY_JS_MODULE"])
     if debian12:
         return NginxBuild(binary, DEBIAN12_JS_MODULE)
     # <cache>/bin/nginx -> <cache>/root/usr/lib/nginx/modules/ngx_http_js_module.so
@@ -52,6 +55,14 @@ def nginx_build() -> NginxBuild:
     return NginxBuild(binary, str(module))
 
 
+def engine_conf(name: str, text: str) -> str:
+    """The rendered file as run: with LLM_GATEWAY_JS_ENGINE=qjs (and a module built with QuickJS in
+    LLM_GATEWAY_JS_MODULE), nginx.conf and limiter.conf select njs's QuickJS engine; the stack
+    sets no js_engine (the image runs njs's own engine)."""
+    engine = os.environ.get("LLM_GATEWAY_JS_ENGINE")
+    if engine and name.endswith(".conf"):
+        return text.replace("\nhttp {\n", f"\nhttp {{\n    js_engine {engine};\n", 1)
+    return text
 
 
 def start_nginx(directory: Path, conf: str, health_url: str, log_name: str) -> tuple[subprocess.Popen, object]:
@@ -104,7 +115,7 @@ class Limiter:
                                 js_module=nginx_build().js_module, limiter=self.address)
         (self.dir / "tmp").mkdir()
         for name, text in limiter_files(self.settings, listen=self.address).items():
-            (self.dir / name).write_text(text)
+            (self.dir / name).write_text(engine_conf(name, text))
         _share(self.dir)
         self.proc: subprocess.Popen | None = None
 
@@ -148,7 +159,7 @@ class Gateway:
             limiter = self.own_limiter = Limiter(settings)
         self.limiter = limiter
         self.settings = replace(settings, listen=f"127.0.0.1:{self.port}", health_listen=f"127.0.0.1:{self.health_port}",
-                                internal_listen=f"127.0.0.1:{free_port()}",
+                                internal_listen=f"127.0.0.1:{free_port()}", fold_listen=f"127.0.0.1:{free_port()}",
                                 limiter=limiter.address if limiter else None, js_module=nginx_build().js_module,
                                 config_dir=str(self.dir), scratch_dir=str(self.dir / "tmp"), keys_file=keys_file,
                                 tls_dir=str(self.dir / "tls") if tls else None)
@@ -158,7 +169,7 @@ class Gateway:
             (self.dir / "tls").mkdir()
             self.write_tls(*tls)
         for name, text in self.files.items():
-            (self.dir / name).write_text(text)
+            (self.dir / name).write_text(engine_conf(name, text))
         (self.dir / "tmp" / RESOLVER_FILE).write_text(resolver_line([dns]))
         if keys_file:
             Path(keys_file).write_text(keys or "")

@@ -485,8 +485,9 @@ def test_an_answer_over_the_bound_is_refused_and_the_next_one_is_whole(fake):
     with Gateway(settings) as gw:
         fake.words = ["word "] * 200
         try:
-            _, _, text = call(gw.base, "/v1/chat/completions", CHAT)
-            assert error_of(text)["code"] == "response_too_large"
+            status, _, text = call(gw.base, "/v1/chat/completions", CHAT)
+            # Its status is chosen after the fold: nothing was sent before the cap was reached.
+            assert status == 502 and error_of(text)["code"] == "response_too_large"
         finally:
             fake.words = ["Hello", " from", " the", " fake", " engine"]
         status, _, text = call(gw.base, "/v1/chat/completions", CHAT)
@@ -494,16 +495,46 @@ def test_an_answer_over_the_bound_is_refused_and_the_next_one_is_whole(fake):
 
 
 def test_a_mid_stream_engine_error_is_answered_as_the_openai_error(gateway, fake):
-    # After the stream's 200 (the status stays 200: docs/gateway.md says why), the body is the
-    # engine's error, not a partial answer.
+    # After the stream's 200, the answer is the engine's error with its status (the fold server
+    # answers only once the fold is done), not a partial answer.
     fake.custom_chat = [
         {"id": "chatcmpl-e", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
          "choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial"}}]},
         {"error": {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}},
     ]
     try:
-        _, headers, text = call(gateway.base, "/v1/chat/completions", CHAT)
+        status, headers, text = call(gateway.base, "/v1/chat/completions", CHAT)
     finally:
         fake.custom_chat = None
-    assert headers["content-type"] == "application/json"
+    assert status == 500 and headers["content-type"] == "application/json"
     assert error_of(text) == {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}
+    assert headers["x-request-id"] == last(fake)["headers"]["x-request-id"]
+
+
+def test_a_stream_cut_before_its_end_is_a_502_not_a_partial_answer(gateway, fake):
+    fake.custom_chat = [{"id": "chatcmpl-c", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial"}}]}]
+    fake.no_done = True
+    try:
+        status, _, text = call(gateway.base, "/v1/chat/completions", CHAT)
+    finally:
+        fake.custom_chat = None
+        fake.no_done = False
+    assert status == 502 and error_of(text)["code"] == "bad_gateway"
+
+
+def test_an_error_event_in_a_responses_stream_gets_its_status(gateway, fake):
+    fake.responses_error = {"type": "error", "code": 429, "message": "engine queue full"}
+    try:
+        status, _, text = call(gateway.base, "/v1/responses", {"model": MODEL, "input": "hi"})
+    finally:
+        fake.responses_error = None
+    assert status == 429 and error_of(text)["message"] == "engine queue full"
+
+
+def test_a_body_at_the_limit_is_folded_too(gateway, fake):
+    # The body sent on to the fold server carries the spliced stream members: longer than the
+    # client's, which may be at maxBodyBytes exactly.
+    pad = 64 * 1024 - len(json.dumps({**CHAT, "user": ""}))
+    status, _, text = call(gateway.base, "/v1/chat/completions", {**CHAT, "user": "u" * pad})
+    assert status == 200 and json.loads(text)["object"] == "chat.completion"

@@ -413,7 +413,8 @@ function foldHeaders(r) {
         r.variables.gw_fold = '';
         return;
     }
-    r.variables.gw_fold = r.variables.gw_kind;
+    // The kind, from the front server (the fold runs in the loopback fold server's subrequest).
+    r.variables.gw_fold = r.headersIn[cfg.foldHeaders.kind] === 'responses' ? 'responses' : 'chat';
     r.headersOut['Content-Type'] = 'application/json';
     delete r.headersOut['Content-Length'];
     const now = Date.now();
@@ -423,7 +424,7 @@ function foldHeaders(r) {
             delete folds[ids[i]];
         }
     }
-    folds[r.variables.request_id] = newFold(r.variables.gw_kind, cfg.maxResponseBytes, now);
+    folds[r.variables.request_id] = newFold(r.variables.gw_fold, cfg.maxResponseBytes, now);
 }
 
 function foldBody(r, data, flags) {
@@ -437,19 +438,104 @@ function foldBody(r, data, flags) {
         return;
     }
     feed(st, data);
-    if (!flags.last) {
+    // A subrequest's body filter never sees its last buffer (njs's flags.last is last_buf, which
+    // only a main request's last buffer has), so the answer is handed over at the stream's
+    // terminal event: chat's [DONE], the final Responses event, an error, or the cap.
+    if (!(st.complete || st.error || st.tooLarge || flags.last)) {
         return;
     }
     delete folds[id];
     const answer = finish(st);
     foldUsage(r, st, answer);
-    r.sendBuffer(JSON.stringify(answer) + '\n', flags);
+    // To foldAnswer in variables, not as the subrequest's body: it chooses the status from them.
+    r.variables.gw_answer = JSON.stringify(answer) + '\n';
+    r.variables.gw_answer_status = String(answer.error ? errorStatus(st, answer.error) : 200);
+    if (st.tooLarge && ngx.shared.gw_gone) {
+        // The router keeps streaming: foldAnswer answers now and then ends its request, which
+        // closes the router connection. (Not r.done(): njs would then never call foldAnswer back,
+        // the flag is the one its subrequest callback checks.)
+        ngx.shared.gw_gone.set('answered:' + (r.headersIn[cfg.foldHeaders.requestId] || ''), 1);
+    }
+}
+
+// The status of a folded error: the engine's own when it gave one (an HTTP status as its code),
+// 502 for what the gateway could not assemble (too large, unreadable, no answer).
+function errorStatus(st, error) {
+    if (!st.tooLarge && typeof error.code === 'number' && error.code >= 400 && error.code <= 599) {
+        return error.code;
+    }
+    return 502;
+}
+
+// js_content of the loopback fold server (nginx.conf): the front server proxies a non-streaming
+// call here (that proxied request notices a client that leaves, as only a proxied main request
+// does); this request sends it to the router as a stream through a subrequest folded by the
+// filters above, and answers once the fold is done, so the status is the answer's. A subrequest
+// is not cancelled when its client leaves, so this request looks every 100 ms for the front
+// request's id in gw_gone (written in the front's log phase when its client left, observe) and
+// then ends itself with an error, which closes the router connection.
+function foldAnswer(r) {
+    const id = r.headersIn[cfg.foldHeaders.requestId] || '';
+    const gone = ngx.shared.gw_gone;
+    const st = {done: false};
+    function watch() {
+        if (st.done) {
+            return;
+        }
+        if (gone && gone.get(id)) {
+            throw new Error('gateway: the client left; request ' + id + ' cancelled at the router');
+        }
+        if (gone && gone.get('answered:' + id)) {
+            st.done = true;
+            fail(r, 502, tooLargeError(cfg.maxResponseBytes).message, 'server_error', 'response_too_large');
+            setTimeout(function () {
+                throw new Error('gateway: request ' + id + ' over maxResponseBytes; cancelled at the router');
+            }, 100);
+            return;
+        }
+        setTimeout(watch, 100);
+    }
+    setTimeout(watch, 100);
+    const upstream = r.headersIn[cfg.foldHeaders.kind] === 'responses' ? '/_gw/fold/responses' : '/_gw/fold/chat';
+    // No body given: the subrequest sends this request's body (the front's spliced stream body).
+    r.subrequest(upstream, {method: 'POST'}, function (reply) {
+        if (st.done) {
+            return;
+        }
+        st.done = true;
+        if (reply.status === 200 && reply.variables.gw_answer) {
+            const v = reply.variables;
+            if (v.gw_prompt_used) {
+                r.headersOut[cfg.foldHeaders.promptUsed] = v.gw_prompt_used;
+            }
+            if (v.gw_completion_used) {
+                r.headersOut[cfg.foldHeaders.completionUsed] = v.gw_completion_used;
+            }
+            if (v.upstream_header_time) {
+                r.headersOut[cfg.foldHeaders.firstByte] = v.upstream_header_time;
+            }
+            r.headersOut['Content-Type'] = 'application/json';
+            r.return(Number(v.gw_answer_status) || 200, v.gw_answer);
+        } else if (reply.status === 200) {
+            fail(r, 502, 'The upstream stream ended before its end ([DONE] or the final event).', 'server_error',
+                 'bad_gateway');
+        } else if (reply.status === 404 || reply.status === 502 || reply.status === 503) {
+            // No serving target or the router unreachable: nginx's error_page makes the OpenAI error.
+            r.return(503);
+        } else if (reply.status === 504) {
+            r.return(504);
+        } else {
+            // The engine's own error passes through.
+            r.headersOut['Content-Type'] = 'application/json';
+            r.return(reply.status, reply.responseText || '');
+        }
+    });
 }
 
 // ---- the fold (pure: no nginx objects; tests/gateway/js runs these on node) -----------------
 
 function newFold(kind, maxBytes, since) {
-    return {kind: kind, maxBytes: maxBytes, since: since || 0, bytes: 0, events: 0, error: null, tooLarge: false,
+    return {kind: kind, maxBytes: maxBytes, since: since || 0, bytes: 0, events: 0, error: null, tooLarge: false, complete: false,
             sse: newReader(kind === 'responses' ? responsesWanted : null),
             // chat
             head: null, usage: null, choices: {},
@@ -595,6 +681,7 @@ function responsesWanted(name) {
 function foldEvent(st, ev) {
     st.events++;
     if (ev.data === '[DONE]') {
+        st.complete = true;
         return;
     }
     let obj;
@@ -612,11 +699,15 @@ function foldEvent(st, ev) {
     }
 }
 
+function tooLargeError(maxBytes) {
+    return {message: 'The answer is larger than the gateway assembles (' + maxBytes + ' bytes); use stream: true.',
+            type: 'server_error', param: null, code: 'response_too_large'};
+}
+
 // The answer at the end of the stream: the folded object, or an OpenAI error object.
 function finish(st) {
     if (st.tooLarge) {
-        return {error: {message: 'The answer is larger than the gateway assembles (' + st.maxBytes
-            + ' bytes); use stream: true.', type: 'server_error', param: null, code: 'response_too_large'}};
+        return {error: tooLargeError(st.maxBytes)};
     }
     if (!st.error) {
         readEnd(st.sse, function (ev) {
@@ -768,6 +859,7 @@ function foldResponsesEvent(st, ev) {
     if ((ev.type === 'response.completed' || ev.type === 'response.incomplete' || ev.type === 'response.failed')
         && ev.response) {
         st.last = ev.response;
+        st.complete = true;
     }
 }
 
@@ -824,7 +916,7 @@ function countUsage(r, data, last) {
     }
     r.variables.gw_usage_tail = text.slice(-64);
     if (last) {
-        charge(r);
+        charge(r, r.variables.gw_tenant);
     }
 }
 
@@ -844,13 +936,13 @@ function foldUsage(r, st, answer) {
         }
     }
     r.variables.gw_events_seen = String(st.events);
-    charge(r);
+    // The tenant as the front server resolved it (this subrequest has no key to resolve).
+    charge(r, r.headersIn[cfg.foldHeaders.tenant] || '');
 }
 
 // A token-limited tenant's usage of this answer, added to what the limiter is owed.
-function charge(r) {
-    const tenantName = r.variables.gw_tenant;
-    const t = tenantName ? cfg.tenants[tenantName] : null;
+function charge(r, tenantName) {
+    const t = tenantConfig(tenantName);
     if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
         return;
     }
@@ -954,6 +1046,12 @@ function histogram(m, name, series, seconds) {
     m.incr(name + '_count' + series + '}', 1, 0);
 }
 
+// What the fold server said of a folded answer, in its response header named by the settings
+// (foldHeaders; the front hides them from the client): nginx's $upstream_http_<name>.
+function foldAnswerHeader(r, which) {
+    return r.variables['upstream_http_' + cfg.foldHeaders[which].replace(/-/g, '_')] || '';
+}
+
 function observe(r) {
     const m = ngx.shared.gw_metrics;
     if (!m) {
@@ -962,17 +1060,22 @@ function observe(r) {
     const series = '{tenant="' + labelValue(r.variables.gw_tenant || '') + '",model="'
         + labelValue(r.variables.gw_model || '') + '"';
     const status = r.variables.status;
+    if (status === '499' && r.variables.gw_kind && ngx.shared.gw_gone) {
+        // A non-streaming call whose client left: its fold request (foldAnswer) ends itself.
+        ngx.shared.gw_gone.set(r.variables.request_id, 1);
+    }
     m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
     if (status === '429') {
         m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
     }
-    const first = parseFloat(r.variables.upstream_header_time || '');
+    // Folded answers: the router's first byte as the fold server saw it.
+    const first = parseFloat(foldAnswerHeader(r, 'firstByte') || r.variables.upstream_header_time || '');
     if (first >= 0) {
         histogram(m, 'gateway_time_to_first_byte_seconds', series, first);
     }
     histogram(m, 'gateway_request_duration_seconds', series, parseFloat(r.variables.request_time) || 0);
-    const prompt = Number(r.variables.gw_prompt_used || 0);
-    const completion = Number(r.variables.gw_completion_used || 0);
+    const prompt = Number(r.variables.gw_prompt_used || foldAnswerHeader(r, 'promptUsed') || 0);
+    const completion = Number(r.variables.gw_completion_used || foldAnswerHeader(r, 'completionUsed') || 0);
     if (prompt > 0) {
         m.incr('gateway_prompt_tokens_total' + series + '}', prompt, 0);
     }
@@ -1078,7 +1181,7 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody,
+export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
