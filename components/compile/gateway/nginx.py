@@ -318,13 +318,9 @@ def _charge_server(s: GatewaySettings) -> list[Node]:
     """Loopback only: where the periodic flush of token usage goes (when tokens are counted)."""
     if not _counted(s):
         return []
-    return [
-        BLANK,
-        comment("Loopback only: the periodic flush of token usage to the limiter (ngx.fetch cannot use an\n"
-                "upstream block, so it calls this server, which can)."),
-        block("server", body=[
-            d("listen", s.internal_listen),
-            d("access_log", "off"),
+    return _loopback_server(
+        "Loopback only: the periodic flush of token usage to the limiter (ngx.fetch cannot use an\n"
+        "upstream block, so it calls this server, which can).", s.internal_listen, [
             block("location", "=", "/_gw/charge", body=[
                 d("proxy_pass", "http://gw_limiter/charge"),
                 _to_limiter(),
@@ -332,8 +328,13 @@ def _charge_server(s: GatewaySettings) -> list[Node]:
                  for header in (LIMIT_TENANT, LIMIT_TOKENS)],
             ]),
             block("location", "/", body=[d("return", 404)]),
-        ]),
-    ]
+        ])
+
+
+def _loopback_server(why: str, listen: str, body: list) -> list[Node]:
+    """A server of the gateway's own on a loopback address (nothing outside the pod reaches it),
+    not logged (the API server logs and counts the requests it serves for)."""
+    return [BLANK, comment(why), block("server", body=[d("listen", listen), d("access_log", "off"), body])]
 
 
 def _main(s: GatewaySettings) -> list[Node]:
@@ -651,13 +652,10 @@ def _fold_server(s: GatewaySettings) -> list[Node]:
             d("js_body_filter", "gw.foldCounted", "buffer_type=buffer"),
         ])
 
-    return [
-        BLANK,
-        comment("Loopback only: non-streaming calls, folded before their status is chosen (gateway.js,\n"
-                "foldAnswer); the API server's @gw_fold proxies here. Not logged: the front logs and counts them."),
-        block("server", body=[
-            d("listen", s.fold_listen),
-            d("access_log", "off"),
+    return _loopback_server(
+        "Loopback only: non-streaming calls, folded before their status is chosen (gateway.js,\n"
+        "foldAnswer); the API server's @gw_fold proxies here. Not logged: the front logs and counts them.",
+        s.fold_listen, [
             _ids(),
             comment("The front's body with the stream members spliced in is a little longer than the client's."),
             d("client_max_body_size", s.max_body_bytes + 65536),
@@ -670,8 +668,7 @@ def _fold_server(s: GatewaySettings) -> list[Node]:
             fold_location("responses", "/v1/responses"),
             block("location", "/", body=[d("return", 404)]),
             _error_locations(s),
-        ]),
-    ]
+        ])
 
 
 def _health_server(s: GatewaySettings) -> list[Node]:
