@@ -166,13 +166,13 @@ def test_the_adapter_the_init_container_placed_is_served_by_its_name(engine):
     placed = engine.adapters / "adapters" / ADAPTER
     assert (placed / "adapter_config.json").is_file()
     api = client(engine)
-    asked = dict(messages=PROMPT, max_tokens=4, temperature=0, logprobs=True, top_logprobs=1)
+    asked = dict(messages=PROMPT, max_tokens=4, temperature=0)
     with_adapter = api.chat.completions.create(model=ADAPTER, **asked)
     assert with_adapter.model == ADAPTER
     base = api.chat.completions.create(model=engine.served_name, **asked)
-    # The adapter changes the model's output distribution (its B matrices are not zero).
-    first = [c.logprob for c in with_adapter.choices[0].logprobs.content[:1]]
-    assert first != [c.logprob for c in base.choices[0].logprobs.content[:1]]
+    # The adapter was trained to its own answer (tests/engine/make_model.py ADAPTER_ANSWERS).
+    assert with_adapter.choices[0].message.content != base.choices[0].message.content
+    assert with_adapter.choices[0].message.content.startswith("Kub")
     listed = {m.id: m for m in api.models.list().data}
     assert ADAPTER in listed and listed[ADAPTER].parent == engine.served_name
 

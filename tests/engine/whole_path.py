@@ -22,7 +22,7 @@ from pathlib import Path
 import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
-from kit import RouterStack, require_binaries, shape  # noqa: F401 - shape: the tests import the kit through here
+from kit import RouterStack, fold_differences, require_binaries  # noqa: F401 - fold_differences: the tests import the kit through here
 
 from components.compile.gateway import settings as gateway_settings
 from components.config import StackConfig
