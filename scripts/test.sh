@@ -74,7 +74,8 @@ setup_for() {  # what a tier needs beyond the venv
     # nginx + njs fetched before the workers start (each would fetch it into the same cache).
     servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
     cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; start_cluster; pulumi_env ;;
-    engine) setup_testtools; wait_engine_kits ;;
+    # The whole-path tests put the real router, pylon and gateway in front of vLLM.
+    engine) setup_testtools; wait_engine_kits; wait_stargate ;;
   esac
 }
 
@@ -142,7 +143,7 @@ case "$mode" in
     case "$tier" in unit|servers|cluster|engine) ;; *) log "--tier: one of unit, servers, cluster, engine"; exit 2 ;; esac
     case "$tier" in
       servers|cluster) start_client_venvs; start_stargate ;;
-      engine) start_engine_kits ;;
+      engine) start_engine_kits; start_stargate ;;
       unit) bash "$REPO/scripts/toolchain/operators.sh" --crds-only ;;
     esac
     checks

@@ -234,6 +234,40 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """Every field by its path (lists by their first item), containers included."""
+    found: dict[str, Any] = {path: value} if path else {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.update(_leaves(item, f"{path}.{key}" if path else key))
+    elif isinstance(value, list) and value:
+        found.update(_leaves(value[0], f"{path}[0]"))
+    return found
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == [] or value == {}
+
+
+def fold_differences(ours: dict, theirs: dict) -> list[str]:
+    """How a folded answer differs from the engine's own non-streaming answer, beyond what a stream
+    cannot carry: a field in both must have the same type; a field in one only must be empty there
+    (null or an empty list: the engine's extras that no stream chunk carries, e.g. vLLM 0.11's
+    usage.prompt_tokens_details, a field named per engine line that was not streamed, 0.11's empty
+    tool_calls list); the top-level fields keep the engine's order. Empty when the two are alike."""
+    mine, real = _leaves(ours), _leaves(theirs)
+    problems = [f"{path}: {type(mine[path]).__name__} here, {type(real[path]).__name__} from the engine"
+                for path in mine.keys() & real.keys() if type(mine[path]) is not type(real[path])]
+    problems += [f"{path}: only from the engine, and not empty ({real[path]!r})"
+                 for path in real.keys() - mine.keys() if not _empty(real[path])]
+    problems += [f"{path}: only here, and not empty ({mine[path]!r})"
+                 for path in mine.keys() - real.keys() if not _empty(mine[path])]
+    common = [key for key in theirs if key in ours]
+    if [key for key in ours if key in theirs] != common:
+        problems.append(f"top-level order {list(ours)}, the engine's {list(theirs)}")
+    return sorted(problems)
+
+
 # --- processes -------------------------------------------------------------------------------
 class Proc:
     """One binary, its own process group, output to a log file; stop() always reaps it."""

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import openai
 import pytest
-from kit import MODEL, shape
+from kit import MODEL, fold_differences
 
 from components.compile.gateway import settings as gateway_settings
 from tests.gateway.nginx_kit import Gateway
@@ -92,9 +92,8 @@ def test_the_folded_answer_is_shaped_like_the_engines_own_non_streaming_answer(r
                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(engine, timeout=30) as reply:
         theirs = json.loads(reply.read())
-    assert status == 200 and shape(ours) == shape(theirs)
-    assert list(ours) == list(theirs)  # same field order, too
-    assert ours["choices"][0]["message"] == theirs["choices"][0]["message"]
+    assert status == 200 and fold_differences(ours, theirs) == []
+    assert ours["choices"][0]["message"]["content"] == theirs["choices"][0]["message"]["content"]
     assert ours["usage"] == theirs["usage"]
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,12 +39,39 @@ POLL_SECONDS = 0.5
 HOST_PATH = "/usr/bin:/bin"
 
 
-def stack_config(hub_url: str):
+def pytest_configure(config):
+    config.addinivalue_line("markers", "stops_engine: stops its line's shared vLLM server (the `engine` fixture): "
+                            "runs after every other test that uses that server")
+
+
+def pytest_collection_modifyitems(items):
+    """This folder's tests that share a line's server, line by line, those that stop it last in
+    their line (before pytest groups by fixture): every module sharing the server
+    (test_rendered_server, test_whole_path) runs before it is stopped, and one line's server is
+    gone before the next starts (2 cores). This folder's other tests follow them; the session's
+    other tests keep their places (the hook sees them all: only this folder's slots are reordered)."""
+    here = Path(__file__).parent
+    slots = [index for index, item in enumerate(items) if here in Path(item.path).parents]
+
+    def key(item) -> tuple[int, int, bool]:
+        callspec = getattr(item, "callspec", None)
+        line = callspec.params.get("engine") if callspec is not None else None
+        if line not in LINES or "engine" not in item.fixturenames:
+            return (1, 0, False)
+        return (0, LINES.index(line), item.get_closest_marker("stops_engine") is not None)
+
+    for index, item in zip(slots, sorted((items[i] for i in slots), key=key), strict=True):
+        items[index] = item
+
+
+def stack_config(hub_url: str, router: dict | None = None):
     """stacks/Pulumi.local.yaml's model, with a LoRA adapter, metrics (ServiceMonitor and
     dashboard) and queue autoscaling on, so every consumer of the engine's series is rendered.
     The hub endpoint is the loopback server (validation refuses loopback for a pod; here the pod
-    is this machine, so the validated config is copied with the endpoint swapped)."""
+    is this machine, so the validated config is copied with the endpoint swapped). ``router``:
+    settings merged into the stack's router section."""
     raw = read_stack_file(STACK_FILE)
+    raw["router"].update(router or {})
     (model,) = raw["models"]
     model["lora"] = {"enabled": True, "adapters": [ADAPTER]}
     model["autoscaling"] = {"enabled": True, "maxReplicas": 2}
@@ -92,6 +122,24 @@ class Engine:
                 return reply.status, reply.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
+
+
+def parse_samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text exposition -> series name -> (labels, value) of each of its samples."""
+    series: dict[str, list[tuple[dict[str, str], float]]] = {}
+    sample = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+    pair = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        match = sample.match(line)
+        if match and not line.startswith("#"):
+            labels = dict(pair.findall(match.group(2) or ""))
+            series.setdefault(match.group(1), []).append((labels, float(match.group(3))))
+    return series
+
+
+def parse_exposition(text: str) -> dict[str, list[dict[str, str]]]:
+    """Prometheus text exposition -> series name -> the label sets of its samples."""
+    return {name: [labels for labels, _ in samples] for name, samples in parse_samples(text).items()}
 
 
 def run_container(run: Runnable, timeout: float) -> subprocess.CompletedProcess:
@@ -195,12 +243,22 @@ def stop(process: subprocess.Popen, grace: float) -> None:
     process.wait(timeout=30)
 
 
-@pytest.fixture(scope="session", params=LINES, ids=[f"vllm-{line}" for line in LINES])
-def engine(request, tmp_path_factory):
-    line = request.param
-    kit = kit_dir(line)
+@dataclass
+class Pulled:
+    """A line's server as rendered, with its volumes holding what the rendered pullers wrote."""
+    line: str
+    config: object
+    objects: list[dict]
+    server: dict
+    pod: dict
+    volumes: dict[str, Path]
+    pulls: dict[str, Runnable]
+
+
+def pull_for(line: str, tmp: Path) -> Pulled:
+    """Render the stack, serve the tiny model and its adapter from a loopback hub, and run the
+    rendered puller and LoRA init container into temp dirs under ``tmp`` standing for the volumes."""
     made = tiny_model(line)
-    tmp = tmp_path_factory.mktemp(f"engine-{line}")
     with HubServer(tmp / "hub") as hub:
         config = stack_config(hub.url)
         (model,) = config.models
@@ -214,15 +272,24 @@ def engine(request, tmp_path_factory):
         volumes = {v["name"]: tmp / "volumes" / v["name"] for v in pod["volumes"]}
         volumes["dshm"] = Path("/dev/shm")
         pulls = pull(objects, model.name, volumes, tmp)
-    run, port = cpu_server(server, volumes, kit, tmp / "home")
-    (tmp / "home").mkdir()
+    return Pulled(line, config, objects, server, pod, volumes, pulls)
+
+
+@contextmanager
+def serving(pulled: Pulled, tmp: Path) -> Iterator[Engine]:
+    """The pulled server started (CPU substitutions only) and ready: its startup probe answered
+    within the probe's budget; stopped on exit. Each start is a fresh process on the same volumes."""
+    kit = kit_dir(pulled.line)
+    home = tmp / "home"
+    run, port = cpu_server(pulled.server, pulled.volumes, kit, home)
+    home.mkdir(exist_ok=True)
     process = subprocess.Popen(run.argv, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True, cwd=tmp)
-    engine = Engine(line=line, config=config, objects=objects, server=server, pod=pod, run=run, pulls=pulls,
-                    port=port, weights=volumes["weights"], adapters=volumes["lora-cache"],
-                    process=process, started=time.monotonic())
+    engine = Engine(line=pulled.line, config=pulled.config, objects=pulled.objects, server=pulled.server,
+                    pod=pulled.pod, run=run, pulls=pulled.pulls, port=port, weights=pulled.volumes["weights"],
+                    adapters=pulled.volumes["lora-cache"], process=process, started=time.monotonic())
     # The server's log outlives pytest's temp dirs (which keep only the last few sessions).
-    log = kit.parent / "logs" / f"engine-{line}-server.log"
+    log = kit.parent / "logs" / f"engine-{pulled.line}-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     reader = threading.Thread(target=_read_log, args=(engine, log), daemon=True)
     reader.start()
@@ -232,3 +299,11 @@ def engine(request, tmp_path_factory):
     finally:
         stop(process, grace=30)
         reader.join(timeout=10)
+
+
+@pytest.fixture(scope="session", params=LINES, ids=[f"vllm-{line}" for line in LINES])
+def engine(request, tmp_path_factory):
+    line = request.param
+    tmp = tmp_path_factory.mktemp(f"engine-{line}")
+    with serving(pull_for(line, tmp), tmp) as started:
+        yield started

@@ -15,9 +15,10 @@ Entry points (other test folders may use them; all cache outside the repo, warm 
   environment (``cpu_env()``), never this process's.
 - ``cpu_env(home) -> dict``: the environment a CPU server needs that a GPU pod does not
   (``CPU_ENV``: KV cache size, OpenMP binding, eager mode) plus PATH/HOME/LANG.
-- ``tiny_model(line) -> Path``: a directory with ``model/`` (a random 2-layer Llama, a BPE
-  tokenizer trained here, a ChatML template, bf16 safetensors) and ``adapter/`` (a peft LoRA of
-  rank 8 for it), made by tests/engine/make_model.py with that line's own transformers and peft.
+- ``tiny_model(line) -> Path``: a directory with ``model/`` (a 2-layer Llama trained here to
+  fixed answers, a BPE tokenizer trained here, a ChatML template, bf16 safetensors) and
+  ``adapter/`` (a peft LoRA of rank 8 for it, trained to other answers), made by
+  tests/engine/make_model.py with that line's own transformers and peft.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import openai
 import pytest
 
 from components.compile import dashboard as dash
-from tests.engine.conftest import Engine, only, probe_port
+from tests.engine.conftest import Engine, only, parse_exposition, probe_port
 from tests.engine.engine_kit import CPU_ENV
 
 pytestmark = pytest.mark.engine
@@ -166,30 +166,18 @@ def test_the_adapter_the_init_container_placed_is_served_by_its_name(engine):
     placed = engine.adapters / "adapters" / ADAPTER
     assert (placed / "adapter_config.json").is_file()
     api = client(engine)
-    asked = dict(messages=PROMPT, max_tokens=4, temperature=0, logprobs=True, top_logprobs=1)
+    asked = dict(messages=PROMPT, max_tokens=4, temperature=0)
     with_adapter = api.chat.completions.create(model=ADAPTER, **asked)
     assert with_adapter.model == ADAPTER
     base = api.chat.completions.create(model=engine.served_name, **asked)
-    # The adapter changes the model's output distribution (its B matrices are not zero).
-    first = [c.logprob for c in with_adapter.choices[0].logprobs.content[:1]]
-    assert first != [c.logprob for c in base.choices[0].logprobs.content[:1]]
+    # The adapter was trained to its own answer (tests/engine/make_model.py ADAPTER_ANSWERS).
+    assert with_adapter.choices[0].message.content != base.choices[0].message.content
+    assert with_adapter.choices[0].message.content.startswith("Kub")
     listed = {m.id: m for m in api.models.list().data}
     assert ADAPTER in listed and listed[ADAPTER].parent == engine.served_name
 
 
 # --- metrics ---------------------------------------------------------------------------------------
-
-def parse_exposition(text: str) -> dict[str, list[dict[str, str]]]:
-    """Prometheus text exposition -> series name -> the label sets of its samples."""
-    series: dict[str, list[dict[str, str]]] = {}
-    sample = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+\S+')
-    pair = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-    for line in text.splitlines():
-        match = sample.match(line)
-        if match and not line.startswith("#"):
-            series.setdefault(match.group(1), []).append(dict(pair.findall(match.group(2) or "")))
-    return series
-
 
 def promql_selectors(expr: str) -> list[tuple[str, list[tuple[str, str, str]], set[str]]]:
     """Each ``name{matchers}`` of a PromQL expression, with its matchers (label, op, value) and the
@@ -245,7 +233,7 @@ def test_every_series_the_dashboard_and_keda_read_is_in_the_real_metrics(engine)
     assert checked >= len(queries)
 
 
-# --- shutdown: last, it stops this line's server ---------------------------------------------------
+# --- shutdown: last (stops_engine), it stops this line's server ---------------------------------------------------
 
 def _read(stream, seen: list, outcome: dict) -> None:
     try:
@@ -276,6 +264,7 @@ def _stream(engine: Engine, tokens: int):
 CUT_STREAM = ("APIConnectionError", "APIError", "complete")
 
 
+@pytest.mark.stops_engine
 def test_zz_termination_with_the_rendered_prestop_and_grace(engine):
     """The kubelet's sequence with the rendered lifecycle: the preStop sleep runs while the server
     still serves (the router stops sending meanwhile), then SIGTERM to PID 1, then SIGKILL at the

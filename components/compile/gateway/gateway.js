@@ -738,6 +738,7 @@ function streamError(obj) {
 // request ends.
 const NONE = [];
 const NO_DELTA = {};
+const REASONING_KEYS = ['reasoning_content', 'reasoning'];
 
 function foldChatChunk(st, chunk) {
     const err = streamError(chunk);
@@ -747,10 +748,15 @@ function foldChatChunk(st, chunk) {
     }
     if (!st.head) {
         st.head = {id: chunk.id, created: chunk.created, model: chunk.model,
-                   system_fingerprint: chunk.system_fingerprint};
+                   system_fingerprint: chunk.system_fingerprint,
+                   promptTokenIds: chunk.prompt_token_ids === undefined ? null : chunk.prompt_token_ids};
     }
     if (chunk.usage) {
         st.usage = chunk.usage;
+    }
+    // vLLM 0.32 names its build in the usage chunk only, 0.11 in none: the last one sent.
+    if (chunk.system_fingerprint) {
+        st.head.system_fingerprint = chunk.system_fingerprint;
     }
     const list = chunk.choices || NONE;
     for (let j = 0; j < list.length; j++) {
@@ -758,7 +764,8 @@ function foldChatChunk(st, chunk) {
         let ch = st.choices[c.index];
         if (!ch) {
             ch = st.choices[c.index] = {index: c.index, role: 'assistant', content: null, reasoning: null,
-                                        tools: [], finish: null, stopReason: null, logprobs: null};
+                                        reasoningKey: null, tools: [], finish: null, stopReason: null,
+                                        logprobs: null, tokenIds: null};
         }
         const d = c.delta || NO_DELTA;
         if (d.role) {
@@ -770,8 +777,14 @@ function foldChatChunk(st, chunk) {
         if (typeof d.content === 'string') {
             (ch.content = ch.content || []).push(d.content);
         }
-        if (typeof d.reasoning_content === 'string') {
-            (ch.reasoning = ch.reasoning || []).push(d.reasoning_content);
+        // The reasoning text under the name the engine streams it: vLLM 0.11 `reasoning_content`,
+        // later lines `reasoning` (their non-streaming message has only that one).
+        for (let k = 0; k < REASONING_KEYS.length; k++) {
+            const key = REASONING_KEYS[k];
+            if (typeof d[key] === 'string') {
+                ch.reasoningKey = key;
+                (ch.reasoning = ch.reasoning || []).push(d[key]);
+            }
         }
         const calls = d.tool_calls || NONE;
         for (let k = 0; k < calls.length; k++) {
@@ -802,6 +815,11 @@ function foldChatChunk(st, chunk) {
                 ch.logprobs.content.push(c.logprobs.content[k]);
             }
         }
+        // vLLM streams each chunk's token ids when asked (return_token_ids); joined, they are the
+        // non-streaming answer's list.
+        if (Array.isArray(c.token_ids)) {
+            ch.tokenIds = (ch.tokenIds || []).concat(c.token_ids);
+        }
         if (c.finish_reason) {
             ch.finish = c.finish_reason;
         }
@@ -827,20 +845,32 @@ function chatAnswer(st) {
             return {id: call.id, type: call.type,
                     function: {name: call.function.name.join(''), arguments: call.function.arguments.join('')}};
         });
+        const message = {role: ch.role, content: joined(ch.content), refusal: null, annotations: null, audio: null,
+                         function_call: null};
+        // As OpenAI and vLLM after 0.11 answer: no `tool_calls` field without a tool call (0.11
+        // sends an empty list).
+        if (tools.length) {
+            message.tool_calls = tools;
+        }
+        // No reasoning streamed: the engine's own null field is left out rather than guessed, as
+        // its name depends on the engine's line.
+        if (ch.reasoningKey) {
+            message[ch.reasoningKey] = joined(ch.reasoning);
+        }
         out.push({
             index: ch.index,
-            message: {role: ch.role, content: joined(ch.content), refusal: null, annotations: null, audio: null,
-                      function_call: null, tool_calls: tools, reasoning_content: joined(ch.reasoning)},
+            message: message,
             logprobs: ch.logprobs,
             finish_reason: ch.finish,
             stop_reason: ch.stopReason,
+            token_ids: ch.tokenIds,
         });
     }
     const head = st.head;
     return {answer: {
         id: head.id, object: 'chat.completion', created: head.created, model: head.model, choices: out,
         service_tier: null, system_fingerprint: head.system_fingerprint || null, usage: st.usage,
-        prompt_logprobs: null, kv_transfer_params: null,
+        prompt_logprobs: null, prompt_token_ids: head.promptTokenIds, kv_transfer_params: null,
     }};
 }
 

@@ -27,12 +27,15 @@ test('chat fold joins deltas per choice, keeps usage and vLLM field order', func
         chunk([{index: 0, delta: {content: 'lo', reasoning_content: 'r2'},
                 logprobs: {content: [{token: 'lo', logprob: -0.1}]}, finish_reason: 'stop', stop_reason: 42}]),
         chunk([{index: 1, delta: {}, finish_reason: 'length'}]),
-        chunk([], {usage: {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5}}),
+        chunk([], {usage: {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5}, system_fingerprint: 'vllm-0.32.0'}),
         '[DONE]',
     ]);
     const answer = P.foldText('chat', text);
+    // vLLM 0.32 names its build in the usage chunk only.
+    assert.equal(answer.system_fingerprint, 'vllm-0.32.0');
+    assert.equal('tool_calls' in answer.choices[0].message, false, 'no tool call: no tool_calls field');
     assert.deepEqual(Object.keys(answer), ['id', 'object', 'created', 'model', 'choices', 'service_tier',
-        'system_fingerprint', 'usage', 'prompt_logprobs', 'kv_transfer_params']);
+        'system_fingerprint', 'usage', 'prompt_logprobs', 'prompt_token_ids', 'kv_transfer_params']);
     assert.equal(answer.object, 'chat.completion');
     assert.deepEqual(answer.choices.map(function (c) { return c.index; }), [0, 1]);
     const first = answer.choices[0];
@@ -42,8 +45,28 @@ test('chat fold joins deltas per choice, keeps usage and vLLM field order', func
     assert.equal(first.stop_reason, 42);
     assert.deepEqual(first.logprobs, {content: [{token: 'lo', logprob: -0.1}]});
     assert.equal(answer.choices[1].message.content, 'B');
+    assert.equal('reasoning_content' in answer.choices[1].message, false, 'no reasoning streamed: no reasoning field');
+    assert.equal(first.token_ids, null);
+    assert.equal(answer.prompt_token_ids, null);
     assert.equal(answer.choices[1].finish_reason, 'length');
     assert.deepEqual(answer.usage, {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5});
+});
+
+test('chat fold keeps the reasoning field name and the token ids the engine streamed', function () {
+    // vLLM after 0.11 streams `reasoning` (its non-streaming message has no `reasoning_content`);
+    // with return_token_ids each chunk carries its token ids and the first the prompt's.
+    const text = sse([
+        chunk([{index: 0, delta: {role: 'assistant', content: ''}, token_ids: []}], {prompt_token_ids: [1, 2]}),
+        chunk([{index: 0, delta: {reasoning: 'th'}, token_ids: [5]}]),
+        chunk([{index: 0, delta: {reasoning: 'ink', content: 'ok'}, token_ids: [6, 7], finish_reason: 'stop'}]),
+        '[DONE]',
+    ]);
+    const answer = P.foldText('chat', text);
+    const message = answer.choices[0].message;
+    assert.equal(message.reasoning, 'think');
+    assert.equal('reasoning_content' in message, false);
+    assert.deepEqual(answer.choices[0].token_ids, [5, 6, 7]);
+    assert.deepEqual(answer.prompt_token_ids, [1, 2]);
 });
 
 test('chat fold joins tool-call deltas by index', function () {
