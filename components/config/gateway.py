@@ -29,6 +29,14 @@ DEFAULT_IMAGE = "docker.io/library/nginx:1.26.3"
 # The official image's unprivileged user (uid/gid 101, `nginx`).
 DEFAULT_UID = 101
 
+# What one non-streaming answer costs the gateway while it is folded, per byte of the stream it
+# is folded from, and what nginx needs beside it. njs frees nothing a request allocates before the
+# request ends, so the whole stream's allocations count: measured ~17 bytes per stream byte with
+# token-sized events, ~19 through the fold server, plus ~25 MiB of nginx at rest
+# (tests/gateway/test_gateway_memory.py; docs/gateway.md "Large non-streaming answers").
+FOLD_BYTES_PER_STREAM_BYTE = 20
+GATEWAY_BASE_BYTES = 64 * 1024 * 1024
+
 GatewayName = Annotated[str, AfterValidator(values.check_router_name)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
@@ -222,10 +230,15 @@ class GatewayConfig(Strict):
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
         description="Largest request body accepted (413 beyond); held in memory.")
+    # 4 MiB: about 19,000 tokens of vLLM's token-sized events; at ~20 bytes held per stream byte,
+    # five maximal answers at once fit the default 512Mi beside nginx's own 64Mi (at the former
+    # 16 MiB default: one).
     max_response_bytes: int = Field(
-        16 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024,
-        description="Largest upstream stream a non-streaming answer is assembled from; beyond it the "
-        "answer is an error object (`response_too_large`: use `stream: true`).")
+        4 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024,
+        description="Largest upstream stream a non-streaming answer is assembled from (about 19,000 "
+        "tokens at the default 4 MiB); beyond it the answer is a 502 `response_too_large`: use "
+        "`stream: true`. While it is assembled the gateway holds about 20 bytes per stream byte, so "
+        "20 × this + 64Mi must fit `resources.limits.memory`.")
     request_timeout_seconds: int = Field(
         600, ge=1, le=86400, description="Deadline of a request; a client's shorter deadline "
         "(`x-stainless-read-timeout`, which the OpenAI SDKs send) wins. It becomes `x-stargate-max-wait-ms`.")
@@ -247,6 +260,21 @@ class GatewayConfig(Strict):
             raise values.Problems([Problem("serviceType", f"{self.service_type} exposes the gateway outside the "
                                     "cluster, and without apiKeys anyone reaching it can use every model; "
                                     "set apiKeys, or keep serviceType: ClusterIP")])
+        return self
+
+    @model_validator(mode="after")
+    def _one_answer_fits_the_memory_limit(self) -> GatewayConfig:
+        limit = values.parse_quantity(self.resources.limits.memory)
+        needed = FOLD_BYTES_PER_STREAM_BYTE * self.max_response_bytes + GATEWAY_BASE_BYTES
+        if needed > limit:
+            mib = 1024 * 1024
+            fits = int((limit - GATEWAY_BASE_BYTES) / FOLD_BYTES_PER_STREAM_BYTE) if limit > GATEWAY_BASE_BYTES else 0
+            raise values.Problems([Problem("maxResponseBytes", (
+                f"{self.max_response_bytes} bytes: one non-streaming answer that size holds about "
+                f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, {-(-needed // mib)}Mi with nginx's "
+                f"own 64Mi, over resources.limits.memory ({self.resources.limits.memory}), so it would be "
+                f"OOM-killed with every tenant's open streams; lower maxResponseBytes to at most {fits} "
+                f"or raise router.gateway.resources.limits.memory to at least {-(-needed // mib)}Mi"))])
         return self
 
     def resolved_name(self, router_name: str) -> str:

@@ -55,6 +55,10 @@ BAD = [
     ("name-is-the-routers", {"name": "llm-router"}, "router.gateway.name", "already a name of the router"),
     ("requests-above-limits", {"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
      "router.gateway.resources.requests.cpu", "exceeds limits.cpu"),
+    ("answer-over-the-memory-limit", {"maxResponseBytes": 64 * 1024 * 1024}, "router.gateway.maxResponseBytes",
+     "raise router.gateway.resources.limits.memory to at least 1344Mi"),
+    ("answer-over-a-lowered-limit", {"resources": {"limits": {"cpu": "1", "memory": "128Mi"}}},
+     "router.gateway.maxResponseBytes", "lower maxResponseBytes to at most 3355443"),
     ("tls-unknown-key", {"tls": {"enabled": True, "port": 8443}}, "router.gateway.tls.port", "valid keys here"),
     ("tls-name-outside-domains", {"tls": {"enabled": True, "dnsNames": ["llm.example.com"]}},
      "router.gateway.tls.dnsNames.0", "add its domain to router.gateway.tls.allowedDomains"),
@@ -89,6 +93,8 @@ def test_defaults():
     assert gateway.enabled and gateway.image == DEFAULT_IMAGE and gateway.replicas == 2
     assert gateway.uid == 101 and gateway.api_keys is None and gateway.affinity.enabled
     assert gateway.resolved_name("llm-router") == "llm-router-gateway"
+    # A stream of 4 MiB, folded at ~20 bytes a byte beside nginx's 64Mi: five at once in 512Mi.
+    assert gateway.max_response_bytes == 4 * 1024 * 1024 and gateway.resources.limits.memory == "512Mi"
 
 
 def test_the_default_burst_is_a_seconds_worth_of_requests_at_least_one():

@@ -151,7 +151,7 @@ class GatewaySettings:
     # host:port of the limiter's Service (set when a tenant has limits).
     limiter: Optional[str] = None
     max_body_bytes: int = 4 * 1024 * 1024
-    max_response_bytes: int = 16 * 1024 * 1024
+    max_response_bytes: int = 4 * 1024 * 1024
     timeout_seconds: int = 600
     retry_after_seconds: int = 2
     keys_file: Optional[str] = None
