@@ -267,14 +267,14 @@ class GatewayConfig(Strict):
         limit = values.parse_quantity(self.resources.limits.memory)
         needed = FOLD_BYTES_PER_STREAM_BYTE * self.max_response_bytes + GATEWAY_BASE_BYTES
         if needed > limit:
-            mib = 1024 * 1024
+            needed_mib = -(-needed // (1024 * 1024))  # rounded up
             fits = int((limit - GATEWAY_BASE_BYTES) / FOLD_BYTES_PER_STREAM_BYTE) if limit > GATEWAY_BASE_BYTES else 0
             raise values.Problems([Problem("maxResponseBytes", (
                 f"{self.max_response_bytes} bytes: one non-streaming answer that size holds about "
-                f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, {-(-needed // mib)}Mi with nginx's "
+                f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, {needed_mib}Mi with nginx's "
                 f"own 64Mi, over resources.limits.memory ({self.resources.limits.memory}), so it would be "
                 f"OOM-killed with every tenant's open streams; lower maxResponseBytes to at most {fits} "
-                f"or raise router.gateway.resources.limits.memory to at least {-(-needed // mib)}Mi"))])
+                f"or raise router.gateway.resources.limits.memory to at least {needed_mib}Mi"))])
         return self
 
     def resolved_name(self, router_name: str) -> str:
