@@ -67,7 +67,7 @@ def test_non_streaming_chat_is_sent_as_a_stream_and_answered_as_one_vllm_shaped_
     assert status == 200 and headers["content-type"] == "application/json"
     answer = json.loads(text)
     assert list(answer) == ["id", "object", "created", "model", "choices", "service_tier", "system_fingerprint",
-                            "usage", "prompt_logprobs", "kv_transfer_params"]
+                            "usage", "prompt_logprobs", "prompt_token_ids", "kv_transfer_params"]
     assert answer["object"] == "chat.completion" and answer["id"] == "chatcmpl-fake"
     choice = answer["choices"][0]
     assert choice["message"]["role"] == "assistant"
