@@ -170,6 +170,33 @@ class Affinity(Strict):
         "instead. Never forwarded as is.")
 
 
+class Hold(Strict):
+    """Requests for a model the router has no server for, held at the gateway until one registers."""
+
+    timeout_seconds: int = Field(
+        0, ge=0, le=3600, description="Hold a request whose model has no registered server (the "
+        "router's `404 no_eligible_candidates`: the model asleep at zero replicas, or all its pods "
+        "restarting) for up to this long, and send it on the moment the router lists the model (polled "
+        "every 250 ms); past it, or past the request's own deadline: 503 with `Retry-After`. Held "
+        "requests are counted per model (`gateway_held_requests`, the demand a scaler can wake the "
+        "model on). 0: not held, the 503 is immediate. Unscoped tenants only: the router lists the "
+        "models of unscoped servers, so a request with a `routingKey` is not held.")
+    max_per_model: int = Field(
+        16, ge=1, le=4096, description="Most requests held at once for one model, per gateway replica; "
+        "beyond it: 503 with `Retry-After` at once.")
+    max_total: int = Field(
+        32, ge=1, le=4096, description="Most requests held at once for all models, per gateway replica "
+        "(each holds its body in memory, up to `maxBodyBytes`); beyond it: 503 with `Retry-After` at once.")
+
+    @model_validator(mode="after")
+    def _per_model_within_total(self) -> Hold:
+        if self.max_per_model > self.max_total:
+            raise values.Problems([Problem("maxPerModel", f"{self.max_per_model} is more than maxTotal "
+                                           f"({self.max_total}), which would bound it first; lower maxPerModel "
+                                           f"to at most {self.max_total} or raise maxTotal")])
+        return self
+
+
 class GatewayTls(TlsSection):
     """TLS on the client port (8000): nginx serves the certificate of a cert-manager Certificate
     (or an existing Secret) for the gateway Service's names; the health/metrics port stays plain."""
@@ -253,6 +280,7 @@ class GatewayConfig(Strict):
         "`platform.networkPolicy` off), so no pod can call the router directly and skip the keys.")
     affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
     tls: GatewayTls = Field(default_factory=GatewayTls, description="HTTPS on the client port from a cert-manager issuer.")
+    hold: Hold = Field(default_factory=Hold, description="Requests held while their model has no server (scale to zero, restarts).")
 
     @model_validator(mode="after")
     def _exposed_needs_keys(self) -> GatewayConfig:
@@ -275,6 +303,32 @@ class GatewayConfig(Strict):
                 f"own 64Mi, over resources.limits.memory ({self.resources.limits.memory}), so it would be "
                 f"OOM-killed with every tenant's open streams; lower maxResponseBytes to at most {fits} "
                 f"or raise router.gateway.resources.limits.memory to at least {needed_mib}Mi"))])
+        return self
+
+    @model_validator(mode="after")
+    def _hold_within_the_deadline(self) -> GatewayConfig:
+        if self.hold.timeout_seconds > self.request_timeout_seconds:
+            raise values.Problems([Problem("hold.timeoutSeconds", (
+                f"{self.hold.timeout_seconds}s is longer than requestTimeoutSeconds "
+                f"({self.request_timeout_seconds}s), the deadline a held request also counts against; lower "
+                f"hold.timeoutSeconds to at most {self.request_timeout_seconds} or raise requestTimeoutSeconds"))])
+        return self
+
+    @model_validator(mode="after")
+    def _held_bodies_fit_the_memory_limit(self) -> GatewayConfig:
+        if not self.hold.timeout_seconds:
+            return self
+        limit = values.parse_quantity(self.resources.limits.memory)
+        needed = self.hold.max_total * self.max_body_bytes + GATEWAY_BASE_BYTES
+        if needed > limit:
+            needed_mib = -(-needed // (1024 * 1024))  # rounded up
+            fits = int((limit - GATEWAY_BASE_BYTES) // self.max_body_bytes) if limit > GATEWAY_BASE_BYTES else 0
+            raise values.Problems([Problem("hold.maxTotal", (
+                f"{self.hold.max_total} held requests of up to maxBodyBytes ({self.max_body_bytes}) each hold "
+                f"{needed_mib}Mi with nginx's own 64Mi, over resources.limits.memory "
+                f"({self.resources.limits.memory}); "
+                + (f"lower hold.maxTotal to at most {fits}, " if fits >= 1 else "")
+                + f"lower maxBodyBytes, or raise router.gateway.resources.limits.memory to at least {needed_mib}Mi"))])
         return self
 
     def resolved_name(self, router_name: str) -> str:

@@ -277,3 +277,52 @@ def test_the_gateway_serves_again_once_a_restarted_router_has_its_pylon_back(rou
     stack.wait_registered(1)
     assert sdk.chat.completions.create(model=MODEL, messages=HELLO).choices[0].message.content == stack.engines[0].text()
     assert [m.id for m in sdk.models.list()] == [MODEL]
+
+
+# --- a model with no server: requests held until it has one (router.gateway.hold) ---------------
+
+def _held(gw: Gateway) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{gw.health_port}/metrics", timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(f'gateway_held_requests{{model="{MODEL}"}}'))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non-streaming", "streaming"])
+def test_a_request_held_while_the_model_has_no_server_is_answered_once_its_pylon_registers(
+        router_stack, gateway_over, stream):
+    """The real router's `404 no_eligible_candidates` and its list of routable models are what
+    the hold acts on: the request is held, then answered by the engine behind the pylon that
+    registered meanwhile; the hold adds at most a poll (250 ms) to the registration."""
+    import threading
+
+    stack = router_stack({"gateway": {"hold": {"timeoutSeconds": 60}}})
+    gw = gateway_over(stack)
+    sdk = client(gw)
+    stack.pylons[0].stop()
+    deadline = time.monotonic() + 20
+    while MODEL in stack.get("/v1/models").json.get("model_ids", []):
+        assert time.monotonic() < deadline, "the router still lists the model without its pylon"
+        time.sleep(0.1)
+    answers: list = []
+
+    def ask() -> None:
+        reply = sdk.chat.completions.create(model=MODEL, messages=HELLO, stream=stream)
+        text = "".join(c.choices[0].delta.content or "" for c in reply if c.choices) if stream \
+            else reply.choices[0].message.content
+        answers.append((time.monotonic(), text))
+
+    caller = threading.Thread(target=ask, daemon=True)
+    caller.start()
+    deadline = time.monotonic() + 10
+    while _held(gw) < 1:
+        assert time.monotonic() < deadline and caller.is_alive(), "the request was not held"
+        time.sleep(0.05)
+    stack.pylons[0].start()
+    stack.wait_registered(1)
+    registered = time.monotonic()
+    caller.join(30)
+    assert answers, "the held request was not answered"
+    (answered, text), = answers
+    assert text == stack.engines[0].text()
+    assert answered - registered < 2.0
+    assert _held(gw) == 0

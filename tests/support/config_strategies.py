@@ -346,6 +346,7 @@ def build(odd: bool) -> st.SearchStrategy:
                 enabled=st.booleans(), replicas=whole(1, 4), workerProcesses=whole(1, 8, 65),
                 serviceType=maybe(pick("ClusterIP"), "NodePort", "Ingress"),  # NodePort needs apiKeys
                 requestTimeoutSeconds=whole(1, 600),
+                hold=optional(timeoutSeconds=whole(0, 120, 3601), maxPerModel=whole(1, 16, 64), maxTotal=whole(16, 32)),
                 affinity=optional(enabled=st.booleans(), maxLeadingMessages=whole(1, 16),
                                   sessionHeader=maybe(pick("x-session-id"), "bad header")),
                 models=st.lists(maybe(pick(*(model_names or ["ghost"])), "ghost"), min_size=1, max_size=2,

@@ -280,6 +280,113 @@ function setHeaders(r, kind, admitted, body) {
     r.variables.gw_body = body;
 }
 
+// ---- requests held while their model has no server (router.gateway.hold) -----------------
+//
+// The router answers `404 no_eligible_candidates` at once when no server is registered for a
+// model (asleep at zero replicas, or every pod restarting). Such a request is held here, counted
+// in gw_held (per model: the demand a scaler wakes the model on; and in all: the bounds), while
+// the router is asked every pollMs whether it lists the model, which it does once a server is
+// routable (its /v1/models lists active targets only). Then it is sent again, with what is left
+// of its deadline. Past the hold's timeout or the request's deadline, or beyond the bounds: 503
+// with Retry-After. Nothing was sent to the client before, so a streaming client's first byte is
+// the woken server's. Unscoped tenants only: the router's list shows unscoped servers.
+
+function sleep(ms) {
+    return new Promise(function (resolve) { setTimeout(resolve, ms); });
+}
+
+async function listed(r, model) {
+    let reply;
+    try {
+        reply = await r.subrequest('/_gw/models', {method: 'GET'});
+    } catch (e) {
+        return false;
+    }
+    if (reply.status !== 200) {
+        return false;
+    }
+    try {
+        return (JSON.parse(reply.responseText).model_ids || []).indexOf(model) >= 0;
+    } catch (e) {
+        return false;
+    }
+}
+
+function heldKey(model) {
+    return 'model:' + model;
+}
+
+function countHold(model, outcome) {
+    const m = ngx.shared.gw_metrics;
+    if (m) {
+        m.incr('gateway_held_total{model="' + labelValue(model) + '",outcome="' + outcome + '"}', 1, 0);
+    }
+}
+
+// Holds until the router lists `model`, `deadline` (ms since the epoch) passes, or `gone()` says
+// the client left: 'released', 'timeout', 'full' (over a bound: not held) or 'gone'.
+async function holdFor(r, model, deadline, gone) {
+    const held = ngx.shared.gw_held;
+    const perModel = held.incr(heldKey(model), 1, 0);
+    const total = held.incr('total', 1, 0);
+    let outcome = 'full';
+    try {
+        if (perModel <= cfg.hold.maxPerModel && total <= cfg.hold.maxTotal) {
+            outcome = 'timeout';
+            while (Date.now() < deadline) {
+                await sleep(Math.max(1, Math.min(cfg.hold.pollMs, deadline - Date.now())));
+                if (gone && gone()) {
+                    outcome = 'gone';
+                    break;
+                }
+                if (await listed(r, model)) {
+                    outcome = 'released';
+                    break;
+                }
+            }
+        }
+    } finally {
+        held.incr(heldKey(model), -1, 0);
+        held.incr('total', -1, 0);
+    }
+    countHold(model, outcome);
+    return outcome;
+}
+
+// May this request be held (again)? The hold is on, the tenant unscoped, and it was held fewer
+// than perRequest times (a held request counts against nginx's internal redirects).
+function holdable(routingKey, holds) {
+    return Boolean(cfg.hold) && !routingKey && holds < cfg.hold.perRequest;
+}
+
+function notHeld(r, model, outcome) {
+    const message = outcome === 'full'
+        ? 'Too many requests are waiting for model `' + model + '` to start; retry later.'
+        : 'No server for model `' + model + '` started in time; retry later.';
+    unavailable(r, message);
+}
+
+// @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for.
+async function hold(r) {
+    const model = r.variables.gw_model;
+    const holds = Number(r.variables.gw_holds || 0);
+    if (!holdable(r.variables.gw_routing_key, holds)) {
+        unavailable(r, 'No server can take requests for this model right now; retry later.');
+        return;
+    }
+    r.variables.gw_holds = String(holds + 1);
+    // The request's deadline counts from its start (request_time: seconds since its first byte).
+    const started = Date.now() - Math.floor(parseFloat(r.variables.request_time || '0') * 1000);
+    const deadline = Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWaitMs(r));
+    const outcome = await holdFor(r, model, deadline, null);
+    if (outcome !== 'released') {
+        notHeld(r, model, outcome);
+        return;
+    }
+    r.variables.gw_max_wait = String(Math.max(1, started + maxWaitMs(r) - Date.now()));
+    r.internalRedirect('@gw_stream');
+}
+
 // ---- endpoints ----------------------------------------------------------------------------
 
 function handle(r, kind) {
@@ -477,12 +584,22 @@ function errorStatus(st, error) {
 function foldAnswer(r) {
     const id = r.headersIn[cfg.foldHeaders.requestId] || '';
     const gone = ngx.shared.gw_gone;
-    const st = {done: false};
+    const st = {done: false, holding: false, holds: 0};
+    const started = Date.now();
+    const maxWait = Number(r.headersIn[cfg.routerHeaders.max_wait]) || cfg.timeoutMs;
+    r.variables.gw_max_wait = String(maxWait);
+    function clientLeft() {
+        return Boolean(gone && gone.get(id));
+    }
     function watch() {
         if (st.done) {
             return;
         }
-        if (gone && gone.get(id)) {
+        if (st.holding) {
+            setTimeout(watch, 100);  // the hold sees the client leave itself, and uncounts it first
+            return;
+        }
+        if (clientLeft()) {
             throw new Error('gateway: the client left; request ' + id + ' cancelled at the router');
         }
         if (gone && gone.get('answered:' + id)) {
@@ -497,9 +614,34 @@ function foldAnswer(r) {
     }
     setTimeout(watch, 100);
     const upstream = r.headersIn[cfg.foldHeaders.kind] === 'responses' ? '/_gw/fold/responses' : '/_gw/fold/chat';
+    const model = r.headersIn[cfg.routerHeaders.model] || '';
+    async function holdThenSend() {
+        st.holds += 1;
+        st.holding = true;
+        const outcome = await holdFor(r, model, Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWait), clientLeft);
+        st.holding = false;
+        if (outcome === 'released') {
+            r.variables.gw_max_wait = String(Math.max(1, started + maxWait - Date.now()));
+            sendToRouter();
+        } else if (outcome === 'gone') {
+            st.done = true;
+            r.return(503);  // nobody reads it
+        } else {
+            st.done = true;
+            notHeld(r, model, outcome);
+        }
+    }
     // No body given: the subrequest sends this request's body (the front's spliced stream body).
-    r.subrequest(upstream, {method: 'POST'}, function (reply) {
+    function sendToRouter() {
+        r.subrequest(upstream, {method: 'POST'}, onReply);
+    }
+    sendToRouter();
+    function onReply(reply) {
         if (st.done) {
+            return;
+        }
+        if (reply.status === 404 && holdable(r.headersIn[cfg.routerHeaders.routing_key], st.holds)) {
+            holdThenSend();
             return;
         }
         st.done = true;
@@ -529,7 +671,7 @@ function foldAnswer(r) {
             r.headersOut['Content-Type'] = 'application/json';
             r.return(reply.status, reply.responseText || '');
         }
-    });
+    }
 }
 
 // ---- the fold (pure: no nginx objects; tests/gateway/js runs these on node) -----------------
@@ -1060,6 +1202,8 @@ const FAMILIES = [
     ['gateway_request_duration_seconds', 'histogram', 'Time from the request to the end of its answer.'],
     ['gateway_prompt_tokens_total', 'counter', 'Prompt (input) tokens, as the engine reported them.'],
     ['gateway_completion_tokens_total', 'counter', 'Completion (output) tokens, as the engine reported them.'],
+    ['gateway_held_total', 'counter', 'Requests held while their model had no server, by how the hold ended '
+        + '(released, timeout, full: over a bound, gone: the client left).'],
 ];
 
 function labelValue(v) {
@@ -1130,6 +1274,21 @@ function bySeriesThenBucket(x, y) {
     return vx - vy;
 }
 
+// The held requests now, one series per admitted model (0 too: a scaler's query then always finds
+// its series, and a model asleep with nobody waiting reads 0, not "no data").
+function heldLines(lines) {
+    const held = ngx.shared.gw_held;
+    if (!cfg.hold || !held) {
+        return;
+    }
+    lines.push('# HELP gateway_held_requests Requests held now while their model has no server (this replica).',
+               '# TYPE gateway_held_requests gauge');
+    for (let i = 0; i < cfg.models.length; i++) {
+        lines.push('gateway_held_requests{model="' + labelValue(cfg.models[i]) + '"} '
+                   + Math.max(0, held.get(heldKey(cfg.models[i])) || 0));
+    }
+}
+
 // GET /metrics on the health port: the counters in Prometheus' text format.
 function metrics(r) {
     const m = ngx.shared.gw_metrics;
@@ -1147,6 +1306,7 @@ function metrics(r) {
             }
         }
     }
+    heldLines(lines);
     r.headersOut['Content-Type'] = 'text/plain; version=0.0.4';
     r.return(200, lines.join('\n') + '\n');
 }
@@ -1211,7 +1371,7 @@ function unsupported(r) {
     fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
 }
 
-export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer,
+export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer, hold,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
