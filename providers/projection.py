@@ -18,6 +18,9 @@ from contract.targets import routable_targets
 from .transience import DEFAULT_RESTART_THRESHOLD, classify_crash, classify_waiting, crash_is_fatal
 
 PENDING, READY, ERROR, UNKNOWN = "PENDING", "READY", "ERROR", "UNKNOWN"
+# A model that may sleep (autoscaling.minReplicas: 0) with no replica now: not a failure, and not
+# serving either; its next request (held at the gateway) wakes it.
+SCALED_TO_ZERO = "SCALED_TO_ZERO"
 
 MESSAGE_LIMIT = 600
 LOG_TAIL_LINES = 20
@@ -407,6 +410,15 @@ def project_status(observation: Observation) -> Status:
     if desired == 0:
         return Status(PENDING, "scaled to zero replicas: no routable target", "scaled-to-zero")
     return Status(PENDING, f"model server starting: {ready}/{desired} replicas ready, no routable target yet", "starting", {}, ready)
+
+
+def asleep(status: Status, min_replicas: int | None) -> Status:
+    """A model that may sleep (``min_replicas`` 0) and has no replica now is SCALED_TO_ZERO, not
+    PENDING: as its autoscaler means it to be. Any other status is returned as it is."""
+    if status.reason == "scaled-to-zero" and min_replicas == 0:
+        return Status(SCALED_TO_ZERO, "scaled to zero while idle (autoscaling.minReplicas: 0); the gateway "
+                      "holds its next request and the autoscaler wakes it", "scaled-to-zero")
+    return status
 
 
 def rollout_complete(deployment: dict | None, min_replicas: int | None = None) -> bool:

@@ -5,12 +5,13 @@ raw) or the NIM operator's custom resources, and ``observe.observer_for`` picks 
 reads them. Everything below holds for both paths alike.
 
 create / update: wait until the model is READY (at least one routable target) and its rollout is
-whole (every desired replica of the current spec ready, no old pod left), or stop at the first
-classified ERROR (crash loop, OOMKilled, puller failure, image pull, pending too long — also for one
-replica of a model that otherwise serves) with its evidence, instead of a generic ten-minute await
-timeout. Trouble the kubelet may still get past (a registry timeout, a crash below
-``restart_threshold`` restarts) projects as PENDING and is waited out (providers/transience.py).
-The recorded targets are those of the finished rollout.
+whole (every desired replica of the current spec ready, no old pod left), or SCALED_TO_ZERO (no
+replica, and ``min_replicas`` 0 says it may sleep), or stop at the first classified ERROR (crash
+loop, OOMKilled, puller failure, image pull, pending too long — also for one replica of a model
+that otherwise serves) with its evidence, instead of a generic ten-minute await timeout. Trouble
+the kubelet may still get past (a registry timeout, a crash below ``restart_threshold`` restarts)
+projects as PENDING and is waited out (providers/transience.py). The recorded targets are those
+of the finished rollout.
 read (`pulumi refresh`): re-project the live status; UNKNOWN when it cannot be read.
 """
 
@@ -26,7 +27,16 @@ from . import kube
 from .failures import Reported, reported
 from .inputs import changed_inputs, inputs_only, now
 from .observe import add_evidence, current_status, observer_for
-from .projection import ERROR, READY, UNKNOWN, Status, lagging_replica, rollout_complete  # noqa: F401 (re-exported)
+from .projection import (  # noqa: F401 (re-exported)
+    ERROR,
+    READY,
+    SCALED_TO_ZERO,
+    UNKNOWN,
+    Status,
+    asleep,
+    lagging_replica,
+    rollout_complete,
+)
 
 STATUS_KEYS = ("state", "message", "reason", "details", "ready_replicas", "targets", "observed_at")
 
@@ -86,6 +96,9 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
         status = current_status(clients, observer)
         if status.state == ERROR:
             raise ModelNotServing(describe(wanted.model, status))
+        if asleep(status, wanted.min_replicas).state == SCALED_TO_ZERO:
+            # As its autoscaler may put it: `up` succeeds without waking it.
+            return asleep(status, wanted.min_replicas)
         if status.state == READY:
             # READY at the first routable pod; `up` returns once the rollout is whole (old pods
             # stay routable while a changed spec rolls out, on the operator path as well).
@@ -119,7 +132,7 @@ def status_diff(olds: dict, news: dict) -> DiffResult:
     READY or fails with the reason, instead of reporting success over a stale PENDING / ERROR /
     UNKNOWN."""
     changed = changed_inputs(olds, news)
-    if not changed and olds.get("state") not in (None, READY):
+    if not changed and olds.get("state") not in (None, READY, SCALED_TO_ZERO):
         changed = ["state"]
     return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.autoscaling import KEDA_CRD, KEDA_FIX, KEDA_VERSION
+from ..config.autoscaling import KEDA_CRD, KEDA_FIX, KEDA_VERSION, may_sleep
 from ..config.model import ModelConfig
 from ..config.stack import StackConfig
 from . import common
@@ -24,6 +24,19 @@ AUTOSCALER_COMPONENT = "autoscaler"
 # model's name here: --served-model-name) and `engine` (one series per engine core; summed).
 # vllm-project/vllm vllm/v1/metrics/loggers.py, PrometheusStatLogger, the 0.11 line.
 QUEUE_METRIC = "vllm:num_requests_waiting"
+# A model that may sleep (minReplicas: 0) is woken and kept awake by the gateway's counters
+# (gateway.js: FAMILIES and heldLines; labelled `model`, and `namespace` by the ServiceMonitor
+# that scrapes the gateway): at zero there is no vLLM pod to scrape, so only the gateway knows
+# that someone is waiting. And by vLLM's running requests while it serves.
+HELD_METRIC = "gateway_held_requests"
+REQUESTS_METRIC = "gateway_requests_total"
+RUNNING_METRIC = "vllm:num_requests_running"
+# Requests answered this recently keep the model awake (2x the default 30 s scrape interval, so
+# one answered request is always in two scrapes).
+RECENT_WINDOW = "2m"
+# The "recent traffic" trigger only activates (keeps the model above zero): its threshold is far
+# beyond any request rate, so the HPA never adds a replica for it.
+ACTIVITY_ONLY_THRESHOLD = "1000000"
 
 
 def autoscaled(model: ModelConfig) -> bool:
@@ -42,6 +55,49 @@ def queue_query(model: ModelConfig, stack: StackConfig) -> str:
     return f'sum({QUEUE_METRIC}{{namespace="{stack.platform.namespace}",model_name="{model.name}"}})'
 
 
+def held_query(model: ModelConfig, stack: StackConfig) -> str:
+    """Requests the gateway replicas hold for the model now (the wake signal)."""
+    return f'sum({HELD_METRIC}{{namespace="{stack.platform.namespace}",model="{model.name}"}})'
+
+
+def activity_query(model: ModelConfig, stack: StackConfig) -> str:
+    """Requests answered in the last RECENT_WINDOW plus those running now: above zero, the model is
+    in use. Each side is 0 when it has no series (no answer yet, no vLLM pod at zero)."""
+    ns = stack.platform.namespace
+    answered = f'sum(increase({REQUESTS_METRIC}{{namespace="{ns}",model="{model.name}"}}[{RECENT_WINDOW}]))'
+    running = f'sum({RUNNING_METRIC}{{namespace="{ns}",model_name="{model.name}"}})'
+    return f"({answered} or vector(0)) + ({running} or vector(0))"
+
+
+def _prometheus_trigger(stack: StackConfig, query: str, threshold: str, activation: Optional[str] = None) -> dict:
+    metadata = {
+        "serverAddress": stack.platform.autoscaling.prometheus_address,
+        "query": query,
+        "threshold": threshold,
+        # An empty answer means Prometheus does not scrape what the query reads: an error on the
+        # ScaledObject, not a zero that scales a busy model down.
+        "ignoreNullValues": "false",
+    }
+    if activation is not None:
+        # Active (above zero replicas) while the value is above this.
+        metadata["activationThreshold"] = activation
+    # AverageValue: the HPA divides the query's total by the replica count, so the threshold is
+    # what each replica may hold.
+    return {"type": "prometheus", "metricType": "AverageValue", "metadata": metadata}
+
+
+def _wake_triggers(model: ModelConfig, stack: StackConfig) -> list[dict]:
+    """minReplicas 0: KEDA scales to zero once every trigger has been inactive for cooldownPeriod,
+    and back to one when one is active. The queue trigger alone would put a serving model to sleep
+    (vLLM queues only when its batch is full), and it cannot wake one (no pod to scrape at zero):
+    the held requests wake it (and count as queue for scaling up), recent traffic keeps it awake."""
+    if not may_sleep(model):
+        return []
+    depth = str(model.autoscaling.target_queue_depth)
+    return [_prometheus_trigger(stack, held_query(model, stack), depth, activation="0"),
+            _prometheus_trigger(stack, activity_query(model, stack), ACTIVITY_ONLY_THRESHOLD, activation="0")]
+
+
 def compile_scaled_object(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
     if not autoscaled(model):
         return None
@@ -58,20 +114,9 @@ def compile_scaled_object(model: ModelConfig, stack: StackConfig) -> Optional[di
             "pollingInterval": platform.autoscaling.polling_interval_seconds,
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
                 "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds}}}},
-            "triggers": [{
-                "type": "prometheus",
-                # AverageValue: the HPA divides the query's total by the replica count, so the
-                # threshold is the queue each replica may hold.
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": platform.autoscaling.prometheus_address,
-                    "query": queue_query(model, stack),
-                    "threshold": str(scaling.target_queue_depth),
-                    # An empty answer means Prometheus does not scrape the model: an error on the
-                    # ScaledObject, not a queue of zero that scales a busy model down.
-                    "ignoreNullValues": "false",
-                },
-            }],
+            **({"cooldownPeriod": scaling.idle_seconds} if may_sleep(model) else {}),
+            "triggers": [_prometheus_trigger(stack, queue_query(model, stack), str(scaling.target_queue_depth)),
+                         *_wake_triggers(model, stack)],
         },
     }
 

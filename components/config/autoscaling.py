@@ -72,9 +72,16 @@ class Autoscaling(Strict):
         "ReadWriteMany weights only; `replicas` must be unset.",
     )
     min_replicas: int = Field(
-        1, ge=1, description="Fewest replicas. At least 1: scale to zero is not offered, because the "
-        "first request after it would wait for a GPU pod to load its weights (minutes) and the router "
-        "has no target meanwhile.",
+        1, ge=0, description="Fewest replicas. 0: the model sleeps once it has had no request for "
+        "`idleSeconds` (KEDA scales its Deployment to zero; its weights stay on their volume) and wakes "
+        "on the next request, which the gateway holds meanwhile (`router.gateway.hold`, required: the "
+        "model must be fronted by the router and its gateway). The first request after a sleep waits "
+        "for a pod to start and load the weights (minutes on a GPU; see docs/05-day-2.md).",
+    )
+    idle_seconds: int = Field(
+        900, ge=60, le=86400, description="With `minReplicas: 0`: how long the model must see no "
+        "request (none held, none answered in the last two minutes, none running, none queued) "
+        "before it is scaled to zero (KEDA's `cooldownPeriod`).",
     )
     max_replicas: Optional[int] = Field(
         None, ge=1, description="Most replicas (required when enabled; each one takes `gpus` GPUs).",
@@ -139,6 +146,9 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
         found.append(Problem("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
                              f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
         return found
+    if "idle_seconds" in scaling.model_fields_set and scaling.min_replicas != 0:
+        found.append(Problem("autoscaling.idleSeconds", "applies to minReplicas: 0 only (the idle time "
+                             "before the model sleeps); remove it, or set minReplicas: 0"))
     if scaling.min_replicas > scaling.max_replicas:
         found.append(Problem("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
                              f"({scaling.max_replicas}); lower it or raise maxReplicas"))
@@ -150,3 +160,8 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
                              f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
                              "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
     return found
+
+
+def may_sleep(model: ModelConfig) -> bool:
+    """Scaled to zero when idle (``autoscaling.minReplicas: 0``)."""
+    return model.autoscaling.enabled and model.autoscaling.min_replicas == 0

@@ -18,8 +18,8 @@ from typing import Optional
 from pydantic import Field, model_validator
 
 from . import effect, rules, secret_values, stack_secrets, values, vllm_checks
-from .autoscaling import AutoscalingPlatform
-from .gateway import GatewayConfig, gateway_problems
+from .autoscaling import AutoscalingPlatform, may_sleep
+from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
 from .router import RouterConfig
@@ -74,6 +74,7 @@ class StackConfig(Strict):
         problems.extend(metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
             self.platform.metrics.enabled, self.platform.autoscaling))
+        problems.extend(sleep_problems(self))
         if self.router is not None:
             problems.extend(router_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))
@@ -242,6 +243,38 @@ def pylon_problems(stack: StackConfig) -> list[Problem]:
         for index, model in enumerate(stack.models)
         if model.name in fronted and model.on_operator
     ]
+
+
+def sleep_problems(stack: StackConfig) -> list[Problem]:
+    """A model that may sleep (minReplicas: 0) wakes on the requests the gateway holds for it: it
+    must be one the router fronts, behind a gateway that admits it and holds requests."""
+    problems = []
+    router = stack.router
+    names = [model.name for model in stack.models]
+    fronted = fronted_models(router, names) if router is not None else ()
+    for index, model in enumerate(stack.models):
+        if not may_sleep(model):
+            continue
+        where = f"models.{index}.autoscaling.minReplicas"
+        if router is None or model.name not in fronted:
+            fix = "add llm-serving:router with its gateway" if router is None else f"add '{model.name}' to router.models"
+            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
+                                    f"gateway holds for it, and no gateway fronts it; {fix}, or set minReplicas: 1"))
+        elif not router.gateway.enabled:
+            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
+                                    "gateway holds for it, and router.gateway is disabled; enable it, or set "
+                                    "minReplicas: 1"))
+        elif model.name not in admitted_models(router.gateway, fronted):
+            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
+                                    "gateway holds for it, and router.gateway.models leaves it out; add it "
+                                    "there, or set minReplicas: 1"))
+        elif not router.gateway.hold.timeout_seconds:
+            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
+                                    "gateway holds for it, and router.gateway.hold.timeoutSeconds is 0 (nothing "
+                                    "held: the first request would get 503 and nothing would wake the model); "
+                                    "set it to the wait a first request may take while the model loads, e.g. "
+                                    "300, or set minReplicas: 1"))
+    return problems
 
 
 def metrics_problems(autoscaled_models: list[tuple[int, str]], metrics_enabled: bool,

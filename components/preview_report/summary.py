@@ -119,6 +119,7 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
     if component is not None and component.op == "create":
         found = next((s for s in (source(r.new) for r in children) if s), None)
         section.lines.append("**new model: downloads weights" + (f" ({found})" if found else "") + ", then serves**")
+        section.lines.extend(_sleep_lines(children, name, component_type))
         return section
     if component is not None and component.op == "delete":
         section.lines.append("**model removed: volume, puller and server deleted**")
@@ -146,6 +147,10 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
         section.lines.extend(server_lines(server, pods="GPU pods", who=who))
         section.lines.extend(_per_pod_weights_lines(server))
         handled.add(server.urn)
+    sleep = _sleep_lines(children, name, component_type)
+    if sleep:
+        section.lines.extend(sleep)
+        handled.update(r.urn for r in children if role_of(r.name, name, component_type) == roles.SCALED_OBJECT)
     for resource in children:
         if resource.urn in handled or resource.op == "same" or _bookkeeping(resource, name, component_type):
             continue
@@ -154,6 +159,22 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
             continue
         section.lines.append(_generic_line(resource))
     return section
+
+
+def _sleep_lines(children: list[Resource], name: str, component_type: str) -> list[str]:
+    """Whether the model may now sleep (its ScaledObject's minReplicaCount 0), or no longer may."""
+    for resource in children:
+        if role_of(resource.name, name, component_type) != roles.SCALED_OBJECT or resource.op == "same":
+            continue
+        before = get_path(resource.old or {}, "spec.minReplicaCount") if resource.op != "create" else None
+        after = get_path(resource.new or {}, "spec.minReplicaCount") if resource.op != "delete" else None
+        if after == 0 and before != 0:
+            idle = get_path(resource.new or {}, "spec.cooldownPeriod")
+            return [f"**may sleep**: scaled to zero after {idle}s without requests; the first request after a "
+                    "sleep is held at the gateway while a pod starts and loads the weights"]
+        if before == 0 and after != 0:
+            return ["**no longer sleeps**: " + (f"keeps at least {after} replica(s)" if after else "not autoscaled")]
+    return []
 
 
 def _per_pod_weights_lines(server: Resource) -> list[str]:

@@ -53,3 +53,22 @@ def test_an_unreachable_cluster_is_unknown_not_a_guess(monkeypatch):
     out = io.StringIO()
     assert status_cli.print_status(STACK, out=out) == 3
     assert "UNKNOWN" in out.getvalue()
+
+
+SLEEPY = load_stack_config({
+    "platform": {"namespace": NS, "sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}},
+    "models": [{"name": "llama", "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "8Gi"},
+                "weights": {"accessMode": "ReadWriteMany"},
+                "autoscaling": {"enabled": True, "minReplicas": 0, "maxReplicas": 2}}],
+    "router": {"image": "nvcr.io/nvidia/llm-request-router:0.16.2", "gateway": {"hold": {"timeoutSeconds": 300}}},
+})
+
+
+def test_a_model_asleep_as_configured_is_scaled_to_zero_and_exits_zero(monkeypatch):
+    monkeypatch.setattr(kube, "connect", lambda target: FakeCluster().put(deployment("llama", replicas=0, ready=0)).clients())
+    out = io.StringIO()
+    assert status_cli.print_status(SLEEPY, out=out) == 0
+    assert out.getvalue().splitlines()[1].split()[:2] == ["llama", "SCALED_TO_ZERO"]
+    # The same Deployment at zero for a model that may not sleep is not serving: exit 3.
+    code, text = run(monkeypatch, FakeCluster().put(deployment("llama", replicas=0, ready=0)))
+    assert code == 3 and text.splitlines()[1].split()[:2] == ["llama", "PENDING"]

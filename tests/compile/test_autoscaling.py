@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.compile import autoscaling as compile_autoscaling
-from components.compile.plan import compile_stack
+from components.compile.plan import compile_model, compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.autoscaling import KEDA_CRD, replica_ceiling
 from tests.support import builders
@@ -54,8 +54,14 @@ BAD = [
     ("min-equals-max", scaled(autoscaling={"minReplicas": 4}), "models.0.autoscaling.maxReplicas", "nothing to scale"),
     ("no-max", model("m", weights=RWX, autoscaling={"enabled": True}), "models.0.autoscaling.maxReplicas",
      "set the most replicas"),
-    ("scale-to-zero", scaled(autoscaling={"minReplicas": 0}), "models.0.autoscaling.minReplicas",
-     "greater than or equal to 1"),
+    ("sleep-without-a-gateway", scaled(autoscaling={"minReplicas": 0}), "models.0.autoscaling.minReplicas",
+     "no gateway fronts it; add llm-serving:router with its gateway, or set minReplicas: 1"),
+    ("negative-min", scaled(autoscaling={"minReplicas": -1}), "models.0.autoscaling.minReplicas",
+     "greater than or equal to 0"),
+    ("idle-without-sleep", scaled(autoscaling={"idleSeconds": 600}), "models.0.autoscaling.idleSeconds",
+     "applies to minReplicas: 0 only"),
+    ("idle-too-short", scaled(autoscaling={"minReplicas": 0, "idleSeconds": 10}), "models.0.autoscaling.idleSeconds",
+     "greater than or equal to 60"),
     ("read-write-once", model("m", autoscaling=SCALED), "models.0.weights.accessMode",
      "set weights.accessMode: ReadWriteMany"),
     ("replicas-too", scaled(replicas=2), "models.0.replicas", "remove replicas"),
@@ -214,3 +220,72 @@ def test_autoscaling_needs_the_models_scraped() -> None:
                         "platform.autoscaling.requireModelMetrics: false"]
     # The opt-out: a Prometheus that scrapes the pods by other means.
     assert stack(scaled(), metrics={"enabled": False}, autoscaling={"requireModelMetrics": False}).models[0].autoscaling.enabled
+
+
+# --- minReplicas: 0 (the model sleeps when idle; the gateway holds what wakes it) ------------------
+
+HOLD = {"gateway": {"hold": {"timeoutSeconds": 300}}}
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
+SLEEPY = {"minReplicas": 0, "idleSeconds": 600}
+
+
+def sleepy_stack(router: dict | None = None, **fields):
+    raw = {"models": [scaled(autoscaling=SLEEPY, **fields), model("other")], "platform": METRICS,
+           "router": {"image": ROUTER_IMAGE, **(HOLD if router is None else router)}}
+    return load_stack_config(raw)
+
+
+def sleepy_problems(router: dict) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        sleepy_stack(router)
+    return caught.value.problems
+
+
+@pytest.mark.parametrize("router, fix", [
+    ({"models": ["other"], **HOLD}, "add 'm' to router.models, or set minReplicas: 1"),
+    ({"gateway": {"enabled": False}}, "router.gateway is disabled; enable it, or set minReplicas: 1"),
+    ({"gateway": {"models": ["other"], "hold": {"timeoutSeconds": 300}}},
+     "router.gateway.models leaves it out; add it there, or set minReplicas: 1"),
+    ({"gateway": {}}, "router.gateway.hold.timeoutSeconds is 0"),
+], ids=["not-fronted", "gateway-off", "gateway-leaves-it-out", "nothing-held"])
+def test_a_model_that_may_sleep_needs_a_gateway_that_holds_its_requests(router: dict, fix: str) -> None:
+    (problem,) = sleepy_problems(router)
+    assert problem.startswith("models.0.autoscaling.minReplicas: at zero replicas, model 'm' wakes on the "
+                              "requests the gateway holds for it") and fix in problem
+
+
+def test_a_sleeping_model_is_woken_by_held_requests_and_kept_awake_by_its_traffic() -> None:
+    config = sleepy_stack()
+    scaler = compile_model(config.models[0], config).scaled_object
+    spec = scaler["spec"]
+    assert spec["minReplicaCount"] == 0 and spec["cooldownPeriod"] == 600
+    queue, held, activity = spec["triggers"]
+    assert queue["metadata"]["query"] == compile_autoscaling.queue_query(config.models[0], config)
+    assert "activationThreshold" not in queue["metadata"]
+    assert held["metadata"] == {
+        "serverAddress": "http://prometheus-operated.monitoring.svc:9090",
+        "query": 'sum(gateway_held_requests{namespace="llm-serving",model="m"})',
+        "threshold": "5", "activationThreshold": "0", "ignoreNullValues": "false"}
+    assert activity["metadata"]["query"] == (
+        '(sum(increase(gateway_requests_total{namespace="llm-serving",model="m"}[2m])) or vector(0)) + '
+        '(sum(vllm:num_requests_running{namespace="llm-serving",model_name="m"}) or vector(0))')
+    assert activity["metadata"]["activationThreshold"] == "0"
+    assert activity["metadata"]["threshold"] == compile_autoscaling.ACTIVITY_ONLY_THRESHOLD
+    crd = yaml.safe_load(KEDA_CRD_FIXTURE.read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert _undeclared({k: v for k, v in scaler.items() if k != "metadata"}, schema, "") == []
+
+
+def test_a_model_that_never_sleeps_has_no_cooldown_and_one_trigger() -> None:
+    spec = compiled(scaled()).scaled_object["spec"]
+    assert "cooldownPeriod" not in spec and len(spec["triggers"]) == 1
+
+
+def test_the_wake_metrics_are_the_ones_the_gateway_writes() -> None:
+    """The triggers read the gateway's counters by name: renaming one in gateway.js must fail here."""
+    from components.compile.gateway.nginx import script
+
+    text = script()
+    assert f"'{compile_autoscaling.REQUESTS_METRIC}'" in text
+    assert f"'# TYPE {compile_autoscaling.HELD_METRIC} gauge'" in text
+    assert f"'{compile_autoscaling.HELD_METRIC}{{model=\"'" in text

@@ -41,7 +41,7 @@ def gateway(fake):
     tenants = (Tenant("open", None, None, None, 0), Tenant("scoped", "route-a", None, None, 0))
     settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(ASLEEP, AWAKE), max_body_bytes=64 * 1024,
                                hold_timeout_seconds=HOLD_SECONDS, hold_max_per_model=2, hold_max_total=3,
-                               keys_file="keys", tenants=tenants)
+                               keys_file="keys", tenants=tenants, sleepers=(ASLEEP,))
     with Gateway(settings, keys=f"{digest('sk-open')} open\n{digest('sk-scoped')} scoped\n") as gw:
         yield gw
 
@@ -201,3 +201,11 @@ def test_without_a_hold_the_503_is_immediate(fake):
             started = time.monotonic()
             status, headers, _ = call(gw.base, "/v1/chat/completions", {**CHAT, "stream": stream})
             assert status == 503 and headers["retry-after"] == "2" and time.monotonic() - started < 1.0
+
+
+def test_a_model_that_may_sleep_stays_in_the_model_list_while_asleep(gateway, fake):
+    status, _, text = call(gateway.base, "/v1/models", headers=OPEN)
+    assert status == 200 and sorted(m["id"] for m in json.loads(text)["data"]) == sorted([ASLEEP, AWAKE])
+    fake.models[:] = []  # nothing routable: only the model that may sleep is listed
+    status, _, text = call(gateway.base, "/v1/models", headers=OPEN)
+    assert [m["id"] for m in json.loads(text)["data"]] == [ASLEEP]

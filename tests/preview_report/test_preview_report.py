@@ -363,3 +363,38 @@ def test_a_per_pod_multi_node_models_new_source_is_said_on_its_leader_worker_set
             "time is down while its pods pull and verify them; the other groups keep serving") in said, said
     assert not any("own volume" in line for line in lines(inputs("acme/big@v1", False), inputs("acme/big@v2", False)))
     assert not any("own volume" in line for line in lines(inputs("acme/big@v1"), inputs("acme/big@v1")))
+
+
+def _scaled_object_event(op, old_min, new_min, cooldown=600):
+    """A vLLM model's KEDA ScaledObject (not capturable here: the simulated cluster's stacks run no
+    KEDA), from minReplicaCount ``old_min`` to ``new_min``."""
+    model = "urn:pulumi:s::llm-serving::llm-serving:index:VllmModel::tiny"
+    kind, api = "ScaledObject", "keda.sh/v1alpha1"
+
+    def spec(minimum):
+        if minimum is None:
+            return {}
+        return {"spec": {"minReplicaCount": minimum, **({"cooldownPeriod": cooldown} if minimum == 0 else {})}}
+
+    return json.dumps({"resourcePreEvent": {"metadata": {
+        "op": op, "urn": f"urn:pulumi:s::llm-serving::llm-serving:index:VllmModel$kubernetes:{api}:{kind}::tiny-scaled-object",
+        "type": f"kubernetes:{api}:{kind}", "old": {"inputs": spec(old_min), "parent": model},
+        "new": {"inputs": spec(new_min), "parent": model},
+        "detailedDiff": {"spec.minReplicaCount": {"diffKind": "update"}}}}})
+
+
+@pytest.mark.parametrize("op, old_min, new_min, line", [
+    ("update", 1, 0, "**may sleep**: scaled to zero after 600s without requests; the first request after a sleep is "
+                     "held at the gateway while a pod starts and loads the weights"),
+    ("create", None, 0, "**may sleep**: scaled to zero after 600s without requests"),
+    ("update", 0, 2, "**no longer sleeps**: keeps at least 2 replica(s)"),
+    ("delete", 0, None, "**no longer sleeps**: not autoscaled"),
+], ids=["starts-sleeping", "autoscaled-to-zero-from-the-start", "floor-raised", "autoscaling-off"])
+def test_the_report_says_which_models_may_sleep(op, old_min, new_min, line):
+    (section,) = summarize(parse(_scaled_object_event(op, old_min, new_min)), "s").models
+    assert len(section.lines) == 1 and section.lines[0].startswith(line), section.lines
+
+
+def test_a_scaled_object_change_that_keeps_the_floor_is_reported_as_before():
+    (section,) = summarize(parse(_scaled_object_event("update", 1, 2)), "s").models
+    assert section.lines == ["ScaledObject `tiny-scaled-object` updated: `spec.minReplicaCount`"]

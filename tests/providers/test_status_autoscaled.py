@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from contract.props import StatusProps
-from providers.projection import READY
+from providers.projection import READY, SCALED_TO_ZERO
 from providers.status import ModelNotServing, rollout_complete
 from tests.support.fakes import (
     SERVER,
@@ -97,3 +97,43 @@ def test_a_wait_below_the_floor_says_the_autoscaler_has_not_acted() -> None:
     with pytest.raises(ModelNotServing) as fixed:
         wait_serving(cluster, FakeClock(), ready_timeout_seconds=3)
     assert str(fixed.value).endswith("(rollout in progress)")
+
+
+# --- minReplicas: 0 ------------------------------------------------------------------------------
+
+def test_a_model_that_may_sleep_is_scaled_to_zero_not_failing_and_up_does_not_wake_it() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=0, ready=0))
+
+    status = wait_serving(cluster, clock, min_replicas=0)
+
+    assert status.state == SCALED_TO_ZERO and status.reason == "scaled-to-zero" and status.targets == []
+    assert "the gateway holds its next request" in status.message
+    assert clock.sleeps == []
+
+
+def test_a_model_that_may_not_sleep_at_zero_is_still_waited_for() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=0, ready=0))
+    with pytest.raises(ModelNotServing) as raised:
+        wait_serving(cluster, clock, min_replicas=1, ready_timeout_seconds=3)
+    assert "scaled to zero replicas" in str(raised.value)
+
+
+def test_a_model_waking_up_is_waited_for_until_it_serves() -> None:
+    cluster, clock = FakeCluster(), FakeClock()
+    cluster.put(deployment(replicas=1, ready=0), pod(SERVER, now=now(), age=1, containers=[container_status(running=True)]))
+    clock.on_sleep.append(lambda n: n == 2 and cluster.put(
+        deployment(replicas=1, ready=1), ready_server_pod(SERVER, now=now()), *ready_slices([SERVER])))
+
+    status = wait_serving(cluster, clock, min_replicas=0)
+
+    assert status.state == READY and status.targets == [SERVER]
+
+
+def test_a_sleeping_model_is_not_re_read_by_every_up() -> None:
+    from providers.status import status_diff
+
+    olds = {**STATUS_PROPS, "min_replicas": 0, "state": SCALED_TO_ZERO}
+    assert not status_diff(olds, {**STATUS_PROPS, "min_replicas": 0}).changes
+    assert status_diff({**olds, "state": "PENDING"}, {**STATUS_PROPS, "min_replicas": 0}).changes

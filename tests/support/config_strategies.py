@@ -142,12 +142,15 @@ def build(odd: bool) -> st.SearchStrategy:
         }
         # Replicas, or autoscaling on the engine that has it.
         if engine == "vllm" and draw(st.integers(0, 3)) == 0:
-            low = draw(whole(1, 3))
+            # 0: the model may sleep (valid only behind a gateway that holds requests).
+            low = draw(whole(0, 3))
+            sleeps = {"idleSeconds": whole(60, 3600, 59)} if low == 0 else {}
             keys["autoscaling"] = st.fixed_dictionaries(
                 {"enabled": maybe(st.just(True), "yes"), "minReplicas": st.just(low),
                  "maxReplicas": maybe(st.integers(low + 1, INT32_MAX) if isinstance(low, int) and low < INT32_MAX
                                       else st.just(INT32_MAX), 1)},
-                optional={"targetQueueDepth": whole(1, 20), "scaleDownStabilizationSeconds": whole(0, 3600, 3601)})
+                optional={"targetQueueDepth": whole(1, 20), "scaleDownStabilizationSeconds": whole(0, 3600, 3601),
+                          **sleeps})
             keys["weights"] = st.just({"accessMode": "ReadWriteMany"})
         else:
             keys["replicas"] = whole(0, INT32_MAX)

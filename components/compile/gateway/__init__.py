@@ -28,6 +28,7 @@ from typing import Optional
 
 from contract.labels import DOMAIN
 
+from ...config.autoscaling import may_sleep
 from ...config.gateway import admitted_models
 from ...config.stack import StackConfig, fronted_models
 from .. import common
@@ -111,8 +112,9 @@ def settings(stack: StackConfig) -> GatewaySettings:
     fronted = fronted_models(router, [m.name for m in stack.models])
     upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
     adapters = {m.name: tuple(a.name for a in m.lora.adapters) for m in stack.models}
+    sleepers = tuple(m.name for m in stack.models if may_sleep(m))
     return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
-                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters)
+                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters, sleepers)
 
 
 def endpoint_url(stack: StackConfig) -> str:

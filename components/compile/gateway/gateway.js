@@ -1357,6 +1357,12 @@ async function models(r) {
     }
     const allowed = allowedModels(who);
     const created = Math.floor(Date.now() / 1000);
+    // A model asleep (no server, so not in the router's list) is still one clients may call.
+    for (let i = 0; i < cfg.sleepers.length; i++) {
+        if (ids.indexOf(cfg.sleepers[i]) < 0) {
+            ids.push(cfg.sleepers[i]);
+        }
+    }
     const data = ids.filter(function (id) { return allowed.indexOf(id) >= 0; }).map(function (id) {
         return {id: id, object: 'model', created: created, owned_by: 'llm-serving'};
     });
