@@ -156,7 +156,8 @@ class ModelStatusProvider(ResourceProvider):
         inputs = inputs_only(props, STATUS_KEYS)
         try:
             wanted = StatusProps.from_dict(inputs)
-            status = current_status(kube.connect(wanted.cluster.kube()), observer_for(wanted))
+            status = asleep(current_status(kube.connect(wanted.cluster.kube()), observer_for(wanted)),
+                            wanted.min_replicas)
         except Exception as error:  # noqa: BLE001 - refresh reports, it does not guess
             status = Status(UNKNOWN, f"status could not be read this time: {error}", "read-failed")
         return ReadResult(id_, status_outputs(inputs, status), inputs)

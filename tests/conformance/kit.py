@@ -99,7 +99,7 @@ from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
 from components.config import StackConfig, load_stack_config
-from tests.support.ports import free_port
+from tests.support.ports import free_port, host_ipv4
 
 REPO = Path(__file__).resolve().parents[2]
 ROUTER_NAME = "llm-router"
@@ -461,16 +461,6 @@ def pod_slice(namespace: str, service: str, pod: str, grpc: int, quic: int, read
         "ports": [{"name": "grpc", "port": grpc, "protocol": "TCP"},
                   {"name": "quic", "port": quic, "protocol": "UDP"}],
     }
-
-
-def host_ipv4() -> str:
-    """This machine's primary non-loopback IPv4 (no packet is sent: a UDP connect picks the route)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.connect(("10.255.255.255", 1))
-        address = sock.getsockname()[0]
-    if address.startswith("127."):
-        raise RuntimeError("no non-loopback IPv4 on this machine for the router pod's endpoint address")
-    return address
 
 
 class Cluster:

@@ -12,6 +12,8 @@ preview), then with it. The CRD is deleted when the module ends, after its stack
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from components.compile.autoscaling import compile_scaled_object
@@ -179,3 +181,192 @@ def test_a_spec_change_rolls_out_at_the_autoscalers_count(deployed, kube):
     assert live.spec.replicas == before == 3
     env = {e.name: e.value for e in live.spec.template.spec.containers[0].env or []}
     assert env.get("VLLM_LOGGING_LEVEL") == "DEBUG"
+
+
+# --- scale to zero, with the real KEDA operator --------------------------------------------------
+#
+# KEDA 2.16.1's operator (built from its Go module: scripts/toolchain/operators.sh) runs on this
+# machine against the simulated cluster, watching the test's namespace only. No Prometheus runs
+# here: a stand-in answers KEDA's queries (tests/support/prometheus_standin.py), the held count
+# read live from the rendered gateway's /metrics (nginx, in front of a stand-in router that does
+# not list the model until its pod is ready, as the real router lists only routable models). KEDA
+# activates the model on that count; the HPA it creates cannot read metrics here (no KEDA metrics
+# server), which only matters above one replica.
+
+KEDA_OPERATOR_CRDS = FixtureCrds([operator_crd("keda", name) for name in (
+    "keda.sh_scaledjobs.yaml", "keda.sh_triggerauthentications.yaml", "keda.sh_clustertriggerauthentications.yaml",
+    "eventing.keda.sh_cloudeventsources.yaml", "eventing.keda.sh_clustercloudeventsources.yaml")], "keda-operator-crds")
+IDLE_SECONDS = 60  # the least idleSeconds allows
+POLL_SECONDS = 5
+
+
+@pytest.fixture(scope="module")
+def keda_operator(crd_installed, kube, tmp_path_factory):
+    """``start(namespace)``: KEDA's operator watching ``namespace``, stopped when the module ends.
+    It needs every KEDA kind served (its controllers watch them all)."""
+    import os
+    import subprocess
+
+    from tests.support.ports import free_port
+
+    binary = os.environ.get("LLM_SERVING_KEDA_OPERATOR", "")
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"KEDA's operator is not built ({binary or 'LLM_SERVING_KEDA_OPERATOR unset'}); run "
+                    "scripts/toolchain/operators.sh")
+    KEDA_OPERATOR_CRDS.refuse_foreign(kube, "a real KEDA")
+    KEDA_OPERATOR_CRDS.delete_ours(kube)
+    KEDA_OPERATOR_CRDS.install(kube)
+    certs = tmp_path_factory.mktemp("keda-certs")
+    # Its metrics gRPC service (for KEDA's metrics server, absent here) will not start without a
+    # certificate, and the operator stops with it: a throwaway self-signed one.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=keda",
+                    "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")], check=True, capture_output=True)
+    (certs / "ca.crt").write_bytes((certs / "tls.crt").read_bytes())
+    started = []
+
+    def start(namespace: str):
+        log = open(certs / f"operator-{namespace}.log", "w")
+        env = {**os.environ, "WATCH_NAMESPACE": namespace, "POD_NAMESPACE": namespace,
+               "KEDA_CLUSTER_OBJECT_NAMESPACE": namespace}
+        proc = subprocess.Popen(
+            [binary, f"--metrics-bind-address=127.0.0.1:{free_port()}",
+             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+             f"--metrics-service-bind-address=127.0.0.1:{free_port()}", f"--cert-dir={certs}",
+             f"--ca-dir={certs}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        started.append((proc, log))
+        return proc, certs / f"operator-{namespace}.log"
+
+    yield start
+    for proc, log in started:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    KEDA_OPERATOR_CRDS.delete_ours(kube)
+
+
+def sleepy_config(namespace: str, prometheus: str) -> dict:
+    scaling = {"enabled": True, "minReplicas": 0, "maxReplicas": 2, "idleSeconds": IDLE_SECONDS}
+    config = stack_config(namespace, [small_model(weights=RWX, autoscaling=scaling)],
+                          autoscaling={"requireModelMetrics": False, "prometheusAddress": prometheus,
+                                       "pollingIntervalSeconds": POLL_SECONDS})
+    config["router"] = {"image": "registry.example.com/llm/request-router:0.16.2", "models": ["tiny"],
+                        "gateway": {"hold": {"timeoutSeconds": 120}}}
+    return config
+
+
+def test_a_model_sleeps_when_idle_and_a_held_request_wakes_it(keda_operator, make_project, kube):
+    from components.compile.gateway.nginx import GatewaySettings
+    from tests.gateway.fake_router import FakeRouter
+    from tests.gateway.nginx_kit import Gateway
+    from tests.support.ports import host_ipv4
+    from tests.support.prometheus_standin import PrometheusStandIn
+
+    gateway_settings = GatewaySettings(upstream="127.0.0.1:1", models=("tiny",), hold_timeout_seconds=120,
+                                       sleepers=("tiny",))
+    with FakeRouter(models=()) as router, Gateway(replace(gateway_settings, upstream=f"127.0.0.1:{router.port}")) as gateway:
+        world = SleepyWorld(kube, gateway, router)
+        with PrometheusStandIn({"gateway_held_requests": world.held, "gateway_requests_total": lambda: 0,
+                                "vllm:num_requests_waiting": lambda: 0}, host="0.0.0.0") as prometheus:
+            project = make_project(lambda ns: sleepy_config(ns, f"http://{host_ipv4()}:{prometheus.port}"))
+            world.namespace = project.namespace
+            world.operator, world.log = keda_operator(project.namespace)
+            try:
+                sleep_and_wake(project, world)
+            finally:
+                world.release_the_scaled_object()
+            assert any("gateway_held_requests" in q for q in prometheus.queries)
+
+
+def recorded_state(project) -> str:
+    """The model status record's state in the stack (what `refresh` re-read; stack outputs are
+    only re-evaluated by `up`)."""
+    import json
+
+    resources = json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]
+    (record,) = [r for r in resources if r["urn"].endswith("::tiny-status") and "state" in (r.get("outputs") or {})]
+    return record["outputs"]["state"]
+
+
+class SleepyWorld:
+    """The model's Deployment as KEDA scales it, the gateway's held count, the operator."""
+
+    def __init__(self, kube, gateway, router):
+        self.kube, self.gateway, self.router = kube, gateway, router
+        self.namespace, self.operator, self.log = "", None, None
+
+    def held(self) -> float:
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.gateway.health_port}/metrics", timeout=5).read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('gateway_held_requests{model="tiny"}'))
+
+    def ready(self) -> int:
+        return deployment(self.kube, self.namespace).status.ready_replicas or 0
+
+    def desired(self) -> int:
+        return deployment(self.kube, self.namespace).spec.replicas
+
+    def operator_alive(self, what: str) -> None:
+        if self.operator.poll() is not None:
+            pytest.fail(f"KEDA's operator exited while waiting for {what}:\n{self.log.read_text()[-3000:]}")
+
+    def release_the_scaled_object(self) -> None:
+        """KEDA's finalizer is on the ScaledObject: it must go while the operator runs, or the
+        namespace (and the CRD, when the module ends) could never be deleted."""
+        custom = self.kube.CustomObjectsApi()
+        try:
+            custom.delete_namespaced_custom_object("keda.sh", "v1alpha1", self.namespace, "scaledobjects", "tiny")
+        except self.kube.exceptions.ApiException as error:
+            if error.status != 404:
+                raise
+        wait_for(lambda: not custom.list_namespaced_custom_object(
+            "keda.sh", "v1alpha1", self.namespace, "scaledobjects")["items"], WAIT, "KEDA to let go of the ScaledObject")
+
+
+def sleep_and_wake(project, world: SleepyWorld) -> None:
+    import json
+    import threading
+    import time
+    import urllib.request
+
+    project.up()
+    # Never active yet: KEDA scales it to zero at its first look.
+    wait_for(lambda: world.desired() == 0 and not world.ready(), 60, "KEDA to scale the idle model to zero",
+             stop=world.operator_alive)
+    project.run("refresh", "--yes")  # the status record re-read: asleep, as configured
+    assert recorded_state(project) == "SCALED_TO_ZERO"
+    # Asleep is a steady state: no cluster object changes. The router's targets record (no object,
+    # a record of what the router can reach) follows the refreshed model status, whose targets
+    # went with the pod.
+    assert changed_steps(project) == [("update", "llm-router-targets", [])]
+    project.up()  # and `up` does not wake it
+    assert world.desired() == 0
+
+    # A request: held at the gateway and counted; KEDA wakes the model and its pod gets ready.
+    answers: list = []
+    body = json.dumps({"model": "tiny", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    request = urllib.request.Request(f"{world.gateway.base}/v1/chat/completions", body, {"Content-Type": "application/json"})
+    caller = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(request, timeout=120).read().decode()),
+                              daemon=True)
+    asked = time.monotonic()
+    caller.start()
+    wait_for(lambda: world.ready() == 1, 60, "the held request to wake the model (1 ready replica)",
+             stop=world.operator_alive)
+    woke = time.monotonic() - asked
+    assert not answers and world.held() == 1  # still held: the router has no server for it yet
+    world.router.models.append("tiny")  # the pod's pylon registers: the router lists the model
+    caller.join(10)
+    assert answers and answers[0].rstrip().endswith("data: [DONE]")
+    print(f"wake: request to 1 ready replica in {woke:.1f}s (KEDA polling every {POLL_SECONDS}s)")
+    assert woke < 3 * POLL_SECONDS + 10
+
+    # Idle again: asleep after idleSeconds (KEDA's cooldownPeriod) and a poll or two.
+    world.router.models.remove("tiny")
+    idle_from = time.monotonic()
+    wait_for(lambda: world.desired() == 0, IDLE_SECONDS + 4 * POLL_SECONDS + 30, "the model to sleep again",
+             stop=world.operator_alive)
+    assert time.monotonic() - idle_from >= IDLE_SECONDS - POLL_SECONDS

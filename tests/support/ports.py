@@ -41,3 +41,16 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def host_ipv4() -> str:
+    """This machine's primary non-loopback IPv4 (no packet is sent: a UDP connect picks the route):
+    where a process the simulated cluster's objects name (a pod IP, a URL in a ScaledObject) is
+    reached, since the API server refuses loopback endpoint addresses and loopback would mean the
+    pod itself."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("10.255.255.255", 1))
+        address = sock.getsockname()[0]
+    if address.startswith("127."):
+        raise RuntimeError("no non-loopback IPv4 on this machine")
+    return address
