@@ -262,11 +262,20 @@ reclaim_pvs() {
 
 create_cluster() {
   log "creating cluster $CLUSTER_NAME (kwokctl --runtime binary, Kubernetes $K8S_VERSION)"
-  # 9>&-: the control-plane processes outlive this script; they must not inherit (and hold
-  # forever) the lock on fd 9, or every later start would wait on it.
-  if ! kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary 9>&- \
+  # One create at a time across clusters (fd 8, a lock every cluster shares): kwokctl picks each
+  # cluster's ports when it creates it, and two creates at once picked the same API server port
+  # (seen: the second cluster's kubectl reached the first's API server, "x509: certificate signed
+  # by unknown authority"). A create that waits finds the first cluster's ports bound.
+  # 8>&- 9>&-: the control-plane processes outlive this script; they must not inherit (and hold
+  # forever) either lock, or every later create or start would wait on it.
+  local status=0
+  {
+    flock 8
+    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary 8>&- 9>&- \
       --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
-      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" 2>&1; then
+      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" 2>&1 || status=$?
+  } 8>"$KWOK_WORKDIR/create.lock"
+  if [ "$status" != 0 ]; then
     tail -n 30 "$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" >&2
     die "kwokctl create cluster failed (log: $KWOK_WORKDIR/create$CLUSTER_SUFFIX.log)"
   fi
