@@ -4,8 +4,8 @@
 #   bash scripts/test.sh              ruff, import contracts, config reference; then the tiers
 #                                     unit -> servers -> cluster -> engine, each only after the one
 #                                     before passed, each built for just before it runs
-#                                     (LLM_SERVING_ENGINE_BESIDE_CLUSTER=1: cluster and engine side
-#                                     by side after servers)
+#                                     (cluster and engine side by side after servers;
+#                                     LLM_SERVING_ENGINE_BESIDE_CLUSTER=0: one after the other)
 #   bash scripts/test.sh --fast       the checks and the unit tier only: needs the venv and the
 #                                     operators' CRD files (downloaded, not built): no toolchain,
 #                                     no cluster, no server; about 3 min here
@@ -37,12 +37,12 @@ DURATIONS=(--durations=25 --durations-min=1.0)
 # worker together (tests/support/xdist_groups.py).
 CLUSTER_WORKERS=(-p tests.support.xdist_groups -n "${LLM_SERVING_CLUSTER_WORKERS:-3}")
 # The unit tier is CPU-bound: two workers on two cores (each collects the tier once, ~20 s of
-# CPU); more would only queue. The servers tier waits on its servers' subprocesses: with
-# LLM_SERVING_SERVERS_WORKERS=3, three workers, each test file on one worker (--dist loadfile: a
-# module's servers start once); one process by default until every servers folder is proven side
-# by side (so far tests/gateway only). `0` in either variable runs the tier in one process.
+# CPU); more would only queue. The servers tier waits on its servers' subprocesses: three workers
+# (LLM_SERVING_SERVERS_WORKERS), each test file on one worker (--dist loadfile: a module's servers
+# start once); proven by whole fresh-clone runs on 2026-12-03 (docs/10-benchmarks.md). `0` in
+# either variable runs the tier in one process.
 UNIT_WORKERS=(-n "${LLM_SERVING_UNIT_WORKERS:-2}")
-SERVERS_WORKERS=(-n "${LLM_SERVING_SERVERS_WORKERS:-0}" --dist loadfile)
+SERVERS_WORKERS=(-n "${LLM_SERVING_SERVERS_WORKERS:-3}" --dist loadfile)
 
 checks() {
   cd "$REPO"
@@ -84,14 +84,15 @@ setup_for() {  # what a tier needs beyond the venv
 # CLUSTER_WIDE_GROUPS: CRDs installed, GPUs counted) in a pytest of its own on its own cluster,
 # <default>-<group> (scripts/cluster/cluster.sh; started here, beside the isolated pass), its
 # modules one after the other. LLM_SERVING_CLUSTER names the default cluster (llm-serving), so a
-# run can keep off a cluster another run uses. That is LLM_SERVING_CLUSTER_GROUPS=1; by default
-# (0) the tier runs on the default cluster alone, the cluster-wide modules after the others, one
-# after the other, as before, until the side-by-side clusters have passed a whole run here. Each
-# group's output is shown whole when it ends; the tier fails if any pass failed.
+# run can keep off a cluster another run uses. The default since 2026-12-03 (whole runs passed
+# side by side; kwokctl creates are serialized by cluster.sh so two clusters never pick one port);
+# LLM_SERVING_CLUSTER_GROUPS=0: the tier on the default cluster alone, the cluster-wide modules
+# after the others, one after the other. Each group's output is shown whole when it ends; the
+# tier fails if any pass failed.
 CLUSTER_BASE="${LLM_SERVING_CLUSTER:-llm-serving}"
 run_cluster_tier() {
   local logs group files status=0 pid
-  if [ "${LLM_SERVING_CLUSTER_GROUPS:-0}" = 0 ]; then
+  if [ "${LLM_SERVING_CLUSTER_GROUPS:-1}" = 0 ]; then
     # One cluster only: the isolated modules side by side, then the cluster-wide ones alone.
     run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
     run_tier "cluster and cluster_wide"
@@ -179,7 +180,7 @@ case "$mode" in
     run_tier servers "${SERVERS_WORKERS[@]}"
     setup_for cluster
     setup_for engine
-    if [ "${LLM_SERVING_ENGINE_BESIDE_CLUSTER:-0}" = 1 ]; then
+    if [ "${LLM_SERVING_ENGINE_BESIDE_CLUSTER:-1}" = 1 ]; then
       # The engine tier beside the cluster tier (both only after servers passed): the cluster
       # tests mostly wait on the simulated cluster. Its output is shown whole when it ends.
       engine_log="$(mktemp)"
