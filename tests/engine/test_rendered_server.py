@@ -105,6 +105,10 @@ def test_probes_answer_on_their_port_and_only_once_the_model_is_loaded(engine):
 
 def test_the_model_list_names_the_served_model_on_the_pulled_weights(engine):
     models = {m.id: m for m in client(engine).models.list().data}
+    # The name clients, the gateway (its admitted models) and the router (x-model) use is the
+    # model's own name in the stack: the engine must list exactly that one.
+    (model,) = engine.config.models
+    assert model.name in models, (model.name, sorted(models))
     assert engine.served_name in models
     assert models[engine.served_name].root == str(engine.weights)
 
