@@ -290,13 +290,22 @@ class GatewayConfig(Strict):
                                     "set apiKeys, or keep serviceType: ClusterIP")])
         return self
 
+    def _memory_shortfall(self, bytes_each: int, count: int) -> Optional[tuple[int, int]]:
+        """``count`` things of ``bytes_each`` held at once beside nginx's own GATEWAY_BASE_BYTES:
+        None when they fit ``resources.limits.memory``, else (the limit they need in MiB, rounded
+        up; the largest count that fits)."""
+        limit = values.parse_quantity(self.resources.limits.memory)
+        needed = bytes_each * count + GATEWAY_BASE_BYTES
+        if needed <= limit:
+            return None
+        fits = int((limit - GATEWAY_BASE_BYTES) // bytes_each) if limit > GATEWAY_BASE_BYTES else 0
+        return -(-needed // (1024 * 1024)), fits
+
     @model_validator(mode="after")
     def _one_answer_fits_the_memory_limit(self) -> GatewayConfig:
-        limit = values.parse_quantity(self.resources.limits.memory)
-        needed = FOLD_BYTES_PER_STREAM_BYTE * self.max_response_bytes + GATEWAY_BASE_BYTES
-        if needed > limit:
-            needed_mib = -(-needed // (1024 * 1024))  # rounded up
-            fits = int((limit - GATEWAY_BASE_BYTES) / FOLD_BYTES_PER_STREAM_BYTE) if limit > GATEWAY_BASE_BYTES else 0
+        shortfall = self._memory_shortfall(FOLD_BYTES_PER_STREAM_BYTE, self.max_response_bytes)
+        if shortfall:
+            needed_mib, fits = shortfall
             raise values.Problems([Problem("maxResponseBytes", (
                 f"{self.max_response_bytes} bytes: one non-streaming answer that size holds about "
                 f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, {needed_mib}Mi with nginx's "
@@ -316,13 +325,9 @@ class GatewayConfig(Strict):
 
     @model_validator(mode="after")
     def _held_bodies_fit_the_memory_limit(self) -> GatewayConfig:
-        if not self.hold.timeout_seconds:
-            return self
-        limit = values.parse_quantity(self.resources.limits.memory)
-        needed = self.hold.max_total * self.max_body_bytes + GATEWAY_BASE_BYTES
-        if needed > limit:
-            needed_mib = -(-needed // (1024 * 1024))  # rounded up
-            fits = int((limit - GATEWAY_BASE_BYTES) // self.max_body_bytes) if limit > GATEWAY_BASE_BYTES else 0
+        shortfall = self._memory_shortfall(self.max_body_bytes, self.hold.max_total) if self.hold.timeout_seconds else None
+        if shortfall:
+            needed_mib, fits = shortfall
             raise values.Problems([Problem("hold.maxTotal", (
                 f"{self.hold.max_total} held requests of up to maxBodyBytes ({self.max_body_bytes}) each hold "
                 f"{needed_mib}Mi with nginx's own 64Mi, over resources.limits.memory "
