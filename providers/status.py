@@ -96,9 +96,10 @@ def wait_until_serving(props: dict | StatusProps, sleep=time.sleep, clock=time.m
         status = current_status(clients, observer)
         if status.state == ERROR:
             raise ModelNotServing(describe(wanted.model, status))
-        if asleep(status, wanted.min_replicas).state == SCALED_TO_ZERO:
+        resting = asleep(status, wanted.min_replicas)
+        if resting.state == SCALED_TO_ZERO:
             # As its autoscaler may put it: `up` succeeds without waking it.
-            return asleep(status, wanted.min_replicas)
+            return resting
         if status.state == READY:
             # READY at the first routable pod; `up` returns once the rollout is whole (old pods
             # stay routable while a changed spec rolls out, on the operator path as well).
