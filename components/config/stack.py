@@ -255,25 +255,21 @@ def sleep_problems(stack: StackConfig) -> list[Problem]:
     for index, model in enumerate(stack.models):
         if not may_sleep(model):
             continue
-        where = f"models.{index}.autoscaling.minReplicas"
+        why = f"at zero replicas, model '{model.name}' wakes on the requests the gateway holds for it, and "
         if router is None or model.name not in fronted:
             fix = "add llm-serving:router with its gateway" if router is None else f"add '{model.name}' to router.models"
-            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
-                                    f"gateway holds for it, and no gateway fronts it; {fix}, or set minReplicas: 1"))
+            reason = f"no gateway fronts it; {fix}"
         elif not router.gateway.enabled:
-            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
-                                    "gateway holds for it, and router.gateway is disabled; enable it, or set "
-                                    "minReplicas: 1"))
+            reason = "router.gateway is disabled; enable it"
         elif model.name not in admitted_models(router.gateway, fronted):
-            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
-                                    "gateway holds for it, and router.gateway.models leaves it out; add it "
-                                    "there, or set minReplicas: 1"))
+            reason = "router.gateway.models leaves it out; add it there"
         elif not router.gateway.hold.timeout_seconds:
-            problems.append(Problem(where, f"at zero replicas, model '{model.name}' wakes on the requests the "
-                                    "gateway holds for it, and router.gateway.hold.timeoutSeconds is 0 (nothing "
-                                    "held: the first request would get 503 and nothing would wake the model); "
-                                    "set it to the wait a first request may take while the model loads, e.g. "
-                                    "300, or set minReplicas: 1"))
+            reason = ("router.gateway.hold.timeoutSeconds is 0 (nothing held: the first request would get 503 "
+                      "and nothing would wake the model); set it to the wait a first request may take while "
+                      "the model loads, e.g. 300")
+        else:
+            continue
+        problems.append(Problem(f"models.{index}.autoscaling.minReplicas", f"{why}{reason}, or set minReplicas: 1"))
     return problems
 
 
