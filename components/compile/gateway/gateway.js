@@ -295,18 +295,28 @@ function sleep(ms) {
     return new Promise(function (resolve) { setTimeout(resolve, ms); });
 }
 
-async function listed(r, model) {
+// The router's routable models (its /v1/models, `model_ids`); throws an Error whose message is
+// the client's 503 text when the router is not reachable or answers something else.
+async function routerModelIds(r) {
     let reply;
     try {
         reply = await r.subrequest('/_gw/models', {method: 'GET'});
     } catch (e) {
-        return false;
+        throw new Error('The router is not reachable; retry later.');
     }
     if (reply.status !== 200) {
-        return false;
+        throw new Error('The router is not reachable; retry later.');
     }
     try {
-        return (JSON.parse(reply.responseText).model_ids || []).indexOf(model) >= 0;
+        return JSON.parse(reply.responseText).model_ids || [];
+    } catch (e) {
+        throw new Error('The router answered the model list with something else than JSON; retry later.');
+    }
+}
+
+async function listed(r, model) {
+    try {
+        return (await routerModelIds(r)).indexOf(model) >= 0;
     } catch (e) {
         return false;
     }
@@ -1337,22 +1347,11 @@ async function models(r) {
              'invalid_request_error', 'invalid_api_key', null, {'WWW-Authenticate': 'Bearer'});
         return;
     }
-    let reply;
+    let ids;
     try {
-        reply = await r.subrequest('/_gw/models', {method: 'GET'});
+        ids = await routerModelIds(r);
     } catch (e) {
-        unavailable(r, 'The router is not reachable; retry later.');
-        return;
-    }
-    if (reply.status !== 200) {
-        unavailable(r, 'The router is not reachable; retry later.');
-        return;
-    }
-    let ids = [];
-    try {
-        ids = JSON.parse(reply.responseText).model_ids || [];
-    } catch (e) {
-        unavailable(r, 'The router answered the model list with something else than JSON; retry later.');
+        unavailable(r, e.message);
         return;
     }
     const allowed = allowedModels(who);
