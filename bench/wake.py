@@ -38,7 +38,8 @@ from components.compile.plan import compile_stack  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
 from tests.gateway.fake_router import FakeRouter  # noqa: E402
 from tests.gateway.nginx_kit import Gateway  # noqa: E402
-from tests.support.ports import free_port, host_ipv4  # noqa: E402
+from tests.support.keda_operator import start_operator, throwaway_certs  # noqa: E402
+from tests.support.ports import host_ipv4  # noqa: E402
 from tests.support.prometheus_standin import PrometheusStandIn  # noqa: E402
 
 POLL_SECONDS = 5
@@ -96,11 +97,7 @@ def main() -> int:
     namespace = f"bench-wake-{uuid.uuid4().hex[:6]}"
     kubectl("apply", "--server-side", "-f", str(crds))
     kubectl("create", "namespace", namespace)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-wake-"))
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=keda",
-                    "-keyout", str(scratch / "tls.key"), "-out", str(scratch / "tls.crt")], check=True,
-                   capture_output=True)
-    (scratch / "ca.crt").write_bytes((scratch / "tls.crt").read_bytes())
+    scratch = throwaway_certs(Path(tempfile.mkdtemp(prefix="bench-wake-")))
     operator = None
     wakes: list[float] = []
     awake: list[float] = []
@@ -134,13 +131,7 @@ def main() -> int:
                             manifest["spec"]["cooldownPeriod"] = COOLDOWN_SECONDS
                         kubectl("apply", "--server-side", "-f", "-", body=manifest)
                 log = open(scratch / "operator.log", "w")
-                operator = subprocess.Popen(
-                    [operator_bin, f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                     f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-                     f"--metrics-service-bind-address=127.0.0.1:{free_port()}", f"--cert-dir={scratch}",
-                     f"--ca-dir={scratch}"], stdout=log, stderr=subprocess.STDOUT,
-                    env={**os.environ, "WATCH_NAMESPACE": namespace, "POD_NAMESPACE": namespace,
-                         "KEDA_CLUSTER_OBJECT_NAMESPACE": namespace})
+                operator = start_operator(operator_bin, namespace, scratch, log)
                 stop = threading.Event()
 
                 def pylon() -> None:  # the router lists the model while a pod is ready

@@ -207,7 +207,7 @@ def keda_operator(crd_installed, kube, tmp_path_factory):
     import os
     import subprocess
 
-    from tests.support.ports import free_port
+    from tests.support.keda_operator import start_operator, throwaway_certs
 
     binary = os.environ.get("LLM_SERVING_KEDA_OPERATOR", "")
     if not os.access(binary, os.X_OK):
@@ -216,23 +216,12 @@ def keda_operator(crd_installed, kube, tmp_path_factory):
     KEDA_OPERATOR_CRDS.refuse_foreign(kube, "a real KEDA")
     KEDA_OPERATOR_CRDS.delete_ours(kube)
     KEDA_OPERATOR_CRDS.install(kube)
-    certs = tmp_path_factory.mktemp("keda-certs")
-    # Its metrics gRPC service (for KEDA's metrics server, absent here) will not start without a
-    # certificate, and the operator stops with it: a throwaway self-signed one.
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=keda",
-                    "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")], check=True, capture_output=True)
-    (certs / "ca.crt").write_bytes((certs / "tls.crt").read_bytes())
+    certs = throwaway_certs(tmp_path_factory.mktemp("keda-certs"))
     started = []
 
     def start(namespace: str):
         log = open(certs / f"operator-{namespace}.log", "w")
-        env = {**os.environ, "WATCH_NAMESPACE": namespace, "POD_NAMESPACE": namespace,
-               "KEDA_CLUSTER_OBJECT_NAMESPACE": namespace}
-        proc = subprocess.Popen(
-            [binary, f"--metrics-bind-address=127.0.0.1:{free_port()}",
-             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-             f"--metrics-service-bind-address=127.0.0.1:{free_port()}", f"--cert-dir={certs}",
-             f"--ca-dir={certs}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = start_operator(binary, namespace, certs, log)
         started.append((proc, log))
         return proc, certs / f"operator-{namespace}.log"
 
