@@ -269,14 +269,14 @@ def test_a_model_sleeps_when_idle_and_a_held_request_wakes_it(keda_operator, mak
             assert any("gateway_held_requests" in q for q in prometheus.queries)
 
 
-def recorded_state(project) -> str:
-    """The model status record's state in the stack (what `refresh` re-read; stack outputs are
-    only re-evaluated by `up`)."""
+def recorded_status(project) -> dict:
+    """The model status record in the stack (what `refresh` re-read; stack outputs are only
+    re-evaluated by `up`)."""
     import json
 
     resources = json.loads(project.run("stack", "export").stdout)["deployment"]["resources"]
     (record,) = [r for r in resources if r["urn"].endswith("::tiny-status") and "state" in (r.get("outputs") or {})]
-    return record["outputs"]["state"]
+    return record["outputs"]
 
 
 class SleepyWorld:
@@ -323,15 +323,19 @@ def sleep_and_wake(project, world: SleepyWorld) -> None:
     import urllib.request
 
     project.up()
+    # Whether `up` saw the pod serve depends on how soon KEDA first looked (seen both ways: here the
+    # pod was ready first, in CI KEDA scaled it away while `up` waited and it ended asleep).
+    targets_at_up = recorded_status(project)["targets"]
     # Never active yet: KEDA scales it to zero at its first look.
     wait_for(lambda: world.desired() == 0 and not world.ready(), 60, "KEDA to scale the idle model to zero",
              stop=world.operator_alive)
     project.run("refresh", "--yes")  # the status record re-read: asleep, as configured
-    assert recorded_state(project) == "SCALED_TO_ZERO"
+    asleep = recorded_status(project)
+    assert asleep["state"] == "SCALED_TO_ZERO" and not asleep["targets"]
     # Asleep is a steady state: no cluster object changes. The router's targets record (no object,
-    # a record of what the router can reach) follows the refreshed model status, whose targets
-    # went with the pod.
-    assert changed_steps(project) == [("update", "llm-router-targets", [])]
+    # a record of what the router can reach) follows the refreshed model status: it changes only
+    # when `up` had recorded the pod's targets.
+    assert changed_steps(project) == ([("update", "llm-router-targets", [])] if targets_at_up else [])
     project.up()  # and `up` does not wake it
     assert world.desired() == 0
 
