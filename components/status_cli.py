@@ -15,8 +15,9 @@ from .config.stack import StackConfig
 
 
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:
-    """Each model's status, read by the observer its plan names (raw objects or operator CRs)."""
-    plans = [(model.name, model_plan(model, stack).status) for model in stack.models]
+    """Each model's status (and its next revision's), read by the observer its plan names (raw
+    objects or operator CRs)."""
+    plans = [status for model in stack.models for status in model_plan(model, stack).statuses]
     observers = [(name, observer_for(props), props.min_replicas) for name, props in plans]
     try:
         clients = kube.connect(ClusterTarget.of(stack.cluster).kube())

@@ -68,7 +68,10 @@ def server_command(model: ModelConfig) -> dict:
     model_path = streaming.server_args(model) if streams(model) else [common.WEIGHTS_MOUNT]
     args = [
         *model_path,
-        "--served-model-name", model.name,
+        # A next revision (config/revisions.py) answers to the model's name, which clients send,
+        # and to its own, which its pylon registers and sends in its canaries; the first name is
+        # the one vLLM reports (answers' `model`, metrics' model_name).
+        "--served-model-name", model.served_name, *([model.name] if model.is_next_revision else []),
         "--host", "0.0.0.0",
         "--port", str(common.SERVER_PORT),
         "--tensor-parallel-size", str(model.tensor_parallel_size),

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 from contract.props import (
@@ -56,6 +56,7 @@ from contract.props import (
 
 from .. import children as roles
 from ..config.model import ModelConfig
+from ..config.revisions import changes, revision_model
 from ..config.stack import StackConfig, fronted_models
 from . import autoscaling, metrics, nim, server
 from .dashboard import compile_dashboard
@@ -119,6 +120,12 @@ class ModelPlan:
     def status(self) -> StatusProps:
         """What the model's status reads (the status provider and the `status` command use it)."""
         return next(c.props for c in self.children if c.role == roles.STATUS)  # type: ignore[return-value]
+
+    @property
+    def statuses(self) -> tuple[tuple[str, StatusProps], ...]:
+        """(name, what its status reads) of the model and, with one, its next revision (`<model>-next`)."""
+        return tuple((props.model, props) for props in (c.props for c in self.children)
+                     if isinstance(props, StatusProps))
 
     def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
         return declared(self.children, rendering)
@@ -282,11 +289,35 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
                          **({"leader_worker_set": nim.lws_name(model)} if multi else {})}})
 
 
+# Roles of a next revision's children: the plan of the model revisions.revision_model derives,
+# each role prefixed (children `<model>-next-<role>`: the revision's objects are `<model>-next...`).
+NEXT_ROLE_PREFIX = "next-"
+
+
+def next_role(role: str) -> str:
+    return role if role in EXTERNAL else NEXT_ROLE_PREFIX + role
+
+
+def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> tuple[tuple[Child, ...], dict]:
+    """The next revision's children (its own weights when its source differs, gate, server,
+    Service, status: nothing waits on the serving revision's) and its outputs."""
+    if model.next is None:
+        return (), {}
+    plan = raw_plan(revision_model(model), stack, cluster)
+    children = tuple(replace(c, role=next_role(c.role), after=tuple(next_role(a) for a in c.after))
+                     for c in plan.children)
+    return children, {"next": {"weight": model.next.weight, "changes": changes(model), **plan.outputs}}
+
+
 def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:
-    """The plan of one model on its path; ``cluster`` (the stack's cluster config by default) is
-    where its dynamic resources look."""
+    """The plan of one model on its path (and its next revision's, after it); ``cluster`` (the
+    stack's cluster config by default) is where its dynamic resources look."""
     target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
-    return (operator_plan if model.on_operator else raw_plan)(model, stack, target)
+    plan = (operator_plan if model.on_operator else raw_plan)(model, stack, target)
+    children, outputs = _next_revision(model, stack, target)
+    if not children:
+        return plan
+    return replace(plan, children=plan.children + children, outputs={**plan.outputs, **outputs})
 
 
 @dataclass(frozen=True)
@@ -307,10 +338,12 @@ def _present(*children: tuple[str, Optional[dict], tuple[str, ...]]) -> tuple[Ch
     return tuple(Child(role, manifest, after=after) for role, manifest, after in children if manifest is not None)
 
 
-def gateway_plan(gateway: Optional[GatewayManifests]) -> tuple[Child, ...]:
+def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> tuple[Child, ...]:
     """The gateway's children: after the router Service (nginx resolves its name at start; the
     Service itself is unchanged, so clients move to the gateway at their pace), the config before
-    the pods that mount it, the limiter's Service before the replicas that resolve it."""
+    the pods that mount it, the limiter's Service before the replicas that resolve it. ``splits``
+    (a model has a next revision): the config, which holds the revisions' shares, waits on the
+    models, so a new share is written once the revision it gives traffic to is ready."""
     if gateway is None:
         return ()
     limiter = gateway.limiter
@@ -321,7 +354,7 @@ def gateway_plan(gateway: Optional[GatewayManifests]) -> tuple[Child, ...]:
         (roles.GATEWAY_ISSUER, gateway.certificate and gateway.issuer, (roles.ROUTER_CRD_CHECK,)),
         (roles.GATEWAY_CERTIFICATE, gateway.certificate,
          (roles.ROUTER_CRD_CHECK,) if gateway.issuer is None else (roles.GATEWAY_ISSUER,)),
-        (roles.GATEWAY_CONFIG, gateway.config_map, (PLATFORM,)),
+        (roles.GATEWAY_CONFIG, gateway.config_map, (PLATFORM, FRONTS) if splits else (PLATFORM,)),
         (roles.GATEWAY_LIMITER_NETWORK_POLICY, limiter and limiter.network_policy, (PLATFORM,)),
         (roles.GATEWAY_LIMITER, limiter and limiter.deployment,
          (roles.GATEWAY_CONFIG, roles.GATEWAY_LIMITER_NETWORK_POLICY)),
@@ -404,7 +437,7 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
         Child(roles.ROUTER_TARGETS, props=RouterTargetsProps(
             router.name, stack.platform.namespace, fronted_services(stack), (), target),
             after=(roles.ROUTER_WORKLOAD,)),
-        *gateway_plan(gateway),
+        *gateway_plan(gateway, splits=any(m.next is not None for m in stack.models)),
     )
     url = gateway_url(stack) if gateway is not None else router_url(stack)
     outputs = {

@@ -62,7 +62,7 @@ def is_fronted(model: ModelConfig, stack: StackConfig) -> bool:
     router = stack.router
     if router is None or router.pylon is None:
         return False
-    return model.name in fronted_models(router, [m.name for m in stack.models])
+    return model.served_name in fronted_models(router, [m.name for m in stack.models])
 
 
 def _in_cluster(service: str, namespace: str) -> str:

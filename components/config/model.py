@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, PrivateAttr, Tag, ValidationInfo, field_validator, model_validator
 
 from . import effect, kube, managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
 from .multinode import MultiNode, multinode_problems
+from .revisions import NextRevisionBase, next_problems
 from .sources import PvcSource, S3Source, source_problems, source_type
 from .streaming import streams
 from .types import (
@@ -89,6 +90,15 @@ WeightSource = Annotated[
 ]
 # The model of each ``source.type`` tag (the error formatter, messages.py, walks the config by it).
 SOURCE_CLASSES: dict[str, type[Strict]] = {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}
+
+
+class NextRevision(NextRevisionBase):
+    """The model's next revision (components/config/revisions.py): its own pods beside the serving
+    ones, under the model's name, with a share of the traffic."""
+
+    source: Optional[WeightSource] = Field(
+        None, description="The revision's weights; unset: the model's. Pulled and verified before the "
+        "revision serves, as the model's.")
 
 
 class WeightsStorage(Strict):
@@ -236,6 +246,26 @@ class ModelConfig(Strict):
         "(`multiNode.weights`). See docs/multi-node.md.",
     )
 
+    next: Optional[NextRevision] = Field(
+        None, description="A new revision (source, image or args) served beside this one under the model's "
+        "name, with `weight` percent of new conversations, sticky per conversation; vLLM single-pod models "
+        "behind the router's gateway. Promote: write its settings into the model and remove `next`; roll "
+        "back: `weight: 0` or remove it. See docs/05-day-2.md.",
+    )
+
+    # Set on the model revisions.revision_model derives (its objects are `<model>-next`): the model
+    # it is the next revision of.
+    _revision_of: Optional[str] = PrivateAttr(None)
+
+    @property
+    def served_name(self) -> str:
+        """The name the engine answers to (`--served-model-name`): the model's, for both revisions."""
+        return self._revision_of or self.name
+
+    @property
+    def is_next_revision(self) -> bool:
+        return self._revision_of is not None
+
     def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
         """This model's drain and spread: its own keys, else the platform's."""
         return resolve(platform.disruption, self.disruption)
@@ -311,6 +341,7 @@ class ModelConfig(Strict):
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
+        problems.extend(next_problems(self))
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))
         problems.extend(managed.env_problems(self.env, self.engine, streams(self)))

@@ -22,6 +22,7 @@ from .autoscaling import AutoscalingPlatform, may_sleep
 from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
+from .revisions import next_name, revision_model
 from .router import RouterConfig
 from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
@@ -70,11 +71,13 @@ class StackConfig(Strict):
             problems.extend(problem.under(f"models.{index}") for problem in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
+            problems.extend(p.under(f"models.{index}") for p in next_revision_line_problems(model, self.platform))
         problems.extend(effect.served_name_problems(self.models))
         problems.extend(metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
             self.platform.metrics.enabled, self.platform.autoscaling))
         problems.extend(sleep_problems(self))
+        problems.extend(split_problems(self))
         if self.router is not None:
             problems.extend(router_problems(
                 self.router, self.platform.namespace, [model.name for model in self.models]))
@@ -245,6 +248,18 @@ def pylon_problems(stack: StackConfig) -> list[Problem]:
     ]
 
 
+def _unfronted_reason(model_name: str, router, fronted: tuple[str, ...]) -> Optional[str]:
+    """Why the gateway does not take requests for the model (None: it does)."""
+    if router is None or model_name not in fronted:
+        fix = "add llm-serving:router with its gateway" if router is None else f"add '{model_name}' to router.models"
+        return f"no gateway fronts it; {fix}"
+    if not router.gateway.enabled:
+        return "router.gateway is disabled; enable it"
+    if model_name not in admitted_models(router.gateway, fronted):
+        return "router.gateway.models leaves it out; add it there"
+    return None
+
+
 def sleep_problems(stack: StackConfig) -> list[Problem]:
     """A model that may sleep (minReplicas: 0) wakes on the requests the gateway holds for it: it
     must be one the router fronts, behind a gateway that admits it and holds requests."""
@@ -256,20 +271,50 @@ def sleep_problems(stack: StackConfig) -> list[Problem]:
         if not may_sleep(model):
             continue
         why = f"at zero replicas, model '{model.name}' wakes on the requests the gateway holds for it, and "
-        if router is None or model.name not in fronted:
-            fix = "add llm-serving:router with its gateway" if router is None else f"add '{model.name}' to router.models"
-            reason = f"no gateway fronts it; {fix}"
-        elif not router.gateway.enabled:
-            reason = "router.gateway is disabled; enable it"
-        elif model.name not in admitted_models(router.gateway, fronted):
-            reason = "router.gateway.models leaves it out; add it there"
-        elif not router.gateway.hold.timeout_seconds:
+        reason = _unfronted_reason(model.name, router, fronted)
+        if reason is None and not router.gateway.hold.timeout_seconds:
             reason = ("router.gateway.hold.timeoutSeconds is 0 (nothing held: the first request would get 503 "
                       "and nothing would wake the model); set it to the wait a first request may take while "
                       "the model loads, e.g. 300")
-        else:
+        if reason is not None:
+            problems.append(Problem(f"models.{index}.autoscaling.minReplicas", f"{why}{reason}, or set minReplicas: 1"))
+    return problems
+
+
+def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
+    """The next revision on its own vLLM line (its image may be another line's, its args are
+    checked by that line's parser): what it sets, at its own path; what it inherits from the model
+    and its line refuses, at `next` (paths relative to the model)."""
+    if model.next is None or model.engine != "vllm":
+        return []
+    own = model.next.model_fields_set
+    problems = []
+    for problem in vllm_checks.model_problems(revision_model(model), platform):
+        root = problem.path.split(".")[0]
+        problems.append(problem.under("next") if root in own else
+                        Problem("next", f"the revision keeps the model's {problem.path}, which its line refuses: "
+                                        f"{problem.message}"))
+    return problems
+
+
+def split_problems(stack: StackConfig) -> list[Problem]:
+    """A next revision gets its share at the gateway: the model must be one the gateway admits; and
+    its objects (`<model>-next...`) must not be another model's."""
+    problems = []
+    router = stack.router
+    names = [model.name for model in stack.models]
+    fronted = fronted_models(router, names) if router is not None else ()
+    for index, model in enumerate(stack.models):
+        if model.next is None:
             continue
-        problems.append(Problem(f"models.{index}.autoscaling.minReplicas", f"{why}{reason}, or set minReplicas: 1"))
+        reason = _unfronted_reason(model.name, router, fronted)
+        if reason is not None:
+            problems.append(Problem(f"models.{index}.next", f"the gateway gives the next revision of model "
+                                    f"'{model.name}' its share of the traffic, and {reason}; or remove next"))
+        taken = next_name(model)
+        if taken in names:
+            problems.append(Problem(f"models.{index}.next", f"the next revision's objects are named '{taken}', which "
+                                    f"is model {names.index(taken)}'s name; rename that model, or remove next"))
     return problems
 
 

@@ -24,7 +24,7 @@ from providers import crd_check, gate, resources, status
 
 from .. import children as roles
 from ..children import child as child_name
-from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan
+from ..compile.plan import PLATFORM, Child, ModelPlan, model_plan, next_role
 from ..config.model import ModelConfig
 from ..config.platform import ClusterConfig
 from ..config.stack import StackConfig
@@ -85,6 +85,10 @@ class ModelServer(pulumi.ComponentResource):
         else:
             self.state = self.status.state
             outputs["status"] = self.status.summary()
+        # models[].next: the next revision's own status, beside its objects.
+        self.next_status = self.children.get(next_role(roles.STATUS))
+        if self.next_status is not None:
+            outputs["next"] = {**outputs["next"], "status": self.next_status.summary()}
         self.outputs = outputs
         self.register_outputs(outputs)
 

@@ -3,7 +3,7 @@ policies and ``policies/__main__.py`` only assembles them."""
 
 from __future__ import annotations
 
-from . import disruption, gateway, gpu, images, metrics, pods, rbac, router, stack
+from . import disruption, gateway, gpu, images, metrics, pods, rbac, revisions, router, stack
 from .base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -37,6 +37,8 @@ ALL_RULES: tuple[Rule, ...] = (
     disruption.disruption_budget,
     metrics.monitor_selects_service,
     gpu.nim_multinode_shape,
+    revisions.controllers_own_their_pods,
+    revisions.wakes_from_zero,
 )
 
 __all__ = ["ALL_RULES", "Rule"]

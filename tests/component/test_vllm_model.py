@@ -100,3 +100,26 @@ def test_an_autoscaled_model_declares_the_crd_check_and_the_scaled_object(monkey
     assert graph.depends("gamma-scaled-object") == ["gamma-server", "gamma-crd-check"]
     assert "replicas" not in graph.manifests["gamma-server"]["spec"]
     assert graph.props["gamma-status"]["min_replicas"] == 1
+
+
+@pulumi.runtime.test
+def test_a_next_revision_is_declared_by_the_model_beside_its_serving_objects(graph):
+    raw = {**STACK, "models": [{**STACK["models"][0], "next": {"weight": 10, "source": {"repo": "org/alpha-2"}}}],
+           "router": {"image": "nvcr.io/nvidia/llm-request-router:0.16.2", "workerAuth": {"mode": "open"},
+                      "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"}}}
+    (component,) = deploy_stack(raw)
+    mine = [n for n in graph.opts if n.startswith("alpha-next-")]
+    assert sorted(mine) == sorted(f"alpha-next-{role}" for role in
+                                  ("weights", "puller", "weights-gate", "server", "service", "status"))
+    for name in mine:
+        assert graph.opts[name].parent is component, name
+    # Its weights are its own, pulled and verified before its server starts, as the model's.
+    assert graph.depends("alpha-next-puller") == ["alpha-next-weights"]
+    assert graph.depends("alpha-next-server") == ["alpha-next-weights-gate"]
+    assert graph.props["alpha-next-status"]["model"] == "alpha-next"
+    assert component.next_status is not None
+
+    def check(outputs):
+        assert outputs["weight"] == 10 and outputs["objects"]["deployment"] == "alpha-next"
+
+    return pulumi.Output.from_input(component.outputs["next"]).apply(check)

@@ -113,6 +113,22 @@ def test_a_request_for_a_sleeping_model_is_held_and_answered_once_it_wakes(gatew
     assert metric(gateway, f'gateway_held_total{{model="{ASLEEP}",outcome="released"}}') >= 1
 
 
+def test_a_released_request_the_router_still_has_no_server_for_is_held_again_then_503(gateway, fake):
+    # Listed, yet the call answers 404 (a server gone between the list and the call): held once
+    # more (hold.perRequest: 2), then the gateway's own 503, never nginx's HTML 404.
+    fake.status_override["/v1/chat/completions"] = 404
+    try:
+        thread, out = in_background(lambda: call(gateway.base, "/v1/chat/completions", {**CHAT, "stream": True}, OPEN))
+        wake_when_held(fake, gateway, after=0.1)
+        thread.join(10)
+    finally:
+        fake.status_override.clear()
+    (_, (status, headers, text)), = out
+    assert status == 503 and headers["retry-after"] == "2", text
+    assert json.loads(text)["error"]["code"] == "service_unavailable"
+    assert len(model_calls(fake)) == 3
+
+
 def test_embeddings_are_held_too(gateway, fake):
     thread, out = in_background(lambda: call(gateway.base, "/v1/embeddings", {"model": ASLEEP, "input": "hi"}, OPEN))
     wake_when_held(fake, gateway, after=0.1)

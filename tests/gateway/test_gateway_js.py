@@ -23,7 +23,8 @@ def test_the_scripts_own_tests_pass(tmp_path):
     assert node, "node is needed for the gateway script's tests (tests/gateway/js)"
     config = tmp_path / "gateway_config.js"
     config.write_text(settings_module(GatewaySettings(upstream="127.0.0.1:1", models=("m",),
-                                                      session_header="x-session-id")))
+                                                      session_header="x-session-id",
+                                                      splits=(("m", "m-next", 30),))))
     done = subprocess.run([node, "--import", str(HERE / "hooks.mjs"), "--test", str(HERE)],
                           cwd=REPO, env={**os.environ, "GATEWAY_CONFIG": str(config)},
                           capture_output=True, text=True, timeout=120)

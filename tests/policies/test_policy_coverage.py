@@ -11,6 +11,7 @@ import test_policy_images
 import test_policy_metrics
 import test_policy_pods
 import test_policy_rbac
+import test_policy_revisions
 import test_policy_router
 import test_policy_stack
 
@@ -20,7 +21,8 @@ from tests.support.policy_helpers import compliant, messages, run
 FAIL_CASES = [
     case
     for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
-                   test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics, test_policy_gateway)
+                   test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics, test_policy_gateway,
+                   test_policy_revisions)
     for case in module.FAIL_CASES
 ]
 

@@ -55,6 +55,8 @@ STABLE_NAMES = [
     "llm-serving-server-disruption-budget",
     "llm-serving-stack-monitor-selects-service",
     "llm-serving-nim-multinode-shape",
+    "llm-serving-stack-controllers-own-their-pods",
+    "llm-serving-scaled-object-wakes-from-zero",
 ]
 
 

@@ -203,6 +203,13 @@ def build(odd: bool) -> st.SearchStrategy:
                               "expertParallel": st.booleans(),
                               "weights": maybe(pick("shared", "perPod"), "local")})
                 keys.pop("autoscaling", None)
+            # A next revision beside the serving one (config/revisions.py): new weights, image or
+            # args, a share of the traffic at the gateway.
+            elif draw(st.integers(0, 4)) == 0:
+                keys["next"] = st.fixed_dictionaries({"weight": whole(0, 100, 101)}, optional={
+                    "source": st.fixed_dictionaries({"repo": repos}, optional={"revision": revisions}),
+                    "image": images, "replicas": whole(1, 4),
+                    "args": st.lists(maybe(pick("--enforce-eager", "--max-num-seqs=8"), "--port=9000"), max_size=2)})
         else:
             raw["image"] = draw(maybe(pick(*NIM_IMAGES), *([None] if odd else [])))
             if raw["image"] is None:
@@ -239,6 +246,13 @@ def build(odd: bool) -> st.SearchStrategy:
                 keys["lora"] = optional(enabled=st.booleans())
                 keys["tensorParallelSize"] = whole(1, 4)
         raw.update(draw(st.fixed_dictionaries({}, optional=keys)))
+        if not odd and "next" in raw:  # single-pod models without adapters that do not sleep (config/revisions.py)
+            raw.pop("lora", None)
+            if raw.get("autoscaling", {}).get("minReplicas") == 0:
+                raw["autoscaling"]["minReplicas"] = 1
+            raw["next"].setdefault("image", "docker.io/vllm/vllm-openai:v0.11.0")
+            if raw["next"]["image"] == raw.get("image"):
+                raw["next"]["image"] = "docker.io/vllm/vllm-openai:v0.11.1"
         replicas = raw.get("replicas")
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}

@@ -30,6 +30,7 @@ from contract.labels import DOMAIN
 
 from ...config.autoscaling import may_sleep
 from ...config.gateway import admitted_models
+from ...config.revisions import next_name
 from ...config.stack import StackConfig, fronted_models
 from .. import common
 from ..network import allowed_peers
@@ -113,8 +114,10 @@ def settings(stack: StackConfig) -> GatewaySettings:
     upstream = f"{in_cluster(router.name, stack.platform.namespace)}:{ROUTER_HTTP_PORT}"
     adapters = {m.name: tuple(a.name for a in m.lora.adapters) for m in stack.models}
     sleepers = tuple(m.name for m in stack.models if may_sleep(m))
+    # models[].next: the share of new conversations the next revision (router id <model>-next) gets.
+    splits = tuple((m.name, next_name(m), m.next.weight) for m in stack.models if m.next is not None)
     return GatewaySettings.of(router.gateway, upstream, admitted_models(router.gateway, fronted),
-                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters, sleepers)
+                              limiter_address(stack, GatewayNames.of(stack).gateway), adapters, sleepers, splits)
 
 
 def endpoint_url(stack: StackConfig) -> str:

@@ -223,10 +223,11 @@ function inputTokens(kind, body) {
 // x-cache-affinity-key: the platform-allowed session header's value when present, else the
 // conversation's leading messages (system/developer ones up to and including the first user
 // message), hashed with the tenant and model: every turn of one chat repeats that prefix, so it
-// keeps one key and lands where its prefix is cached.
-function leading(list) {
+// keeps one key and lands where its prefix is cached. `settings`: maxLeadingMessages,
+// sessionHeader (router.gateway.affinity's; cfg.splitKey when affinity is off).
+function leading(list, settings) {
     const out = [];
-    for (let i = 0; i < list.length && out.length < cfg.affinity.maxLeadingMessages; i++) {
+    for (let i = 0; i < list.length && out.length < settings.maxLeadingMessages; i++) {
         out.push(list[i]);
         if (list[i] && list[i].role === 'user') {
             break;
@@ -235,12 +236,9 @@ function leading(list) {
     return out;
 }
 
-function affinityKey(r, kind, body, who) {
-    if (!cfg.affinity) {
-        return '';
-    }
-    if (cfg.affinity.sessionHeader) {
-        const session = r.headersIn[cfg.affinity.sessionHeader];
+function conversationKey(r, kind, body, who, settings) {
+    if (settings.sessionHeader) {
+        const session = r.headersIn[settings.sessionHeader];
         if (session) {
             return sha256(JSON.stringify(['session', who, body.model, session])).slice(0, 32);
         }
@@ -250,13 +248,57 @@ function affinityKey(r, kind, body, who) {
         // No conversation: the input keys it (a load balancer may require a key for every request).
         prefix = [Array.isArray(body.input) ? body.input[0] : body.input];
     } else if (kind === 'chat') {
-        prefix = leading(Array.isArray(body.messages) ? body.messages : []);
+        prefix = leading(Array.isArray(body.messages) ? body.messages : [], settings);
     } else {
         const input = typeof body.input === 'string' ? [{role: 'user', content: body.input}]
             : (Array.isArray(body.input) ? body.input : []);
-        prefix = [body.instructions || null].concat(leading(input));
+        prefix = [body.instructions || null].concat(leading(input, settings));
     }
     return sha256(JSON.stringify(['prefix', who, body.model, prefix])).slice(0, 32);
+}
+
+function affinityKey(r, kind, body, who) {
+    return cfg.affinity ? conversationKey(r, kind, body, who, cfg.affinity) : '';
+}
+
+// ---- a next revision's share (models[].next) ----------------------------------------------
+//
+// cfg.splits: model -> {revision: the next revision's router id, percent}. A conversation goes
+// to the next revision when its bucket (0-99, a hash of the conversation key affinity uses) is
+// below `percent`. Every turn of a conversation has the same key, so it stays on the revision it
+// started on; raising the percent only moves conversations onto the next revision (a bucket below
+// the old percent is below the new one), lowering it only moves them back. A next revision the
+// router has no server for sends its share to the serving one (hold, foldAnswer): it gets traffic
+// only once its pods serve, which is after its weights were pulled and verified.
+
+function splitBucket(key) {
+    return parseInt(sha256(JSON.stringify(['split', key])).slice(0, 8), 16) % 100;
+}
+
+function routedModel(model, key) {
+    const split = cfg.splits && cfg.splits[model];
+    if (!split || split.percent <= 0) {
+        return model;
+    }
+    return split.percent >= 100 || splitBucket(key) < split.percent ? split.revision : model;
+}
+
+// The serving revision of a next revision's router id ('' for any other id).
+function servingOf(model) {
+    const splits = cfg.splits || {};
+    for (const name in splits) {
+        if (splits[name].revision === model) {
+            return name;
+        }
+    }
+    return '';
+}
+
+function countFallback(model) {
+    const m = ngx.shared.gw_metrics;
+    if (m) {
+        m.incr('gateway_next_revision_fallbacks_total{model="' + labelValue(model) + '"}', 1, 0);
+    }
 }
 
 // x-stargate-max-wait-ms: the request's remaining deadline, the gateway's own or the client's
@@ -272,11 +314,17 @@ function maxWaitMs(r) {
 
 function setHeaders(r, kind, admitted, body) {
     const t = tenantConfig(admitted.tenant);
-    r.variables.gw_model = admitted.model;
+    const affinity = affinityKey(r, kind, admitted.body, admitted.tenant);
+    const split = cfg.splits && cfg.splits[admitted.model];
+    // x-model: the router id of the revision that serves this conversation (the model's own, or
+    // its next revision's for the share that goes there).
+    r.variables.gw_model = split
+        ? routedModel(admitted.model, affinity || conversationKey(r, kind, admitted.body, admitted.tenant, cfg.splitKey))
+        : admitted.model;
     r.variables.gw_input_tokens = String(inputTokens(kind, admitted.body));
     r.variables.gw_max_wait = String(maxWaitMs(r));
     r.variables.gw_routing_key = t && t.routingKey ? t.routingKey : '';
-    r.variables.gw_affinity = affinityKey(r, kind, admitted.body, admitted.tenant);
+    r.variables.gw_affinity = affinity;
     r.variables.gw_body = body;
 }
 
@@ -379,6 +427,14 @@ function notHeld(r, model, outcome) {
 // @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for.
 async function hold(r) {
     const model = r.variables.gw_model;
+    const serving = servingOf(model);
+    if (serving) {
+        // A next revision with no server (not yet, or not any more): its share goes to the serving one.
+        countFallback(model);
+        r.variables.gw_model = serving;
+        r.internalRedirect('@gw_stream');
+        return;
+    }
     const holds = Number(r.variables.gw_holds || 0);
     if (!holdable(r.variables.gw_routing_key, holds)) {
         unavailable(r, 'No server can take requests for this model right now; retry later.');
@@ -624,7 +680,10 @@ function foldAnswer(r) {
     }
     setTimeout(watch, 100);
     const upstream = r.headersIn[cfg.foldHeaders.kind] === 'responses' ? '/_gw/fold/responses' : '/_gw/fold/chat';
-    const model = r.headersIn[cfg.routerHeaders.model] || '';
+    let model = r.headersIn[cfg.routerHeaders.model] || '';
+    if (cfg.splits) {
+        r.variables.gw_model = model;  // what the fold's subrequest sends as x-model (nginx.conf)
+    }
     async function holdThenSend() {
         st.holds += 1;
         st.holding = true;
@@ -648,6 +707,14 @@ function foldAnswer(r) {
     sendToRouter();
     function onReply(reply) {
         if (st.done) {
+            return;
+        }
+        if (reply.status === 404 && servingOf(model)) {
+            // A next revision with no server: its share goes to the serving one (as hold does).
+            countFallback(model);
+            model = servingOf(model);
+            r.variables.gw_model = model;
+            sendToRouter();
             return;
         }
         if (reply.status === 404 && holdable(r.headersIn[cfg.routerHeaders.routing_key], st.holds)) {
@@ -1214,6 +1281,8 @@ const FAMILIES = [
     ['gateway_completion_tokens_total', 'counter', 'Completion (output) tokens, as the engine reported them.'],
     ['gateway_held_total', 'counter', 'Requests held while their model had no server, by how the hold ended '
         + '(released, timeout, full: over a bound, gone: the client left).'],
+    ['gateway_next_revision_fallbacks_total', 'counter', "Requests of a next revision's share sent to the serving "
+        + 'revision, its router having no server for the next one (model: the next revision).'],
 ];
 
 function labelValue(v) {
@@ -1380,5 +1449,5 @@ export default {tenant, authorize, chat, responses, embeddings, models, unsuppor
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
-                pure: {inputTokens, affinityKey, maxWaitMs, parseEvents, streamError, asStream, topMembers,
+                pure: {inputTokens, affinityKey, routedModel, splitBucket, maxWaitMs, parseEvents, streamError, asStream, topMembers,
                        spliceMembers, newFold, feed, finish, foldText}};

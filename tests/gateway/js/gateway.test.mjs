@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import gw from '../../../components/compile/gateway/gateway.js';
+import cfg from 'gateway_config.js';
 
 const P = gw.pure;
 
@@ -215,6 +216,44 @@ test('affinity keys: one per conversation prefix, tenant and model; the session 
                  P.affinityKey(request(), 'responses', {model: 'm', input: [{role: 'user', content: 'U1'}]}, 't'));
     assert.equal(P.affinityKey(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
                  P.affinityKey(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
+});
+
+// models[].next: the rendered settings give model `m` a next revision `m-next` at 30 percent
+// (tests/gateway/test_gateway_js.py).
+function conversations(n) {
+    const keys = [];
+    for (let i = 0; i < n; i++) {
+        keys.push(P.affinityKey(request(), 'chat', {model: 'm', messages: [{role: 'user', content: 'conversation ' + i}]}, 't'));
+    }
+    return keys;
+}
+
+test('a next revision gets its percent of conversations, within 3 points over 4,000', function () {
+    assert.deepEqual(cfg.splits.m, {revision: 'm-next', percent: 30});
+    const keys = conversations(4000);
+    const next = keys.filter(function (k) { return P.routedModel('m', k) === 'm-next'; }).length;
+    assert.ok(Math.abs(next / keys.length - 0.30) < 0.03, next + ' of ' + keys.length + ' went to the next revision');
+    assert.equal(P.routedModel('other', keys[0]), 'other', 'a model without a next revision is routed to itself');
+});
+
+test('a conversation stays on its revision; a new percent moves conversations one way only', function () {
+    const keys = conversations(500);
+    const before = keys.map(function (k) { return P.routedModel('m', k); });
+    assert.deepEqual(keys.map(function (k) { return P.routedModel('m', k); }), before, 'the same key, the same revision');
+    try {
+        cfg.splits.m.percent = 60;
+        const raised = keys.map(function (k) { return P.routedModel('m', k); });
+        assert.ok(before.every(function (r, i) { return r === 'm' || raised[i] === 'm-next'; }),
+                  'raising the percent keeps every conversation of the next revision there');
+        assert.ok(raised.filter(function (r) { return r === 'm-next'; }).length
+                  > before.filter(function (r) { return r === 'm-next'; }).length);
+        cfg.splits.m.percent = 0;
+        assert.ok(keys.every(function (k) { return P.routedModel('m', k) === 'm'; }), '0: all on the serving revision');
+        cfg.splits.m.percent = 100;
+        assert.ok(keys.every(function (k) { return P.routedModel('m', k) === 'm-next'; }), '100: all on the next one');
+    } finally {
+        cfg.splits.m.percent = 30;
+    }
 });
 
 test('the deadline is the gateway\'s or the client\'s shorter one', function () {

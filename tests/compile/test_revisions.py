@@ -1,0 +1,113 @@
+"""A model's next revision (models[].next) in the model's plan and at the gateway: its own objects
+beside the serving ones, which it leaves exactly as they were."""
+
+from __future__ import annotations
+
+import json
+
+from components import children as roles
+from components.compile.gateway import compile_gateway
+from components.compile.gateway import settings as gateway_settings
+from components.compile.gateway.nginx import render_files, settings_module
+from components.compile.plan import EXTERNAL, FRONTS, NEXT_ROLE_PREFIX, model_plan, router_plan
+from components.config import load_stack_config
+from tests.support.builders import model
+
+ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.16.2",
+          "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"}, "workerAuth": {"mode": "open"}}
+NEXT = {"weight": 20, "source": {"repo": "Qwen/Qwen2.5-1.5B-Instruct"}, "args": ["--max-num-seqs=8"]}
+
+
+def stack(next_revision: dict | None = NEXT):
+    extra = {"next": next_revision} if next_revision else {}
+    return load_stack_config({"models": [model("tiny", **extra), model("other")], "router": ROUTER})
+
+
+def by_role(plan):
+    return {c.role: c for c in plan.children}
+
+
+def test_the_next_revision_has_its_own_weights_gate_server_service_and_status_after_the_serving_ones():
+    config = stack()
+    plan = model_plan(config.models[0], config)
+    serving = by_role(model_plan(stack(None).models[0], stack(None)))
+    children = by_role(plan)
+    assert list(children)[:len(serving)] == list(serving)
+    added = [role for role in children if role not in serving]
+    assert added == [NEXT_ROLE_PREFIX + role for role in serving]
+    # Nothing of the revision waits on the serving revision's children (or the other way).
+    for role in added:
+        assert all(wait in EXTERNAL or wait.startswith(NEXT_ROLE_PREFIX) for wait in children[role].after), role
+    names = {role: c.manifest["metadata"]["name"] for role, c in children.items() if c.manifest}
+    assert names["next-server"] == names["next-service"] == "tiny-next"
+    assert names["next-weights"].startswith("tiny-next-weights-") and names["next-weights"] != names["weights"]
+    assert plan.outputs["next"]["weight"] == 20 and plan.outputs["next"]["changes"] == ["source", "args"]
+    assert [name for name, _ in plan.statuses] == ["tiny", "tiny-next"]
+
+
+def test_adding_a_next_revision_leaves_every_serving_object_as_it_was():
+    before = by_role(model_plan(stack(None).models[0], stack(None)))
+    after = by_role(model_plan(stack().models[0], stack()))
+    for role, child in before.items():
+        assert after[role] == child, role
+
+
+def pods(child) -> dict:
+    return child.manifest["spec"]["template"]["metadata"]["labels"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_the_two_deployments_never_select_each_others_pods():
+    children = by_role(model_plan(stack().models[0], stack()))
+    serving, revision = children[roles.SERVER], children["next-" + roles.SERVER]
+    assert not selects(serving.manifest["spec"]["selector"]["matchLabels"], pods(revision))
+    assert not selects(revision.manifest["spec"]["selector"]["matchLabels"], pods(serving))
+    for service, other in ((children[roles.SERVICE], revision), (children["next-service"], serving)):
+        assert not selects(service.manifest["spec"]["selector"], pods(other))
+
+
+def container_args(child, name: str) -> list[str]:
+    (found,) = [c for c in child.manifest["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    return found["args"]
+
+
+def test_the_revision_answers_to_the_models_name_and_its_pylon_registers_its_own():
+    children = by_role(model_plan(stack().models[0], stack()))
+    server = container_args(children["next-server"], "server")
+    at = server.index("--served-model-name")
+    # The client's name first (vLLM reports it), then the id the pylon's canaries send.
+    assert server[at + 1:at + 3] == ["tiny", "tiny-next"] and server[at + 3].startswith("--")
+    assert "--max-num-seqs=8" in server
+    assert "--model-name=tiny-next" in container_args(children["next-server"], "pylon")
+    serving = container_args(children[roles.SERVER], "server")
+    assert serving[serving.index("--served-model-name") + 1:][:2] == ["tiny", "--host"]
+    assert "--model-name=tiny" in container_args(children[roles.SERVER], "pylon")
+
+
+def test_the_gateway_gets_the_share_and_writes_it_after_the_models_are_ready():
+    config = stack()
+    settings = gateway_settings(config)
+    assert settings.splits == (("tiny", "tiny-next", 20),)
+    module = settings_module(settings)
+    exported = json.loads(module[module.index("{"):module.rindex("}") + 1])
+    assert exported["splits"] == {"tiny": {"revision": "tiny-next", "percent": 20}}
+    assert exported["splitKey"] == {"maxLeadingMessages": 4, "sessionHeader": None}
+    config_map = by_role(router_plan(config))[roles.GATEWAY_CONFIG]
+    assert FRONTS in config_map.after
+    nginx = render_files(settings)["nginx.conf"]
+    assert "recursive_error_pages on;" in nginx and "location @gw_hold" in nginx
+    assert "proxy_set_header x-model $gw_model;" in nginx
+
+
+def test_without_a_next_revision_the_gateway_files_and_waits_are_as_before():
+    config = stack(None)
+    settings = gateway_settings(config)
+    assert settings.splits == ()
+    assert '"splits"' not in settings_module(settings)
+    assert by_role(router_plan(config))[roles.GATEWAY_CONFIG].after == ("platform",)
+    nginx = render_files(settings)["nginx.conf"]
+    assert "recursive_error_pages" not in nginx and "@gw_hold" not in nginx
+    assert compile_gateway(config) is not None
