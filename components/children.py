@@ -24,6 +24,9 @@ SERVER_PDB = "pdb"  # the server's PodDisruptionBudget (both paths; models that 
 CRD_CHECK = "crd-check"
 SCALED_OBJECT = "scaled-object"  # autoscaling: the KEDA ScaledObject scaling the server
 SERVICE_MONITOR = "service-monitor"  # platform.metrics: the raw path's ServiceMonitor
+# models[].next: the next revision's children are the raw path's roles with this prefix
+# (`<model>-next-server`...): its objects are `<model>-next...`.
+NEXT_ROLE_PREFIX = "next-"
 
 # --- the router's children (RequestRouter) -------------------------------------------------
 ROUTER_CRD_CHECK = "crd-check"
@@ -76,12 +79,14 @@ MODEL_WEIGHTS_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NIM_CACHE)
 MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
 # Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
 BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK,
-                     METRICS_CRD_CHECK)
+                     METRICS_CRD_CHECK, NEXT_ROLE_PREFIX + STATUS)
+_RAW_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
+              SERVER_PDB, SERVICE_MONITOR)
+NEXT_ROLES = tuple(NEXT_ROLE_PREFIX + role for role in _RAW_ROLES)
 # Every role a model declares, longest first so a suffix match never stops at a shorter role
-# ("weights-gate" before "weights").
+# ("weights-gate" before "weights", "next-weights-gate" before both).
 MODEL_ROLES = tuple(sorted(
-    (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
-     NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, SERVER_PDB, CRD_CHECK, SCALED_OBJECT, SERVICE_MONITOR),
+    (*_RAW_ROLES, NIM_OPERATOR_CHECK, NIM_CACHE, NIM_SERVICE, CRD_CHECK, SCALED_OBJECT, *NEXT_ROLES),
     key=len, reverse=True,
 ))
 

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
+from ..config.revisions import next_name
 from ..config.stack import StackConfig
 from . import common
 from .gateway.monitoring import metrics_service_name
@@ -185,7 +186,9 @@ def _variables(models: list[str]) -> list[dict]:
 
 def dashboard(stack: StackConfig) -> dict:
     namespace = stack.platform.namespace
-    models = sorted(m.name for m in stack.models)
+    # A next revision (models[].next) is its own choice: its Service and its gateway series are
+    # `<model>-next`, so every panel shows the two revisions side by side.
+    models = sorted(name for m in stack.models for name in (m.name, *((next_name(m),) if m.next else ())))
     return {
         "uid": uid(namespace),
         "title": f"LLM serving: {namespace}",

@@ -291,7 +291,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
 
 # Roles of a next revision's children: the plan of the model revisions.revision_model derives,
 # each role prefixed (children `<model>-next-<role>`: the revision's objects are `<model>-next...`).
-NEXT_ROLE_PREFIX = "next-"
+NEXT_ROLE_PREFIX = roles.NEXT_ROLE_PREFIX
 
 
 def next_role(role: str) -> str:

@@ -128,6 +128,9 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
     weights = [r for r in _in_roles(children, name, component_type, roles.MODEL_WEIGHTS_ROLES)
                if r.op in ("replace", "create", "delete")]
     handled: set[str] = set()
+    revision_lines, revision_urns = _revision_lines(children, name, component_type)
+    section.lines.extend(revision_lines)
+    handled.update(revision_urns)
     if weights:
         change = ""
         for resource in weights:
@@ -159,6 +162,30 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
             continue
         section.lines.append(_generic_line(resource))
     return section
+
+
+def _revision_lines(children: list[Resource], name: str, component_type: str) -> tuple[list[str], set[str]]:
+    """The next revision's (models[].next) lines and the URNs they cover: added, removed (and, when
+    the model's own server changes with it, promoted), or its server's changes."""
+    nexts = [r for r in children if r.op != "same" and r.name.startswith(child(name, roles.NEXT_ROLE_PREFIX))
+             and role_of(r.name, name, component_type) in roles.NEXT_ROLES]
+    server = next((r for r in nexts if role_of(r.name, name, component_type) == roles.NEXT_ROLE_PREFIX + roles.SERVER),
+                  None)
+    if server is None:
+        return [], set()
+    revision = child(name, roles.NEXT_ROLE_PREFIX.rstrip("-"))
+    if server.op == "create":
+        found = source(server.new)
+        return [f"**next revision `{revision}` added**" + (f" ({found})" if found else "") + ": its weights are pulled "
+                "and verified, then it serves beside the current revision; the gateway gives it its share of new "
+                "conversations"], {r.urn for r in nexts}
+    if server.op == "delete":
+        own = next((r for r in _in_roles(children, name, component_type, roles.MODEL_SERVER_ROLES)
+                    if r.op in ("update", "replace")), None)
+        how = ("; the model's server changes with it (a promote: it rolls to the new settings, its old pods "
+               "serving until the new ones are ready)") if own is not None else "; the serving revision is untouched"
+        return [f"**next revision `{revision}` removed**: its objects are deleted{how}"], {r.urn for r in nexts}
+    return server_lines(server, pods="GPU pods", who=f"next revision's Deployment `{revision}`"), {server.urn}
 
 
 def _sleep_lines(children: list[Resource], name: str, component_type: str) -> list[str]:

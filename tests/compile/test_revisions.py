@@ -111,3 +111,18 @@ def test_without_a_next_revision_the_gateway_files_and_waits_are_as_before():
     nginx = render_files(settings)["nginx.conf"]
     assert "recursive_error_pages" not in nginx and "@gw_hold" not in nginx
     assert compile_gateway(config) is not None
+
+
+def test_the_dashboard_and_the_monitors_show_the_two_revisions_side_by_side():
+    from components.compile.dashboard import compile_dashboard
+    from components.compile.plan import compile_stack
+
+    raw = {"models": [model("tiny", next=NEXT)], "router": ROUTER,
+           "platform": {"metrics": {"enabled": True, "dashboard": {"enabled": True}}}}
+    config = load_stack_config(raw)
+    board = json.loads(next(iter(compile_dashboard(config)["data"].values())))
+    (variable,) = [v for v in board["templating"]["list"] if v["name"] == "model"]
+    assert variable["query"] == "tiny,tiny-next"
+    monitors = {m["metadata"]["name"]: m["spec"]["selector"]["matchLabels"]
+                for m in compile_stack(config) if m["kind"] == "ServiceMonitor"}
+    assert {"tiny", "tiny-next"} <= set(monitors)

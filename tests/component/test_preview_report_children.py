@@ -40,6 +40,10 @@ MODELS = [
     # Autoscaled: adds the KEDA CRD check and the ScaledObject.
     {"name": "scaled", "source": {"repo": "org/scaled"}, "resources": {"memory": "8Gi"},
      "weights": {"accessMode": "ReadWriteMany"}, "autoscaling": {"enabled": True, "maxReplicas": 3}},
+    # A next revision (models[].next), two replicas of each: every next- role.
+    {"name": "canary", "source": {"repo": "org/canary"}, "resources": {"memory": "8Gi"}, "replicas": 2,
+     "weights": {"accessMode": "ReadWriteMany"},
+     "next": {"weight": 10, "source": {"repo": "org/canary-2"}, "replicas": 2}},
 ]
 STACKS = {
     # Every optional child: the models' NetworkPolicy and ServiceMonitor, the platform's metrics
@@ -139,12 +143,13 @@ def test_the_graphs_hold_every_role_on_each_model_path():
     assert found["plain"] == raw_path | {roles.SERVER_PDB}  # vLLM, two replicas
     assert found["scaled"] == raw_path | {roles.SERVER_PDB, roles.CRD_CHECK, roles.SCALED_OBJECT}  # vLLM, autoscaled
     assert found["raw"] == raw_path  # NIM, raw objects, one replica: no budget
+    assert found["canary"] == raw_path | {roles.SERVER_PDB} | set(roles.NEXT_ROLES)  # and its next revision
     assert found["op"] == {roles.NIM_OPERATOR_CHECK, roles.NIM_CACHE, roles.NETWORK_POLICY, roles.NIM_SERVICE,
                            roles.SERVER_PDB, roles.STATUS}  # NIM operator CRs, two replicas
     assert found["llm-router"] == set(roles.ROUTER_ROLES)
     assert found["platform"] == set(roles.PLATFORM_ROLES)
     # Between them, the paths use every role a model can have.
-    assert found["scaled"] | found["op"] == set(roles.MODEL_ROLES)
+    assert found["scaled"] | found["op"] | found["canary"] == set(roles.MODEL_ROLES)
 
 
 def test_every_child_is_classified_with_its_component_with_or_without_a_parent(graph):
@@ -165,8 +170,10 @@ def test_every_model_and_router_child_has_a_role_the_report_knows(graph):
             continue
         assert role is not None, f"{registered.name} ({registered.kind}) under {parent_name}: no role"
         if parent_type in MODEL_TYPES:
-            assert (role in roles.MODEL_WEIGHTS_ROLES) == (registered.kind in WEIGHTS_KINDS), registered
-            assert (role in roles.MODEL_SERVER_ROLES) == (registered.kind in SERVER_KINDS), registered
+            # A next revision's children are its own model's roles (reported as the revision's).
+            own = role.removeprefix(roles.NEXT_ROLE_PREFIX)
+            assert (own in roles.MODEL_WEIGHTS_ROLES) == (registered.kind in WEIGHTS_KINDS), registered
+            assert (own in roles.MODEL_SERVER_ROLES) == (registered.kind in SERVER_KINDS), registered
         dynamic = registered.type.startswith("pulumi-python:dynamic/") and registered.kind != "WeightsGate"
         assert (role in roles.BOOKKEEPING_ROLES) == dynamic, registered
 
@@ -198,8 +205,8 @@ def _preview_of(graph: tuple[Registered, ...]) -> Preview:
 def test_a_preview_of_the_graph_reads_per_model_and_for_the_router(graph):
     report = summarize(_preview_of(graph), "s")
     by_name = {s.name: s for s in report.sections}
-    assert {s.name for s in report.models} == {"plain", "op", "raw", "scaled"}
-    for model in ("plain", "op", "raw", "scaled"):
+    assert {s.name for s in report.models} == {"plain", "op", "raw", "scaled", "canary"}
+    for model in ("plain", "op", "raw", "scaled", "canary"):
         lines = by_name[model].lines
         # One sentence for the weights, one for the pods: no child left to a generic line.
         assert len(lines) == 2, (model, lines)

@@ -398,3 +398,34 @@ def test_the_report_says_which_models_may_sleep(op, old_min, new_min, line):
 def test_a_scaled_object_change_that_keeps_the_floor_is_reported_as_before():
     (section,) = summarize(parse(_scaled_object_event("update", 1, 2)), "s").models
     assert section.lines == ["ScaledObject `tiny-scaled-object` updated: `spec.minReplicaCount`"]
+
+
+def _event(op: str, role: str, kind: str = "Deployment", api: str = "apps/v1", old=None, new=None) -> str:
+    """A step of model tiny's child ``tiny-<role>`` (its next revision's, with a next- role)."""
+    model = "urn:pulumi:s::llm-serving::llm-serving:index:VllmModel::tiny"
+    token = f"kubernetes:{api if '/' in api else 'core/' + api}:{kind}"
+    return json.dumps({"resourcePreEvent": {"metadata": {
+        "op": op, "urn": f"urn:pulumi:s::llm-serving::llm-serving:index:VllmModel${token}::tiny-{role}",
+        "type": token, "old": {"inputs": old or {}, "parent": model}, "new": {"inputs": new or {}, "parent": model},
+        "detailedDiff": {"spec": {"diffKind": "update"}} if op == "update" else {}}}})
+
+
+def _server(revision: str) -> dict:
+    return {"spec": {"template": {"metadata": {"annotations": {"llm-serving.dev/model-source": f"acme/tiny@{revision}"}},
+                                  "spec": {"containers": [{"name": "server", "image": "r.io/vllm:1"}]}}}}
+
+
+def test_the_report_says_when_a_next_revision_is_added_promoted_or_rolled_back():
+    def said(*events: str) -> list[str]:
+        (section,) = summarize(parse("\n".join(events)), "s").models
+        return section.lines
+
+    added = said(_event("create", "next-server", new=_server("v2")), _event("create", "next-weights", "PersistentVolumeClaim", "v1"))
+    assert len(added) == 1 and added[0].startswith("**next revision `tiny-next` added**"), added
+    rolled_back = said(_event("delete", "next-server", old=_server("v2")), _event("delete", "next-service", "Service", "v1"))
+    assert rolled_back == ["**next revision `tiny-next` removed**: its objects are deleted; the serving revision is "
+                           "untouched"], rolled_back
+    promoted = said(_event("delete", "next-server", old=_server("v2")),
+                    _event("update", "server", old=_server("v1"), new=_server("v2")))
+    assert promoted[0].startswith("**next revision `tiny-next` removed**: its objects are deleted; the model's server "
+                                  "changes with it (a promote"), promoted
