@@ -241,20 +241,28 @@ def sleepy_config(namespace: str, prometheus: str) -> dict:
     config = stack_config(namespace, [small_model(weights=RWX, autoscaling=scaling)],
                           autoscaling={"requireModelMetrics": False, "prometheusAddress": prometheus,
                                        "pollingIntervalSeconds": POLL_SECONDS})
+    # Two held at most: the test's burst has a third request, which gets 503 at once.
     config["router"] = {"image": "registry.example.com/llm/request-router:0.16.2", "models": ["tiny"],
-                        "gateway": {"hold": {"timeoutSeconds": 120}}}
+                        "gateway": {"hold": {"timeoutSeconds": 120, "maxPerModel": 2, "maxTotal": 2}}}
     return config
 
 
+def rendered_gateway_settings():
+    """The gateway settings the stack renders (its router address replaced by the stand-in's)."""
+    from components.compile.gateway import settings
+    from components.config import load_stack_config
+
+    return settings(load_stack_config(sleepy_config("llm-serving", "http://prometheus.monitoring.svc:9090")))
+
+
 def test_a_model_sleeps_when_idle_and_a_held_request_wakes_it(keda_operator, make_project, kube):
-    from components.compile.gateway.nginx import GatewaySettings
     from tests.gateway.fake_router import FakeRouter
     from tests.gateway.nginx_kit import Gateway
     from tests.support.ports import host_ipv4
     from tests.support.prometheus_standin import PrometheusStandIn
 
-    gateway_settings = GatewaySettings(upstream="127.0.0.1:1", models=("tiny",), hold_timeout_seconds=120,
-                                       sleepers=("tiny",))
+    gateway_settings = rendered_gateway_settings()
+    assert (gateway_settings.sleepers, gateway_settings.hold_max_per_model) == (("tiny",), 2)
     with FakeRouter(models=()) as router, Gateway(replace(gateway_settings, upstream=f"127.0.0.1:{router.port}")) as gateway:
         world = SleepyWorld(kube, gateway, router)
         with PrometheusStandIn({"gateway_held_requests": world.held, "gateway_requests_total": lambda: 0,
@@ -320,6 +328,7 @@ def sleep_and_wake(project, world: SleepyWorld) -> None:
     import json
     import threading
     import time
+    import urllib.error
     import urllib.request
 
     project.up()
@@ -339,21 +348,36 @@ def sleep_and_wake(project, world: SleepyWorld) -> None:
     project.up()  # and `up` does not wake it
     assert world.desired() == 0
 
-    # A request: held at the gateway and counted; KEDA wakes the model and its pod gets ready.
-    answers: list = []
-    body = json.dumps({"model": "tiny", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    request = urllib.request.Request(f"{world.gateway.base}/v1/chat/completions", body, {"Content-Type": "application/json"})
-    caller = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(request, timeout=120).read().decode()),
-                              daemon=True)
+    # Two requests, streaming and not: held at the gateway and counted; KEDA wakes the model and
+    # its pod gets ready. A third, beyond hold.maxPerModel (2), gets 503 with Retry-After at once.
+    answers: dict = {}
+
+    def ask(stream: bool):
+        body = json.dumps({"model": "tiny", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(f"{world.gateway.base}/v1/chat/completions", body,
+                                         {"Content-Type": "application/json"})
+        return urllib.request.urlopen(request, timeout=120)
+
+    callers = [threading.Thread(target=lambda s=stream: answers.__setitem__(s, ask(s).read().decode()), daemon=True)
+               for stream in (True, False)]
     asked = time.monotonic()
-    caller.start()
-    wait_for(lambda: world.ready() == 1, 60, "the held request to wake the model (1 ready replica)",
+    for caller in callers:
+        caller.start()
+    wait_for(lambda: world.held() == 2, 10, "both requests to be held")
+    burst_started = time.monotonic()
+    with pytest.raises(urllib.error.HTTPError) as beyond:
+        ask(True)
+    assert beyond.value.code == 503 and beyond.value.headers["Retry-After"] == "2"
+    assert time.monotonic() - burst_started < 2, "beyond the bound: 503 at once, not held"
+    wait_for(lambda: world.ready() == 1, 60, "the held requests to wake the model (1 ready replica)",
              stop=world.operator_alive)
     woke = time.monotonic() - asked
-    assert not answers and world.held() == 1  # still held: the router has no server for it yet
+    assert not answers and world.held() == 2  # still held: the router has no server for them yet
     world.router.models.append("tiny")  # the pod's pylon registers: the router lists the model
-    caller.join(10)
-    assert answers and answers[0].rstrip().endswith("data: [DONE]")
+    for caller in callers:
+        caller.join(10)
+    assert answers[True].rstrip().endswith("data: [DONE]")
+    assert json.loads(answers[False])["choices"][0]["message"]["content"]
     print(f"wake: request to 1 ready replica in {woke:.1f}s (KEDA polling every {POLL_SECONDS}s)")
     assert woke < 3 * POLL_SECONDS + 10
 

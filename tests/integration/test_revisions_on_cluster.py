@@ -93,6 +93,38 @@ def test_up_serves_the_next_revision_beside_the_serving_one_on_weights_of_its_ow
     assert live_objects(kube, ns) == fresh_objects(config(ns, next_revision=with_next(20)))
 
 
+def test_the_stacks_gateway_sends_the_share_and_keeps_each_conversation_on_its_revision(project, kube):
+    # The gateway as this stack renders it, on the real nginx in front of the stand-in router
+    # (the simulated cluster runs no nginx): 200 conversations, two turns each.
+    from dataclasses import replace
+
+    from components.compile.gateway import settings
+    from components.config import load_stack_config
+    from tests.gateway.fake_router import FakeRouter
+    from tests.gateway.nginx_kit import Gateway
+    from tests.gateway.test_gateway_nginx import call
+
+    rendered = settings(load_stack_config(config(project.namespace, next_revision=with_next(20))))
+    assert rendered.splits == (("tiny", "tiny-next", 20),)
+    with FakeRouter(models=("tiny", "tiny-next")) as router, \
+            Gateway(replace(rendered, upstream=f"127.0.0.1:{router.port}")) as gateway:
+        first_turns, moved = [], []
+        for conversation in range(200):
+            router.requests.clear()
+            messages = [{"role": "user", "content": f"conversation {conversation}"}]
+            for turn in range(2):
+                status, _, text = call(gateway.base, "/v1/chat/completions", {"model": "tiny", "messages": messages})
+                assert status == 200, text
+                messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": f"turn {turn}"}]
+            ids = [r["headers"]["x-model"] for r in router.requests]
+            first_turns.append(ids[0])
+            moved += [conversation] if len(set(ids)) > 1 else []
+    share = first_turns.count("tiny-next") / len(first_turns)
+    # 20% over 200 conversations: 9 points is over three standard deviations (2.8).
+    assert abs(share - 0.20) < 0.09, f"{first_turns.count('tiny-next')} of 200 conversations on tiny-next"
+    assert moved == [], f"conversations that changed revision between turns: {moved}"
+
+
 def test_a_new_weight_changes_the_gateways_share_only(project, kube):
     project.write_config(config(project.namespace, next_revision=with_next(50)))
     steps = changed(project)
