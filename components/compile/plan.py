@@ -299,8 +299,8 @@ def next_role(role: str) -> str:
 
 
 def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> tuple[tuple[Child, ...], dict]:
-    """The next revision's children (its own weights when its source differs, gate, server,
-    Service, status: nothing waits on the serving revision's) and its outputs."""
+    """The next revision's children (its own weights volume, puller and gate, server, Service,
+    status: nothing waits on the serving revision's) and its outputs."""
     if model.next is None:
         return (), {}
     plan = raw_plan(revision_model(model), stack, cluster)

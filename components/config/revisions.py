@@ -2,12 +2,12 @@
 `weight` percent of new conversations at the gateway until it is promoted or rolled back.
 
 The next revision is its own set of objects, named ``<model>-next`` (weights volume, puller Job
-and gate when its source differs, Deployment, Service, status): ``revision_model`` derives that
-model from the declaration, so every compiler that serves a model serves it, unchanged. What
-differs is asked of two properties: ``ModelConfig.served_name`` (the name the engine answers to:
-the model's, so a client's `"model": "tiny"` reaches either revision) and ``public_name`` (the
-model the gateway admits and the router fronts). The router tells the two revisions apart by the
-id each pod's pylon registers, which is the object name (``<model>-next`` for the next one).
+and gate, Deployment, Service, status; its own volume even when it keeps the model's source):
+``revision_model`` derives that model from the declaration, so every compiler that serves a model
+serves it, unchanged. What differs is asked of ``ModelConfig.served_name`` (the name the engine
+answers to and the router fronts: the model's, so a client's `"model": "tiny"` reaches either
+revision) and ``is_next_revision``. The router tells the two revisions apart by the id each pod's
+pylon registers, which is the object name (``<model>-next`` for the next one).
 
 Promote: write the next revision's settings into the model and remove `next` (one change: the
 model's Deployment rolls to them, the `-next` objects go). Roll back: `weight: 0` (it keeps
