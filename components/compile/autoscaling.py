@@ -48,11 +48,18 @@ def replicas_field(model: ModelConfig) -> dict:
     return {} if autoscaled(model) else {"replicas": model.replicas}
 
 
+def _own_pods(model: ModelConfig) -> str:
+    """With a next revision (models[].next), whose engine reports the same model_name: the
+    model's own pods only, by the Service its ServiceMonitor scrapes (the revision's is
+    `<model>-next`). Left out otherwise, so other stacks' queries stay as they were."""
+    return f',service="{model.name}"' if model.next is not None else ""
+
+
 def queue_query(model: ModelConfig, stack: StackConfig) -> str:
     """The model's waiting requests over all its replicas. `namespace` is the label Prometheus
     Operator scrapes (ServiceMonitor, PodMonitor) attach: two stacks serving one model name in
     two namespaces stay apart."""
-    return f'sum({QUEUE_METRIC}{{namespace="{stack.platform.namespace}",model_name="{model.name}"}})'
+    return f'sum({QUEUE_METRIC}{{namespace="{stack.platform.namespace}",model_name="{model.name}"{_own_pods(model)}}})'
 
 
 def held_query(model: ModelConfig, stack: StackConfig) -> str:
@@ -65,7 +72,7 @@ def activity_query(model: ModelConfig, stack: StackConfig) -> str:
     in use. Each side is 0 when it has no series (no answer yet, no vLLM pod at zero)."""
     ns = stack.platform.namespace
     answered = f'sum(increase({REQUESTS_METRIC}{{namespace="{ns}",model="{model.name}"}}[{RECENT_WINDOW}]))'
-    running = f'sum({RUNNING_METRIC}{{namespace="{ns}",model_name="{model.name}"}})'
+    running = f'sum({RUNNING_METRIC}{{namespace="{ns}",model_name="{model.name}"{_own_pods(model)}}})'
     return f"({answered} or vector(0)) + ({running} or vector(0))"
 
 

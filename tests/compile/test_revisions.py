@@ -126,3 +126,17 @@ def test_the_dashboard_and_the_monitors_show_the_two_revisions_side_by_side():
     monitors = {m["metadata"]["name"]: m["spec"]["selector"]["matchLabels"]
                 for m in compile_stack(config) if m["kind"] == "ServiceMonitor"}
     assert {"tiny", "tiny-next"} <= set(monitors)
+
+
+def test_an_autoscaled_model_scales_on_its_own_pods_not_its_next_revisions():
+    from components.compile.autoscaling import queue_query
+
+    raw = {"models": [model("tiny", weights={"accessMode": "ReadWriteMany"}, next=NEXT,
+                            autoscaling={"enabled": True, "maxReplicas": 3})],
+           "router": ROUTER, "platform": {"metrics": {"enabled": True}}}
+    config = load_stack_config(raw)
+    # Both engines report model_name "tiny": the model's own Service tells its pods apart.
+    assert queue_query(config.models[0], config) == (
+        'sum(vllm:num_requests_waiting{namespace="llm-serving",model_name="tiny",service="tiny"})')
+    without = load_stack_config({**raw, "models": [{k: v for k, v in raw["models"][0].items() if k != "next"}]})
+    assert "service=" not in queue_query(without.models[0], without)
