@@ -250,6 +250,7 @@ def build(odd: bool) -> st.SearchStrategy:
             raw.pop("lora", None)
             if raw.get("autoscaling", {}).get("minReplicas") == 0:
                 raw["autoscaling"]["minReplicas"] = 1
+                raw["autoscaling"].pop("idleSeconds", None)
             raw["next"].setdefault("image", "docker.io/vllm/vllm-openai:v0.11.0")
             if raw["next"]["image"] == raw.get("image"):
                 raw["next"]["image"] = "docker.io/vllm/vllm-openai:v0.11.1"
