@@ -41,7 +41,8 @@ def router_stack(stargate_bin, tmp_path, request):
 
     def start(router: Optional[dict] = None, engines: int = 1, backend: bool = False,
               tls: Optional[TlsFiles] = None, cluster: Optional[Cluster] = None,
-              release: str = "public-0.4") -> RouterStack:
+              release: str = "public-0.4", next_revision: Optional[dict] = None,
+              pod_models: tuple[str, ...] = ()) -> RouterStack:
         router = dict(router or {})
         namespace = "llm-serving"
         if backend:
@@ -51,8 +52,9 @@ def router_stack(stargate_bin, tmp_path, request):
             router.setdefault("replicas", 2)  # a multi-replica Deployment: the backend router's topology
         if tls is not None:
             router.setdefault("tls", {"enabled": True, "existingSecret": "router-tls"})
-        stack = RouterStack(stack_config(router, namespace=namespace, release=release), stargate_bin,
-                            tmp_path / f"stack{len(started)}", engines=engines, tls=tls, cluster=cluster)
+        stack = RouterStack(stack_config(router, namespace=namespace, release=release, next_revision=next_revision),
+                            stargate_bin, tmp_path / f"stack{len(started)}", engines=engines, tls=tls, cluster=cluster,
+                            pod_models=pod_models)
         started.append(stack)
         return stack.start()
 

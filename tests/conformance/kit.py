@@ -98,6 +98,7 @@ from fake_engine import FakeEngine
 from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
+from components.config.revisions import revision_model
 from components.config import StackConfig, load_stack_config
 from tests.support.ports import free_port, host_ipv4
 
@@ -315,10 +316,10 @@ class Proc:
 
 # --- rendered arguments, localized ----------------------------------------------------------
 def stack_config(router: Optional[dict] = None, namespace: str = "llm-serving", models: tuple[str, ...] = (MODEL,),
-                 release: str = "public-0.4") -> StackConfig:
+                 release: str = "public-0.4", next_revision: Optional[dict] = None) -> StackConfig:
     """A stack like ``stacks/Pulumi.local.yaml`` (one router, pylons, open worker auth) with
     ``router`` merged into its router section; the router line defaults to the public one (the
-    build that runs here)."""
+    build that runs here). ``next_revision``: the first model's `next` (models[].next)."""
     section: dict = {
         "name": ROUTER_NAME, "image": "nvcr.io/nvidia/llm-request-router:0.4.0", "release": release,
         # The fake engine answers in milliseconds: pylon starts from a matching input rate. At
@@ -331,7 +332,9 @@ def stack_config(router: Optional[dict] = None, namespace: str = "llm-serving", 
     section.update(router or {})
     return load_stack_config({
         "platform": {"namespace": namespace},
-        "models": [{"name": name, "source": {"repo": "Qwen/Qwen2.5-0.5B-Instruct"}} for name in models],
+        "models": [{"name": name, "source": {"repo": "Qwen/Qwen2.5-0.5B-Instruct"},
+                    **({"next": next_revision} if next_revision and index == 0 else {})}
+                   for index, name in enumerate(models)],
         "router": section,
     })
 
@@ -361,7 +364,9 @@ def rendered(stack: StackConfig) -> Rendered:
     return Rendered(
         router=container_args(manifests.workload, "router"),
         backend=container_args(backend, "backend-router") if backend is not None else None,
-        pylon={m.name: pylon_compile.pylon_args(m, stack) for m in stack.models
+        # A model's next revision (models[].next) has pods of its own: its pylon registers it.
+        pylon={m.name: pylon_compile.pylon_args(m, stack)
+               for served in stack.models for m in ((served, revision_model(served)) if served.next else (served,))
                if pylon_compile.is_fronted(m, stack)},
         files=files,
         backend_sidecars=list(backend["spec"]["template"]["spec"].get("initContainers", [])) if backend else [],
@@ -547,11 +552,13 @@ class RouterStack:
     def __init__(self, stack: StackConfig, bin_dir: Path, workdir: Path, engines: int = 1,
                  tls: Optional[TlsFiles] = None, cluster: Optional[Cluster] = None,
                  start_timeout_s: float = 90, engine: Callable[[str, str], Any] = FakeEngine,
-                 upstreams: tuple[str, ...] = ()):
+                 upstreams: tuple[str, ...] = (), pod_models: tuple[str, ...] = ()):
         self.stack, self.bin, self.dir = stack, bin_dir, workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.render = rendered(stack)
         self.model = next(iter(self.render.pylon))
+        # Whose pylon each engine "pod" runs (a model's or its next revision's); default: the first model's.
+        self.pod_models = tuple(pod_models) or (self.model,) * (len(upstreams) or engines)
         self.namespace = stack.platform.namespace
         self.tls, self.cluster, self.start_timeout_s = tls, cluster, start_timeout_s
         # Engines the caller runs (``upstreams``, their base URLs: one pylon each, never started
@@ -559,7 +566,7 @@ class RouterStack:
         # start() / stop() / url (the fake engine, or it in a process of its own:
         # bench/concurrency.py, its CPU apart from the caller's).
         self.upstreams = tuple(upstreams)
-        self.engines = [] if upstreams else [engine(f"engine-{i}", self.model) for i in range(engines)]
+        self.engines = [] if upstreams else [engine(f"engine-{i}", self.pod_models[i]) for i in range(engines)]
         self.ports = RouterPorts()
         self.backend_ports = BackendPorts() if self.render.backend is not None else None
         self.router_pod = f"{ROUTER_NAME}-7c9d8-x{uuid.uuid4().hex[:4]}"
@@ -665,7 +672,7 @@ class RouterStack:
         replace = {"--upstream-http-base-url": self.engine_url(index),
                    "--stargate-address": f"http://127.0.0.1:{target}",
                    "--metrics-port": str(free_port())}
-        args = local(self.render.pylon[self.model], replace, ("--metrics-host=127.0.0.1",))
+        args = local(self.render.pylon[self.pod_models[index]], replace, ("--metrics-host=127.0.0.1",))
         self.rewrites += [f"pylon {index}: {r}" for r in local.rewrites]
         return args
 
@@ -703,7 +710,7 @@ class RouterStack:
                                         timeout_s=2).status == 200,
                            self.start_timeout_s, "the backend router's /readyz", context=self.logs)
             for index in range(self.pods):
-                pod = f"{self.model}-6f7b9-{index}"
+                pod = f"{self.pod_models[index]}-6f7b9-{index}"
                 self.pylons.append(self._proc(f"pylon-{index}", [str(self.bin / "pylon"), *self.pylon_args(index, pod)], pod).start())
             self.wait_registered(self.pods)
         except BaseException:
@@ -723,11 +730,11 @@ class RouterStack:
                    self.start_timeout_s, "the router's /healthz", context=self.logs)
 
     def active_servers(self) -> int:
-        """The router's gauge of active inference servers for the model (its /metrics)."""
+        """The router's gauge of active inference servers for the pods' models (its /metrics)."""
         text = http("GET", f"http://127.0.0.1:{self.ports.metrics}/metrics", timeout_s=2).body.decode()
         total = 0
         for line in text.splitlines():
-            if "active_inference_servers{" in line and f'model="{self.model}"' in line:
+            if "active_inference_servers{" in line and any(f'model="{m}"' in line for m in set(self.pod_models)):
                 total += int(float(line.rsplit(" ", 1)[1]))
         return total
 
@@ -735,10 +742,10 @@ class RouterStack:
         """Every pylon registered and its tunnel up: the router lists the model and counts them."""
         def registered() -> bool:
             models = http("GET", f"{self.http_url}/v1/models", timeout_s=2)
-            return (models.status == 200 and self.model in models.json.get("model_ids", [])
+            return (models.status == 200 and set(self.pod_models) <= set(models.json.get("model_ids", []))
                     and self.active_servers() >= count)
 
-        wait_until(registered, self.start_timeout_s, f"{count} pylon(s) registered for {self.model}",
+        wait_until(registered, self.start_timeout_s, f"{count} pylon(s) registered for {', '.join(sorted(set(self.pod_models)))}",
                    context=self.logs)
 
     def restart_router(self) -> None:

@@ -326,3 +326,51 @@ def test_a_request_held_while_the_model_has_no_server_is_answered_once_its_pylon
     assert text == stack.engines[0].text()
     assert answered - registered < 2.0
     assert _held(gw) == 0
+
+
+# --- a next revision's share (models[].next) -------------------------------------------------------
+
+def test_a_next_revision_gets_its_share_through_the_real_router_and_its_own_pylon(router_stack, gateway_over):
+    """Two engine pods: the model's (its pylon registers `chat`) and its next revision's (its
+    pylon, rendered for the revision, registers `chat-next`; its engine answers to `chat` too).
+    The rendered gateway sends each conversation to one of them by the configured share, keeps it
+    there turn after turn, and, once the revision's pylon is gone, sends its share to the model."""
+    stack = router_stack(next_revision={"weight": 30, "source": {"repo": "Qwen/Qwen2.5-1.5B-Instruct"}},
+                         engines=2, pod_models=(MODEL, f"{MODEL}-next"))
+    assert f"--model-name={MODEL}-next" in stack.render.pylon[f"{MODEL}-next"]
+    gw = gateway_over(stack)
+    sdk = client(gw)
+    serving, revision = stack.engines
+
+    def answered_by(messages, stream=False) -> str:
+        reply = sdk.chat.completions.create(model=MODEL, messages=messages, stream=stream)
+        if stream:
+            chunks = list(reply)
+            assert {c.model for c in chunks} == {MODEL}
+            return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert reply.model == MODEL  # the client's name, from either revision
+        return reply.choices[0].message.content
+
+    firsts = []
+    for conversation in range(60):
+        messages = [{"role": "user", "content": f"conversation {conversation}"}]
+        first = answered_by(messages)
+        follow = answered_by(messages + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}],
+                             stream=True)
+        assert follow == first, f"conversation {conversation} moved from {first!r} to {follow!r}"
+        firsts.append(first)
+    on_revision = firsts.count(revision.text())
+    assert set(firsts) == {serving.text(), revision.text()}
+    # 30% of 60 conversations: 18; 10 to 26 is within about 2.4 standard deviations (3.5).
+    assert 10 <= on_revision <= 26, f"{on_revision} of 60 conversations on the next revision"
+
+    # The revision's pylon goes (its pods stop serving): its share is answered by the model's.
+    stack.pylons[1].stop()
+    deadline = time.monotonic() + 20
+    while f"{MODEL}-next" in stack.get("/v1/models").json.get("model_ids", []):
+        assert time.monotonic() < deadline, "the router still lists the revision without its pylon"
+        time.sleep(0.1)
+    moved = [i for i, first in enumerate(firsts) if first == revision.text()][:5]
+    for conversation in moved:
+        for stream in (False, True):
+            assert answered_by([{"role": "user", "content": f"conversation {conversation}"}], stream) == serving.text()
