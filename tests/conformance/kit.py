@@ -98,8 +98,8 @@ from fake_engine import FakeEngine
 from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
-from components.config.revisions import revision_model
 from components.config import StackConfig, load_stack_config
+from components.config.revisions import revision_model
 from tests.support.ports import free_port, host_ipv4
 
 REPO = Path(__file__).resolve().parents[2]
