@@ -1,6 +1,8 @@
 """Logical names of the children each component declares: the one place that defines them.
 
-A child's logical name is ``f"{parent}-{role}"``. Pulumi keys state by these names, so changing
+A child's logical name is ``f"{parent}-{role}"``; a model's weights children (SOURCE_NAMED_ROLES)
+add their source's hash, ``f"{parent}-{role}-{hash}"`` (compile/plan.py weights_names), aliased to
+the name without it. Pulumi keys state by these names, so changing
 one strands a deployed stack (a delete and a create, not an update); the preview report reads
 the same constants to classify what a preview shows. Pure: no Pulumi import.
 """
@@ -75,6 +77,8 @@ DASHBOARD = "dashboard"  # platform.metrics.dashboard: the Grafana dashboard Con
 # Roles of a model whose objects hold or make its weights: a replace of one of these is a
 # re-download, which the preview report calls out.
 MODEL_WEIGHTS_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NIM_CACHE)
+# Roles whose children are named `<model>-<role>-<source hash>` (compile/plan.py weights_names).
+SOURCE_NAMED_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE)
 # Roles of a model that run its server.
 MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
 # Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
@@ -82,7 +86,10 @@ BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND
                      METRICS_CRD_CHECK, NEXT_ROLE_PREFIX + STATUS)
 _RAW_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
               SERVER_PDB, SERVICE_MONITOR)
-NEXT_ROLES = tuple(NEXT_ROLE_PREFIX + role for role in _RAW_ROLES)
+# Its weights children are named as the model's own (SOURCE_NAMED_ROLES, by their source) and
+# its puller's egress is the model's policy: the prefixed roles are its server side's.
+NEXT_ROLES = tuple(NEXT_ROLE_PREFIX + role for role in (NETWORK_POLICY, SERVER, SERVICE, STATUS, SERVER_PDB,
+                                                         SERVICE_MONITOR))
 # Every role a model declares, longest first so a suffix match never stops at a shorter role
 # ("weights-gate" before "weights", "next-weights-gate" before both).
 MODEL_ROLES = tuple(sorted(

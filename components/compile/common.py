@@ -103,7 +103,9 @@ class ModelNames:
             # over the model's Service.
             server=model.name if model.multi_node is None else f"{model.name}-lws",
             service=model.name,
-            weights=claim or f"{model.name}-weights-{digest}",
+            # A next revision (models[].next) mounts the volume its model will have with its
+            # source: the model's name (served_name), not its own.
+            weights=claim or f"{model.served_name}-weights-{digest}",
             gate=child(model.name, WEIGHTS_GATE),
         )
 

@@ -137,12 +137,15 @@ def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Opt
     there is no puller (a streamed s3 source: the server reads the store, its egress is left alone)."""
     if not stack.platform.network_policy.enabled or model.on_operator or streams(model):
         return None
-    kind = source_type(model.source)
-    if kind == "pvc":
-        egress: list[dict] = []  # the verify step reads its volume only
-    else:
-        endpoint = model.source.endpoint_url if kind == "s3" else (model.hf_endpoint or stack.platform.hf_endpoint)
-        egress = [{"ports": [dict(p) for p in DNS_PORTS]}, hub_egress(endpoint)]
+    # A next revision's puller (models[].next) is the model's own with the revision's source
+    # (compile/plan.py weights_names): this policy selects its pods too, and admits its store.
+    sources = [model.source, *([model.next.source] if model.next is not None and model.next.source is not None else [])]
+    endpoints = list(dict.fromkeys(
+        source.endpoint_url if source_type(source) == "s3" else (model.hf_endpoint or stack.platform.hf_endpoint)
+        for source in sources if source_type(source) != "pvc"))
+    # pvc: the verify step reads its volume only.
+    egress: list[dict] = ([{"ports": [dict(p) for p in DNS_PORTS]}, *(hub_egress(e) for e in endpoints)]
+                          if endpoints else [])
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

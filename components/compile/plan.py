@@ -56,9 +56,9 @@ from contract.props import (
 
 from .. import children as roles
 from ..config.model import ModelConfig
-from ..config.revisions import changes, revision_model
+from ..config.revisions import changes, revision_model, weights_model
 from ..config.stack import StackConfig, fronted_models
-from . import autoscaling, metrics, nim, server
+from . import autoscaling, common, metrics, nim, server
 from .dashboard import compile_dashboard
 from .gateway import GatewayManifests, compile_gateway
 from .gateway import endpoint_url as gateway_url
@@ -86,6 +86,14 @@ class Child:
     after: tuple[str, ...] = ()  # roles this child waits on, or PLATFORM
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    # The logical name after the component's (`<component>-<name>`); the role when empty. And the
+    # names the child had before (Pulumi aliases: a deployed stack's resource keeps its state).
+    name: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def logical(self) -> str:
+        return self.name or self.role
 
     @property
     def needs_cluster(self) -> bool:
@@ -193,10 +201,21 @@ def _pull(model: ModelConfig, job: Optional[dict], platform, names, cluster: Clu
         # A Job's pod template is immutable, so any change to it replaces the Job, under a new
         # name (common.puller_name). Delete-first all the same: two pullers never write one volume
         # at once (the old one may still be downloading when its template changes).
-        Child(roles.PULLER, job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY), delete_before_replace=True),
+        Child(roles.PULLER, job, after=(roles.WEIGHTS, roles.PULLER_NETWORK_POLICY), delete_before_replace=True,
+              **weights_names(model, roles.PULLER)),
         # The serving Deployment waits on the gate (complete weights, volume handed off).
-        Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,)),
+        Child(roles.WEIGHTS_GATE, props=gate, after=(roles.PULLER,), **weights_names(model, roles.WEIGHTS_GATE)),
     )
+
+
+def weights_names(model: ModelConfig, role: str) -> dict:
+    """The logical name of a weights child (volume, puller, gate): its role and the source's
+    hash, `<model>-weights-<hash>`, as the volume's object name. One source, one set of names:
+    a next revision's weights (models[].next) are declared under the names the model's own will
+    have once it is promoted, so promoting keeps them (the same resources: no re-download) and
+    deletes the previous revision's. Aliased to the role alone, the name before: a deployed
+    stack's weights keep their state."""
+    return {"name": f"{role}-{common.source_hash(model)}", "aliases": (role,)}
 
 
 # A StatefulSet's volumeClaimTemplates cannot change (the API server refuses the update), and the
@@ -238,7 +257,8 @@ def raw_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> 
         *_crd_check(model, cluster),
         # A `pvc` source has no weights volume of ours: its existing claim is never a resource here,
         # so nothing this program does (destroy included) can delete it.
-        *(() if manifests.weights_pvc is None else (Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,)),)),
+        *(() if manifests.weights_pvc is None else (Child(roles.WEIGHTS, manifests.weights_pvc, after=(PLATFORM,),
+                                                          **weights_names(model, roles.WEIGHTS)),)),
         *_puller_policy(manifests.puller_network_policy),
         *_pull(model, manifests.puller_job, platform, names, cluster),
         *_policy(manifests.network_policy),
@@ -298,15 +318,54 @@ def next_role(role: str) -> str:
     return role if role in EXTERNAL else NEXT_ROLE_PREFIX + role
 
 
+# The weights children: a next revision's are the model's own with its source (weights_names).
+WEIGHTS_ROLES = (roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE)
+
+
 def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> tuple[tuple[Child, ...], dict]:
-    """The next revision's children (its own weights volume, puller and gate, server, Service,
-    status: nothing waits on the serving revision's) and its outputs."""
+    """The next revision's children and its outputs. Its weights (volume, puller, gate) are the
+    ones the model will have with the revision's source, by object and by logical name
+    (weights_names): promoting keeps them. Its server side (server, Service, budget, monitor,
+    policy, status) is the derived `<model>-next` model's, waiting on those weights; with the
+    model's own source it mounts the model's volume and waits on the model's gate."""
     if model.next is None:
         return (), {}
-    plan = raw_plan(revision_model(model), stack, cluster)
-    children = tuple(replace(c, role=next_role(c.role), after=tuple(next_role(a) for a in c.after))
-                     for c in plan.children)
-    return children, {"next": {"weight": model.next.weight, "changes": changes(model), **plan.outputs}}
+    revision = revision_model(model)
+    own_weights = "source" in changes(model)
+    weights = raw_plan(weights_model(model), stack, cluster) if own_weights else None
+    server_side = raw_plan(revision, stack, cluster)
+
+    def role_of(role: str) -> str:
+        if role in WEIGHTS_ROLES and not own_weights:
+            return role  # the model's own weights
+        return next_role(role)
+
+    children: list[Child] = []
+    if weights is not None:
+        # No aliases: the names before were the model's own weights' (a next revision's never had others).
+        children += [replace(c, role=next_role(c.role), aliases=(),
+                             after=tuple(a if a == roles.PULLER_NETWORK_POLICY else next_role(a) for a in c.after))
+                     for c in weights.children if c.role in WEIGHTS_ROLES]
+    puller = next((c.manifest["metadata"]["name"] for c in (weights or server_side).children
+                   if c.role == roles.PULLER), None) if own_weights else None
+    for c in server_side.children:
+        if c.role in WEIGHTS_ROLES or c.role == roles.PULLER_NETWORK_POLICY:
+            continue  # the revision's weights are above (or the model's); its puller's egress is the model's policy
+        if c.role == roles.STATUS and isinstance(c.props, StatusProps):
+            # The pull the revision's status reports is the one its weights come from.
+            objects = c.props.objects
+            c = replace(c, props=replace(c.props, objects=replace(
+                objects, puller_job=puller if puller is not None else _serving_puller(model, stack))))
+        children.append(replace(c, role=next_role(c.role), after=tuple(role_of(a) for a in c.after)))
+    return tuple(children), {"next": {"weight": model.next.weight, "changes": changes(model), **server_side.outputs,
+                                      "objects": {**server_side.outputs["objects"], **{
+                                          key: value for key, value in (weights.outputs["objects"] if weights else {}).items()
+                                          if key in ("weights", "puller")}}}}
+
+
+def _serving_puller(model: ModelConfig, stack: StackConfig) -> str:
+    job = compile_model(model, stack).puller_job
+    return job["metadata"]["name"] if job is not None else ""
 
 
 def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:

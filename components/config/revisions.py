@@ -1,13 +1,17 @@
 """A model's next revision: served beside the current one under the one name clients use, taking
 `weight` percent of new conversations at the gateway until it is promoted or rolled back.
 
-The next revision is its own set of objects, named ``<model>-next`` (weights volume, puller Job
-and gate, Deployment, Service, status; its own volume even when it keeps the model's source):
-``revision_model`` derives that model from the declaration, so every compiler that serves a model
-serves it, unchanged. What differs is asked of ``ModelConfig.served_name`` (the name the engine
-answers to and the router fronts: the model's, so a client's `"model": "tiny"` reaches either
-revision) and ``is_next_revision``. The router tells the two revisions apart by the id each pod's
-pylon registers, which is the object name (``<model>-next`` for the next one).
+The next revision's server side is its own set of objects, named ``<model>-next`` (Deployment,
+Service, status): ``revision_model`` derives that model from the declaration, so every compiler
+that serves a model serves it, unchanged. What differs is asked of ``ModelConfig.served_name``
+(the name the engine answers to and the router fronts: the model's, so a client's `"model":
+"tiny"` reaches either revision) and ``is_next_revision``. The router tells the two revisions
+apart by the id each pod's pylon registers, which is the object name (``<model>-next``).
+
+Its weights (volume, puller Job, gate) are those the model will have once promoted
+(``weights_model``): same objects, same logical names (compile/plan.py ``weights_names``), so a
+promote keeps them, verified, and deletes the previous revision's; a revision on the model's own
+source mounts the model's volume.
 
 Promote: write the next revision's settings into the model and remove `next` (one change: the
 model's Deployment rolls to them, the `-next` objects go). Roll back: `weight: 0` (it keeps
@@ -72,6 +76,16 @@ def revision_model(model: ModelConfig) -> ModelConfig:
     return derived
 
 
+def weights_model(model: ModelConfig) -> ModelConfig:
+    """The model as it will be once promoted, as far as its weights go: its name, the revision's
+    source. Its weights objects (volume, puller Job, gate) are the revision's, by name and spec."""
+    revision = model.next
+    if revision is None:
+        raise ValueError(f"model '{model.name}' declares no next revision")
+    return model.model_copy(update={"source": revision.source if revision.source is not None else model.source,
+                                    "next": None})
+
+
 def changes(model: ModelConfig) -> list[str]:
     """What the next revision changes, in the words of the config (empty: nothing)."""
     revision = model.next
@@ -114,6 +128,14 @@ def next_problems(model: ModelConfig) -> list[Problem]:
                                 "own that differ); set what the new revision changes, or remove next"))
         return problems
     derived = revision_model(model)
+    if streams(derived) != streams(model):
+        problems.append(Problem("next.source", "loads its weights otherwise than the model (`load: stream` on one "
+                                "of them only): their pullers share the model's network policy; give both the same "
+                                "load, or deploy the revision as another model"))
+    if ("source" not in changes(model) and model.weights.access_mode == "ReadWriteOnce" and not streams(model)):
+        problems.append(Problem("next", "keeps the model's source, so both revisions mount the model's one weights "
+                                "volume, which ReadWriteOnce attaches to one node; set weights.accessMode: "
+                                "ReadWriteMany, or give the revision a source of its own"))
     problems += [p.under("next") for p in managed.arg_problems(derived.args, derived.engine, streams(derived))
                  if p.path.startswith("args")]
     return problems

@@ -14,6 +14,7 @@ them with): a child of model ``m`` in role ``r`` is ``m-r``. What is said, per m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Optional
@@ -42,9 +43,20 @@ def roles_of(component_type: str) -> tuple[str, ...]:
     return ()
 
 
+_SOURCE_HASH = re.compile(r"^[0-9a-f]{8}$")
+
+
 def role_of(name: str, parent: str, component_type: str) -> Optional[str]:
-    """The role of ``parent``'s child called ``name`` (None: not a child this report knows)."""
-    return next((role for role in roles_of(component_type) if name == child(parent, role)), None)
+    """The role of ``parent``'s child called ``name`` (None: not a child this report knows). A
+    weights child is named after its source too (`<model>-weights-<hash>`), or by its role alone
+    in stacks deployed before that."""
+    for role in roles_of(component_type):
+        if name == child(parent, role):
+            return role
+        prefix = child(parent, role) + "-"
+        if role in roles.SOURCE_NAMED_ROLES and name.startswith(prefix) and _SOURCE_HASH.match(name[len(prefix):]):
+            return role
+    return None
 
 
 def component_of(step: Step) -> tuple[str, str]:
@@ -59,9 +71,12 @@ def component_of(step: Step) -> tuple[str, str]:
     if len(chain) > 1:
         parent_type = chain[-2]
         name = step.name
+        stem, _, suffix = name.rpartition("-")
         for role in roles_of(parent_type):
             if name.endswith(f"-{role}"):
                 return parent_type, name[: -len(role) - 1]
+            if role in roles.SOURCE_NAMED_ROLES and _SOURCE_HASH.match(suffix) and stem.endswith(f"-{role}"):
+                return parent_type, stem[: -len(role) - 1]
         return parent_type, name
     return "", ""
 
@@ -125,12 +140,12 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
         section.lines.append("**model removed: volume, puller and server deleted**")
         return section
 
-    weights = [r for r in _in_roles(children, name, component_type, roles.MODEL_WEIGHTS_ROLES)
-               if r.op in ("replace", "create", "delete")]
     handled: set[str] = set()
     revision_lines, revision_urns = _revision_lines(children, name, component_type)
     section.lines.extend(revision_lines)
     handled.update(revision_urns)
+    weights = [r for r in _in_roles(children, name, component_type, roles.MODEL_WEIGHTS_ROLES)
+               if r.op in ("replace", "create", "delete") and r.urn not in handled]
     if weights:
         change = ""
         for resource in weights:
@@ -138,9 +153,16 @@ def _model_section(name: str, component_type: str, resources: list[Resource]) ->
             if change:
                 break
         if not change:
+            # Weights named after their source (`<model>-weights-<hash>`): a new source is a create
+            # of the new ones and a delete of the old, not a replace.
+            olds = [found for found in (source(r.old) for r in weights if r.op == "delete") if found]
+            news = [found for found in (source(r.new) for r in weights if r.op == "create") if found]
+            change = source_change(olds[0], news[0]) if olds and news else ""
+        if not change:
             keys = [k for r in weights for k in r.replace_keys]
             change = ("replaced: " + ", ".join(dict.fromkeys(keys))) if keys else "new weights volume"
-        replaced = [r for r in weights if r.op == "replace"]
+        replaced = [r for r in weights if r.op == "replace"
+                    or (r.op == "create" and any(other.op == "delete" for other in weights))]
         how = ("a new volume and puller download them, the server moves over once they are complete, "
                "then the old volume is deleted") if replaced else ""
         section.lines.append(f"**weights will be re-downloaded** ({change})" + (f": {how}" if how else ""))
@@ -174,17 +196,27 @@ def _revision_lines(children: list[Resource], name: str, component_type: str) ->
     if server is None:
         return [], set()
     revision = child(name, roles.NEXT_ROLE_PREFIX.rstrip("-"))
+    # The revision's weights are named as the model's (`<model>-weights-<hash>`): created with it,
+    # deleted with it, or (a promote) kept by the model while the previous ones are deleted.
+    weights = [r for r in _in_roles(children, name, component_type, roles.SOURCE_NAMED_ROLES)
+               if r.op == ("create" if server.op == "create" else "delete")]
+    covered = {r.urn for r in nexts} | {r.urn for r in weights}
     if server.op == "create":
         found = source(server.new)
         return [f"**next revision `{revision}` added**" + (f" ({found})" if found else "") + ": its weights are pulled "
                 "and verified, then it serves beside the current revision; the gateway gives it its share of new "
-                "conversations"], {r.urn for r in nexts}
+                "conversations"], covered
     if server.op == "delete":
         own = next((r for r in _in_roles(children, name, component_type, roles.MODEL_SERVER_ROLES)
                     if r.op in ("update", "replace")), None)
-        how = ("; the model's server changes with it (a promote: it rolls to the new settings, its old pods "
-               "serving until the new ones are ready)") if own is not None else "; the serving revision is untouched"
-        return [f"**next revision `{revision}` removed**: its objects are deleted{how}"], {r.urn for r in nexts}
+        if own is None:
+            how = "; the serving revision is untouched"
+        else:
+            kept = (" onto the revision's verified weights (no re-download; the previous ones are deleted after it)"
+                    if weights else "")
+            how = (f"; the model's server changes with it (a promote: it rolls to the new settings{kept}, its old "
+                   "pods serving until the new ones are ready)")
+        return [f"**next revision `{revision}` removed**: its objects are deleted{how}"], covered
     return server_lines(server, pods="GPU pods", who=f"next revision's Deployment `{revision}`"), {server.urn}
 
 

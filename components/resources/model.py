@@ -72,8 +72,9 @@ class ModelServer(pulumi.ComponentResource):
             depends = [d for role in waits for d in (deploy.depends_on if role == PLATFORM else (self.children[role],))]
             opts_for = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(
                 depends_on=depends, replace_on_changes=list(child.replace_on_changes) or None,
-                delete_before_replace=child.delete_before_replace or None))
-            name = child_name(model.name, child.role)
+                delete_before_replace=child.delete_before_replace or None,
+                aliases=[pulumi.Alias(name=child_name(model.name, alias)) for alias in child.aliases] or None))
+            name = child_name(model.name, child.logical)
             self.children[child.role] = (_dynamic(name, child, opts_for) if child.props is not None
                                          else kube_resources.apply(name, child.manifest, opts_for))
 

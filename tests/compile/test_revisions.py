@@ -34,15 +34,58 @@ def test_the_next_revision_has_its_own_weights_gate_server_service_and_status_af
     children = by_role(plan)
     assert list(children)[:len(serving)] == list(serving)
     added = [role for role in children if role not in serving]
-    assert added == [NEXT_ROLE_PREFIX + role for role in serving]
-    # Nothing of the revision waits on the serving revision's children (or the other way).
+    # Its puller's egress is the model's policy (the pods are the model's pullers, by label).
+    assert added == [NEXT_ROLE_PREFIX + role for role in serving if role != roles.PULLER_NETWORK_POLICY]
+    # Nothing of the revision waits on the serving revision's children but the puller's policy.
     for role in added:
-        assert all(wait in EXTERNAL or wait.startswith(NEXT_ROLE_PREFIX) for wait in children[role].after), role
+        assert all(wait in EXTERNAL or wait.startswith(NEXT_ROLE_PREFIX) or wait == roles.PULLER_NETWORK_POLICY
+                   for wait in children[role].after), role
     names = {role: c.manifest["metadata"]["name"] for role, c in children.items() if c.manifest}
     assert names["next-server"] == names["next-service"] == "tiny-next"
-    assert names["next-weights"].startswith("tiny-next-weights-") and names["next-weights"] != names["weights"]
+    # Its weights are named as the model's will be with its source, and mounted by its server.
+    assert names["next-weights"].startswith("tiny-weights-") and names["next-weights"] != names["weights"]
+    volumes = children["next-server"].manifest["spec"]["template"]["spec"]["volumes"]
+    assert {"claimName": names["next-weights"], "readOnly": True} in [v.get("persistentVolumeClaim") for v in volumes]
+    assert children["next-status"].props.objects.puller_job == names["next-puller"]
     assert plan.outputs["next"]["weight"] == 20 and plan.outputs["next"]["changes"] == ["source", "args"]
     assert [name for name, _ in plan.statuses] == ["tiny", "tiny-next"]
+
+
+def promoted(raw_next: dict) -> dict:
+    """The stack once the next revision is promoted: its settings in the model, no next."""
+    settings = {k: v for k, v in raw_next.items() if k in ("source", "image", "args")}
+    return {"models": [model("tiny", **settings), model("other")], "router": ROUTER}
+
+
+def logical(plan) -> dict[str, object]:
+    return {c.logical: c.manifest if c.manifest is not None else c.props.to_dict() for c in plan.children}
+
+
+def test_promoting_keeps_the_revisions_weights_the_same_resources_with_the_same_objects():
+    # What makes a promote no re-download: the revision's volume, puller and gate are declared
+    # under the names and with the specs the promoted model declares for its own.
+    revision = {k: v for k, v in logical(model_plan(stack().models[0], stack())).items()}
+    final = load_stack_config(promoted(NEXT))
+    after = logical(model_plan(final.models[0], final))
+    weights = [name for name in after if name.split("-")[0] in ("weights", "puller")]
+    assert len(weights) == 3
+    for name in weights:
+        assert revision[name] == after[name], name
+    # The model's own weights before the promote are other resources (deleted by it, after the roll).
+    before = logical(model_plan(stack(None).models[0], stack(None)))
+    assert not set(weights) & set(before)
+
+
+def test_a_revision_on_the_models_source_mounts_the_models_volume_and_waits_on_its_gate():
+    config = load_stack_config({"models": [model("tiny", weights={"accessMode": "ReadWriteMany"},
+                                                 next={"weight": 10, "args": ["--enforce-eager"]})],
+                                "router": ROUTER})
+    children = by_role(model_plan(config.models[0], config))
+    assert not [role for role in children if role in ("next-weights", "next-puller", "next-weights-gate")]
+    assert "weights-gate" in children["next-server"].after
+    claims = [v["persistentVolumeClaim"]["claimName"]
+              for v in children["next-server"].manifest["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == [children["weights"].manifest["metadata"]["name"]]
 
 
 def test_adding_a_next_revision_leaves_every_serving_object_as_it_was():

@@ -136,8 +136,10 @@ def _children(graph: tuple[Registered, ...]) -> list[tuple[Registered, str, str]
 def test_the_graphs_hold_every_role_on_each_model_path():
     found: dict[str, set[str]] = {}
     for variant in STACKS:
-        for registered, _, parent in _children(graph_of(variant)):
-            found.setdefault(parent, set()).add(registered.name.removeprefix(f"{parent}-"))
+        for registered, parent_type, parent in _children(graph_of(variant)):
+            # A weights child is named after its source too: by its role, as the report reads it.
+            found.setdefault(parent, set()).add(role_of(registered.name, parent, parent_type)
+                                                or registered.name.removeprefix(f"{parent}-"))
     raw_path = {roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE, roles.NETWORK_POLICY, roles.PULLER_NETWORK_POLICY, roles.SERVER,
                 roles.SERVICE, roles.STATUS, roles.SERVICE_MONITOR}
     assert found["plain"] == raw_path | {roles.SERVER_PDB}  # vLLM, two replicas

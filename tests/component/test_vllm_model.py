@@ -47,7 +47,7 @@ def test_the_puller_job_is_deleted_before_it_is_replaced(graph):
     # Its pod template is immutable and an upgrade keeps its name: a create-before-delete
     # replacement would apply onto the old Job and fail "field is immutable".
     deploy_stack(STACK)
-    assert graph.opts["alpha-puller"].delete_before_replace is True
+    assert graph.opts[graph.named("alpha-puller")].delete_before_replace is True
     assert not graph.opts["alpha-server"].delete_before_replace  # the rest keep the engine's default
 
 
@@ -109,13 +109,22 @@ def test_a_next_revision_is_declared_by_the_model_beside_its_serving_objects(gra
                       "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"}}}
     (component,) = deploy_stack(raw)
     mine = [n for n in graph.opts if n.startswith("alpha-next-")]
-    assert sorted(mine) == sorted(f"alpha-next-{role}" for role in
-                                  ("weights", "puller", "weights-gate", "server", "service", "status"))
-    for name in mine:
+    assert sorted(mine) == sorted(f"alpha-next-{role}" for role in ("server", "service", "status"))
+    # Its weights are named as the model's will be with its source (no alias: they are new), pulled
+    # and verified before its server starts, as the model's.
+    server = graph.manifests["alpha-next-server"]["spec"]["template"]["spec"]
+    (claim,) = [v["persistentVolumeClaim"]["claimName"] for v in server["volumes"] if "persistentVolumeClaim" in v]
+    digest = claim.rsplit("-", 1)[1]
+    volumes = sorted(n for n, m in graph.manifests.items() if m["kind"] == "PersistentVolumeClaim")
+    # Two volumes, the model's and the revision's, each named (object and resource) after its source.
+    assert len(volumes) == 2 and claim in volumes and graph.manifests[claim]["metadata"]["name"] == claim
+    weights = [f"alpha-weights-{digest}", f"alpha-puller-{digest}", f"alpha-weights-gate-{digest}"]
+    assert graph.depends(weights[1]) == ["alpha-weights"] and graph.depends(weights[2]) == ["alpha-puller"]
+    assert graph.depends("alpha-next-server") == ["alpha-weights-gate"]
+    assert graph.opts["alpha-next-server"].depends_on[0] is graph.objects[weights[2]]
+    assert not any(graph.opts[name].aliases for name in weights)
+    for name in mine + weights:
         assert graph.opts[name].parent is component, name
-    # Its weights are its own, pulled and verified before its server starts, as the model's.
-    assert graph.depends("alpha-next-puller") == ["alpha-next-weights"]
-    assert graph.depends("alpha-next-server") == ["alpha-next-weights-gate"]
     assert graph.props["alpha-next-status"]["model"] == "alpha-next"
     assert component.next_status is not None
 
@@ -123,3 +132,13 @@ def test_a_next_revision_is_declared_by_the_model_beside_its_serving_objects(gra
         assert outputs["weight"] == 10 and outputs["objects"]["deployment"] == "alpha-next"
 
     return pulumi.Output.from_input(component.outputs["next"]).apply(check)
+
+
+@pytest.mark.parametrize("role", ["weights", "puller", "weights-gate"])
+def test_a_weights_child_is_named_after_its_source_and_keeps_its_deployed_state(graph, role):
+    # The name before (`<model>-<role>`) is an alias: the engine takes the deployed resource for it.
+    deploy_stack(STACK)
+    name = graph.named(f"alpha-{role}")
+    assert name != f"alpha-{role}" and name.startswith(f"alpha-{role}-")
+    (alias,) = graph.opts[name].aliases
+    assert alias.name == f"alpha-{role}"

@@ -38,7 +38,8 @@ def test_a_next_revision_is_the_model_with_its_changes_under_its_own_name():
 
 
 def test_what_the_revision_leaves_unset_is_the_models():
-    config = stack(model("tiny", args=["--max-num-seqs=8"], next={"weight": 0, "image": "docker.io/vllm/vllm-openai:v0.32.0"}))
+    config = stack(model("tiny", args=["--max-num-seqs=8"], weights={"accessMode": "ReadWriteMany"},
+                         next={"weight": 0, "image": "docker.io/vllm/vllm-openai:v0.32.0"}))
     revision = revision_model(config.models[0])
     assert revision.source == config.models[0].source and revision.args == ("--max-num-seqs=8",)
 
@@ -71,6 +72,11 @@ BAD = [
      "router.gateway is disabled; enable it; or remove next"),
     ("gateway-leaves-it-out", [model("tiny", next=NEXT), model("other")], {"gateway": {"models": ["other"]}},
      "models.0.next", "router.gateway.models leaves it out; add it there; or remove next"),
+    ("same-source-one-node", [model("tiny", next={"weight": 10, "args": ["--enforce-eager"]})], None, "models.0.next",
+     "set weights.accessMode: ReadWriteMany, or give the revision a source of its own"),
+    ("streams-apart", [model("tiny", source={"type": "s3", "bucket": "weights", "load": "stream"}, resources={"memory": "32Gi"},
+                             next={"weight": 10, "source": {"type": "s3", "bucket": "weights", "prefix": "v2/"}})],
+     None, "models.0.next.source", "give both the same load"),
     ("name-taken", [model("tiny", next=NEXT), model("tiny-next")], None, "models.0.next",
      "named 'tiny-next', which is model 1's name; rename that model, or remove next"),
 ]

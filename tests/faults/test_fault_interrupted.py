@@ -16,6 +16,7 @@ nobody watched), and nothing left pending.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -25,6 +26,7 @@ import pytest
 
 from tests.support.fault_kit import assert_state_matches_cluster
 from tests.support.harness import small_model, stack_config
+from tests.support.names import stem
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -66,7 +68,7 @@ def test_killed_up_recovers_with_the_documented_procedure(fault_project, cluster
 
         pod = cluster.wait("the puller to run", running_puller, timeout=90)
         time.sleep(2)  # the gate is polling the Job now
-        assert "tiny-weights-gate creating" in (project.root / "killed-up.log").read_text()
+        assert re.search(r"tiny-weights-gate-[0-9a-f]{8} creating", (project.root / "killed-up.log").read_text())
         os.kill(up.pid, signal.SIGKILL)
         up.wait()
         time.sleep(1)
@@ -75,7 +77,8 @@ def test_killed_up_recovers_with_the_documented_procedure(fault_project, cluster
 
         # What the kill left: the lock, and the gate's create as a pending operation.
         pending = project.pending_operations()
-        assert [(op["type"], op["resource"]["urn"].split("::")[-1]) for op in pending] == [("creating", "tiny-weights-gate")]
+        assert [(op["type"], stem(op["resource"]["urn"].split("::")[-1])) for op in pending] == [
+            ("creating", "tiny-weights-gate")]
         locked = project.timed("up", "--yes", "--skip-preview")
         assert locked.returncode != 0 and "the stack is currently locked" in locked.output, locked.output[-3000:]
 

@@ -103,8 +103,8 @@ def test_a_puller_that_can_never_start_fails_its_gate_fast(definitive) -> None:
     out = definitive.output
     assert "model badpuller: the puller pod badpuller-" in out, out[-6000:]
     assert "reason: image-not-found" in out and "tag or digest" in out
-    started = definitive.at(r"WeightsGate badpuller-weights-gate creating \(0s\)")
-    seconds = definitive.at(r"WeightsGate badpuller-weights-gate \*\*creating failed\*\*") - started
+    started = definitive.at(r"WeightsGate badpuller-weights-gate-[0-9a-f]{8} creating \(0s\)")
+    seconds = definitive.at(r"WeightsGate badpuller-weights-gate-[0-9a-f]{8} \*\*creating failed\*\*") - started
     print(f"(b2) puller that cannot start reported after {seconds:.0f} s of waiting")
     assert seconds <= FAIL_FAST
 

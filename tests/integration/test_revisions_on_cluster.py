@@ -32,6 +32,16 @@ def config(namespace: str, revision: str = SERVING, next_revision: dict | None =
     return {**stack_config(namespace, [model]), "router": ROUTER_SECTION}
 
 
+SOURCE_ANNOTATION = "llm-serving.dev/model-source"
+
+
+def digest(revision: str) -> str:
+    """The source hash a weights child of acme/tiny-llm@``revision`` is named after."""
+    import hashlib
+
+    return hashlib.sha256(f"acme/tiny-llm@{revision}".encode()).hexdigest()[:8]
+
+
 def with_next(weight: int) -> dict:
     return {"weight": weight, "source": {"repo": "acme/tiny-llm", "revision": NEXT}}
 
@@ -85,7 +95,8 @@ def test_up_serves_the_next_revision_beside_the_serving_one_on_weights_of_its_ow
     assert serving.status.ready_replicas == revision.status.ready_replicas == 1
     claims = {v.persistent_volume_claim.claim_name for d in (serving, revision)
               for v in d.spec.template.spec.volumes if v.persistent_volume_claim}
-    assert len(claims) == 2 and any(c.startswith("tiny-next-weights-") for c in claims)
+    # Each revision's own volume, named after its source (the revision's as the model's will be).
+    assert claims == {f"tiny-weights-{digest(SERVING)}", f"tiny-weights-{digest(NEXT)}"}
     server = next(c for c in revision.spec.template.spec.containers if c.name == "server")
     assert server.args[server.args.index("--served-model-name") + 1:][:2] == ["tiny", "tiny-next"]
     assert recorded_state(project, "tiny-next-status") == "READY"
@@ -140,10 +151,12 @@ def test_rolling_back_removes_the_next_revision_and_leaves_the_serving_one_untou
     before = apps.read_namespaced_deployment("tiny", ns)
     project.write_config(config(ns))
     steps = changed(project)
-    assert {name for name, op in steps.items() if op == "delete"} >= {
-        "tiny-next-weights", "tiny-next-puller", "tiny-next-weights-gate", "tiny-next-server", "tiny-next-service",
-        "tiny-next-status"}, steps
-    assert not [name for name in steps if name.startswith("tiny-") and not name.startswith("tiny-next-")], steps
+    # Its weights are named after its source as the model's would be (`tiny-weights-<hash>`).
+    revision_weights = {f"{role}-{digest(NEXT)}" for role in ("tiny-weights", "tiny-puller", "tiny-weights-gate")}
+    assert {name for name, op in steps.items() if op == "delete"} == revision_weights | {
+        "tiny-next-server", "tiny-next-service", "tiny-next-status"}, steps
+    assert not [name for name in steps if name.startswith("tiny-") and name not in revision_weights
+                and not name.startswith("tiny-next-")], steps
     project.up()
     after = apps.read_namespaced_deployment("tiny", ns)
     assert (after.metadata.uid, after.metadata.generation) == (before.metadata.uid, before.metadata.generation)
@@ -153,14 +166,26 @@ def test_rolling_back_removes_the_next_revision_and_leaves_the_serving_one_untou
 
 def test_promoting_makes_the_next_revision_the_model_as_a_fresh_up_of_it_would(project, kube):
     ns = project.namespace
+    core, batch = kube.CoreV1Api(), kube.BatchV1Api()
     project.write_config(config(ns, next_revision=with_next(10)))
     project.up()
+    revision_volume = core.read_namespaced_persistent_volume_claim(f"tiny-weights-{digest(NEXT)}", ns)
+    (revision_job,) = [j for j in batch.list_namespaced_job(ns).items
+                       if j.spec.template.metadata.annotations.get(SOURCE_ANNOTATION, "").endswith(f"@{NEXT}")]
     # Promote: the revision's source becomes the model's, and `next` goes, in one change.
     final = config(ns, revision=NEXT)
     project.write_config(final)
     steps = changed(project)
     assert steps.get("tiny-server") == "update" and steps.get("tiny-next-server") == "delete", steps
+    # The revision's weights become the model's as they are: no step for them, the old ones go.
+    assert not [name for name in steps if name.endswith(digest(NEXT))], steps
+    assert {name for name, op in steps.items() if op == "delete" and name.endswith(digest(SERVING))} == {
+        f"{role}-{digest(SERVING)}" for role in ("tiny-weights", "tiny-puller", "tiny-weights-gate")}, steps
     project.up()
+    # Not pulled again: the same volume and the same completed Job.
+    kept = core.read_namespaced_persistent_volume_claim(f"tiny-weights-{digest(NEXT)}", ns)
+    assert kept.metadata.uid == revision_volume.metadata.uid
+    assert batch.read_namespaced_job(revision_job.metadata.name, ns).metadata.uid == revision_job.metadata.uid
     server = next(c for c in kube.AppsV1Api().read_namespaced_deployment("tiny", ns).spec.template.spec.volumes
                   if c.persistent_volume_claim)
     assert server.persistent_volume_claim.claim_name in {name for kind, name in fresh_objects(final)

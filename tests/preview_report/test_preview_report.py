@@ -420,12 +420,35 @@ def test_the_report_says_when_a_next_revision_is_added_promoted_or_rolled_back()
         (section,) = summarize(parse("\n".join(events)), "s").models
         return section.lines
 
-    added = said(_event("create", "next-server", new=_server("v2")), _event("create", "next-weights", "PersistentVolumeClaim", "v1"))
+    # The revision's weights are named as the model's (by their source): with it, not a re-download of the model's.
+    added = said(_event("create", "next-server", new=_server("v2")),
+                 _event("create", "weights-9c761cf8", "PersistentVolumeClaim", "v1"),
+                 _event("create", "puller-9c761cf8", "Job", "batch/v1"))
     assert len(added) == 1 and added[0].startswith("**next revision `tiny-next` added**"), added
-    rolled_back = said(_event("delete", "next-server", old=_server("v2")), _event("delete", "next-service", "Service", "v1"))
+    rolled_back = said(_event("delete", "next-server", old=_server("v2")), _event("delete", "next-service", "Service", "v1"),
+                       _event("delete", "weights-9c761cf8", "PersistentVolumeClaim", "v1"))
     assert rolled_back == ["**next revision `tiny-next` removed**: its objects are deleted; the serving revision is "
                            "untouched"], rolled_back
+    # Promote: the model keeps the revision's weights (no step for them) and its own go.
     promoted = said(_event("delete", "next-server", old=_server("v2")),
-                    _event("update", "server", old=_server("v1"), new=_server("v2")))
-    assert promoted[0].startswith("**next revision `tiny-next` removed**: its objects are deleted; the model's server "
-                                  "changes with it (a promote"), promoted
+                    _event("update", "server", old=_server("v1"), new=_server("v2")),
+                    _event("delete", "weights-feb38b94", "PersistentVolumeClaim", "v1"))
+    assert len(promoted) == 2 and promoted[0].startswith(
+        "**next revision `tiny-next` removed**: its objects are deleted; the model's server changes with it (a "
+        "promote: it rolls to the new settings onto the revision's verified weights (no re-download"), promoted
+    assert not any("re-downloaded" in line for line in promoted), promoted
+
+
+def test_a_new_source_of_weights_named_after_their_source_reads_as_a_re_download_with_the_change():
+    # Weights children are `<model>-weights-<hash>` since the release of 2026-12-03: a new source
+    # is a create of the new ones and a delete of the old (a stack deployed before shows a replace).
+    def pvc(revision: str) -> dict:
+        return {"metadata": {"annotations": {"llm-serving.dev/model-source": f"acme/tiny@{revision}"}}}
+
+    (section,) = summarize(parse("\n".join([
+        _event("create", "weights-9c761cf8", "PersistentVolumeClaim", "v1", new=pvc("v2")),
+        _event("delete", "weights-feb38b94", "PersistentVolumeClaim", "v1", old=pvc("v1")),
+        _event("update", "server", old=_server("v1"), new=_server("v2"))])), "s").models
+    assert section.lines[0] == ("**weights will be re-downloaded** (revision v1 → v2): a new volume and puller "
+                                "download them, the server moves over once they are complete, then the old volume "
+                                "is deleted"), section.lines

@@ -15,6 +15,7 @@ import providers.resources as dynamic_resources
 from components.config import load_stack_config
 from components.resources import Deploy, Platform
 from components.resources import kubernetes as kube_resources
+from tests.support.names import stem
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -45,8 +46,18 @@ class Graph:
         self.providers: dict[str, object] = {}
 
     def depends(self, name: str) -> list[str]:
-        by_id = {id(r): n for n, r in self.objects.items()}
-        return [by_id.get(id(d), "?") for d in (self.opts[name].depends_on or [])]
+        """What ``name`` waits on; a weights child's source hash left out of both (``stem``)."""
+        by_id = {id(r): stem(n) for n, r in self.objects.items()}
+        return [by_id.get(id(d), "?") for d in (self.opts[self.named(name)].depends_on or [])]
+
+    def named(self, name: str) -> str:
+        """The declared name of ``name`` or, for a weights child (``<model>-weights``, ``-puller``,
+        ``-weights-gate``), of the one named after its source (compile/plan.py weights_names)."""
+        if name in self.opts:
+            return name
+        (found,) = [n for n in self.opts if stem(n) == name]
+        return found
+
 
 
 def _record_dynamic(module: ModuleType, cls_name: str, recorded: Graph, monkeypatch) -> None:
