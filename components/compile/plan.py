@@ -346,26 +346,20 @@ def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarge
         children += [replace(c, role=next_role(c.role), aliases=(),
                              after=tuple(a if a == roles.PULLER_NETWORK_POLICY else next_role(a) for a in c.after))
                      for c in weights.children if c.role in WEIGHTS_ROLES]
-    puller = next((c.manifest["metadata"]["name"] for c in (weights or server_side).children
-                   if c.role == roles.PULLER), None) if own_weights else None
+    # The weights it reads: its own, or the model's (the derived model's own puller is never declared).
+    pulled = (weights or raw_plan(model, stack, cluster)).outputs["objects"]
+    weights_objects = {key: pulled[key] for key in ("weights", "puller") if key in pulled}
     for c in server_side.children:
         if c.role in WEIGHTS_ROLES or c.role == roles.PULLER_NETWORK_POLICY:
             continue  # the revision's weights are above (or the model's); its puller's egress is the model's policy
         if c.role == roles.STATUS and isinstance(c.props, StatusProps):
             # The pull the revision's status reports is the one its weights come from.
-            objects = c.props.objects
             c = replace(c, props=replace(c.props, objects=replace(
-                objects, puller_job=puller if puller is not None else _serving_puller(model, stack))))
+                c.props.objects, puller_job=weights_objects.get("puller", ""))))
         children.append(replace(c, role=next_role(c.role), after=tuple(role_of(a) for a in c.after)))
+    served = {key: value for key, value in server_side.outputs["objects"].items() if key not in ("weights", "puller")}
     return tuple(children), {"next": {"weight": model.next.weight, "changes": changes(model), **server_side.outputs,
-                                      "objects": {**server_side.outputs["objects"], **{
-                                          key: value for key, value in (weights.outputs["objects"] if weights else {}).items()
-                                          if key in ("weights", "puller")}}}}
-
-
-def _serving_puller(model: ModelConfig, stack: StackConfig) -> str:
-    job = compile_model(model, stack).puller_job
-    return job["metadata"]["name"] if job is not None else ""
+                                      "objects": {**served, **weights_objects}}}
 
 
 def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> ModelPlan:

@@ -86,6 +86,11 @@ def test_a_revision_on_the_models_source_mounts_the_models_volume_and_waits_on_i
     claims = [v["persistentVolumeClaim"]["claimName"]
               for v in children["next-server"].manifest["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
     assert claims == [children["weights"].manifest["metadata"]["name"]]
+    # Its status and outputs name the pull its weights come from: the model's.
+    puller = children["puller"].manifest["metadata"]["name"]
+    assert children["next-status"].props.objects.puller_job == puller
+    outputs = model_plan(config.models[0], config).outputs["next"]["objects"]
+    assert outputs == {"deployment": "tiny-next", "service": "tiny-next", "weights": claims[0], "puller": puller}
 
 
 def test_adding_a_next_revision_leaves_every_serving_object_as_it_was():
