@@ -26,6 +26,7 @@ from components.compile import compile_stack
 from components.config import ConfigError, StackConfig, load_stack_config, read_stack_file
 from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, SECRET_SECTIONS
 from components.config.types import StackSecret
+from tests.support.names import stem
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_MockProgramToken0123456789abcdefABCDEF"
@@ -40,6 +41,12 @@ MODELS = [
     {"name": "own-secret", "source": {"repo": "acme/gated"}, "hfTokenSecret": {"name": "team-hf", "key": "hf"}},
     {"name": "nim-raw", "engine": "nim", "image": NIM_IMAGE, "source": {"repo": "acme/nim"}},
 ]
+
+
+def registered(recorder, name: str) -> dict:
+    """The registration of ``name``, a weights child by its name without its source hash."""
+    (found,) = [entry for key, entry in recorder.registered.items() if stem(key) == name]
+    return found
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -158,7 +165,7 @@ def test_models_without_their_own_secret_read_the_stack_secrets(deployed):
     recorder, _, _ = deployed
 
     def container(resource: str) -> dict:
-        return recorder.registered[resource]["wire"]["spec"]["template"]["spec"]["containers"][0]
+        return registered(recorder, resource)["wire"]["spec"]["template"]["spec"]["containers"][0]
 
     token_ref = {"name": HF_TOKEN_SECRET.name, "key": HF_TOKEN_SECRET.key}
     assert env_of(container("open-puller"))["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == token_ref
@@ -171,7 +178,7 @@ def test_models_without_their_own_secret_read_the_stack_secrets(deployed):
 def test_models_wait_for_the_secrets(deployed):
     recorder, _, _ = deployed
     secret_urns = {recorder.registered[f"platform-{ref.name}"]["urn"] for ref in (HF_TOKEN_SECRET, NGC_API_KEY_SECRET)}
-    assert secret_urns <= set(recorder.registered["open-weights"]["dependencies"])
+    assert secret_urns <= set(registered(recorder, "open-weights")["dependencies"])
 
 
 def test_a_plain_text_token_is_refused_without_being_echoed():
@@ -190,7 +197,7 @@ def test_rendering_declares_no_secret_and_says_so(tmp_path):
     assert not [r for r in recorder.registered.values() if r["type"] == "kubernetes:core/v1:Secret"]
     assert any("Secret llm-serving-hf-token" in line and "not written" in line for line in logs.lines)
     # The puller still reads the Secret by name: it must exist in the cluster the files go to.
-    puller = recorder.registered["open-puller"]["wire"]["spec"]["template"]["spec"]["containers"][0]
+    puller = registered(recorder, "open-puller")["wire"]["spec"]["template"]["spec"]["containers"][0]
     assert env_of(puller)["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == HF_TOKEN_SECRET.name
     for resource in recorder.registered.values():
         assert not any(TOKEN in text for text in plain_strings(resource["wire"]))
