@@ -8,6 +8,9 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 DOMAIN = "llm-serving.dev"
 MODEL_LABEL = f"{DOMAIN}/model"
 ENGINE_LABEL = f"{DOMAIN}/engine"
+# On a next revision's objects (models[].next): the model it is the next revision of, whose
+# weights (and their gate) it may use.
+REVISION_OF_LABEL = f"{DOMAIN}/revision-of"
 
 # Values of COMPONENT_LABEL on a model's pods: what the status projection tells apart.
 SERVER_COMPONENT = "server"

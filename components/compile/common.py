@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from contract.labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL
+from contract.labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL, REVISION_OF_LABEL
 
 from ..children import WEIGHTS_GATE, child
 from ..config.model import ModelConfig
@@ -142,6 +142,8 @@ def labels(model: ModelConfig, component: str) -> dict[str, str]:
         "app.kubernetes.io/managed-by": "pulumi",
         MODEL_LABEL: model.name,
         ENGINE_LABEL: model.engine,
+        # A next revision (models[].next): which model's weights and gate it waits on.
+        **({REVISION_OF_LABEL: model.served_name} if model.is_next_revision else {}),
     }
 
 

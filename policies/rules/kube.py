@@ -16,6 +16,7 @@ DOMAIN = "llm-serving.dev"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 ENGINE_LABEL = f"{DOMAIN}/engine"
 MODEL_LABEL = f"{DOMAIN}/model"
+REVISION_OF_LABEL = f"{DOMAIN}/revision-of"  # a next revision's objects: the model it revises
 
 SERVER = "server"
 PULLER = "weights-puller"

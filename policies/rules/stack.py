@@ -34,6 +34,7 @@ from .kube import (
     COMPONENT_LABEL,
     MODEL_LABEL,
     PULLER,
+    REVISION_OF_LABEL,
     SERVER,
     UNKNOWN,
     Finding,
@@ -146,7 +147,10 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
             yield violation(f"{obj.display} has no {MODEL_LABEL} label, so its weight gate cannot be "
                             "found; label it with its model name", resource.urn)
             continue
-        model_gates = gates.get(model, [])
+        # A next revision's server (models[].next) waits on the gate of the weights it uses: its
+        # own, declared under its model's name, or its model's.
+        revision_of = obj.label(REVISION_OF_LABEL)
+        model_gates = gates.get(model, []) + (gates.get(revision_of, []) if isinstance(revision_of, str) else [])
         if model_gates:
             if not any(stack.depends_on(resource.urn, gate.urn) for gate in model_gates):
                 yield violation(f"{obj.display} does not depend on WeightsGate '{model_gates[0].name}', "
@@ -161,7 +165,8 @@ def server_weights_gate(stack: Stack, config: dict) -> Iterator[Finding]:
                             f"('{model}{GATE_SUFFIX}'); declare the gate and make the Deployment "
                             "depend on it", resource.urn)
         else:
-            jobs = pullers.get(model, []) + pullers.get(UNKNOWN, [])
+            jobs = (pullers.get(model, []) + pullers.get(UNKNOWN, [])
+                    + (pullers.get(revision_of, []) if isinstance(revision_of, str) else []))
             if not jobs:
                 yield violation(f"{obj.display} (rendering mode): the stack has no puller Job for "
                                 f"model '{model}'; declare it and make the Deployment depend on it",

@@ -29,7 +29,13 @@ from policies.rules.stack import GATE_TYPE, server_weights_gate
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi", "preflight": {"enabled": False}},
     "models": [
-        {"name": "alpha", "source": {"repo": "org/alpha", "revision": "main"}, "resources": {"memory": "8Gi"}},
+        # With a next revision (models[].next): its server waits on the gate of its own weights,
+        # declared under the model's name (the weights it will keep once promoted).
+        {"name": "alpha", "source": {"repo": "org/alpha", "revision": "main"}, "resources": {"memory": "8Gi"},
+         "next": {"weight": 10, "source": {"repo": "org/alpha", "revision": "v2"}}},
+        # A next revision on the model's own source: it waits on the model's gate.
+        {"name": "epsilon", "source": {"repo": "org/epsilon"}, "resources": {"memory": "8Gi"},
+         "weights": {"accessMode": "ReadWriteMany"}, "next": {"weight": 10, "args": ["--enforce-eager"]}},
         {"name": "beta", "source": {"repo": "org/beta", "revision": "v1"}, "resources": {"memory": "8Gi"},
          "gpus": 2, "tensorParallelSize": 2, "lora": {"enabled": True}},
         {"name": "gamma", "engine": "nim", "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
@@ -111,7 +117,8 @@ def test_the_graph_has_what_the_rules_look_for(graph):
     assert {"server", "weights-puller", "router", "backend-router"} <= components
     gates = graph.of_type(GATE_TYPE)
     rendering = any((r.provider_props or {}).get("renderYamlToDirectory") for r, _ in graph.k8s_objects())
-    assert (len(gates) == 0) if rendering else (len(gates) == 3)
+    # alpha, its next revision, beta, gamma, epsilon (whose revision shares its gate).
+    assert (len(gates) == 0) if rendering else (len(gates) == 5)
 
 
 def test_every_rule_accepts_the_components_graph(graph):
@@ -127,7 +134,8 @@ def test_weights_gate_rule_fails_when_the_wiring_breaks(graph):
     server_urns = {r.urn for r, obj in graph.k8s_objects() if obj.kind == "Deployment" and obj.component == "server"}
     cut = Stack(tuple(replace(r, dependencies=()) if r.urn in server_urns else r for r in graph.resources))
     found = violations(server_weights_gate(cut))
-    # The streamed model's server has no weights to wait on: the other three are caught.
+    # The streamed model's server has no weights to wait on: the other six (two of them next
+    # revisions) are caught.
     streamed = {r.urn for r, obj in graph.k8s_objects() if obj.kind == "Deployment" and obj.label(
         "llm-serving.dev/model") == "delta"}
-    assert len(found) == 3 and len(streamed) == 1 and {f.urn for f in found} == server_urns - streamed
+    assert len(found) == 6 and len(streamed) == 1 and {f.urn for f in found} == server_urns - streamed

@@ -77,3 +77,4 @@ def test_a_scaled_object_that_keeps_a_pod_needs_no_wake_trigger():
     scaler["spec"]["minReplicaCount"] = 1
     _no_wake_trigger(world)
     assert run(revisions.wakes_from_zero, world) == []
+
