@@ -14,6 +14,7 @@ import pytest
 from components.preflight import ENDPOINT_ENV
 from components.resources import kubernetes as kube_resources
 from tests.support.hf_server import tiny_model_files
+from tests.support.names import stem
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/tiny"
@@ -68,7 +69,9 @@ def program(hub, monkeypatch):
 
 
 def puller_revision(declared: dict) -> str:
-    args = declared["tiny-puller"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    # Named after its source (compile/plan.py weights_names): `tiny-puller-<hash>`.
+    (puller,) = [manifest for name, manifest in declared.items() if stem(name) == "tiny-puller"]
+    args = puller["spec"]["template"]["spec"]["containers"][0]["args"]
     return args[args.index("--revision") + 1]
 
 
