@@ -312,22 +312,22 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
 # Roles of a next revision's children: the plan of the model revisions.revision_model derives,
 # each role prefixed (children `<model>-next-<role>`: the revision's objects are `<model>-next...`).
 NEXT_ROLE_PREFIX = roles.NEXT_ROLE_PREFIX
+# The weights children: a next revision's are the model's own with its source (weights_names).
+WEIGHTS_ROLES = roles.SOURCE_NAMED_ROLES
 
 
 def next_role(role: str) -> str:
     return role if role in EXTERNAL else NEXT_ROLE_PREFIX + role
 
 
-# The weights children: a next revision's are the model's own with its source (weights_names).
-WEIGHTS_ROLES = (roles.WEIGHTS, roles.PULLER, roles.WEIGHTS_GATE)
-
-
-def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget) -> tuple[tuple[Child, ...], dict]:
+def _next_revision(model: ModelConfig, own: ModelPlan, stack: StackConfig,
+                   cluster: ClusterTarget) -> tuple[tuple[Child, ...], dict]:
     """The next revision's children and its outputs. Its weights (volume, puller, gate) are the
     ones the model will have with the revision's source, by object and by logical name
     (weights_names): promoting keeps them. Its server side (server, Service, budget, monitor,
     policy, status) is the derived `<model>-next` model's, waiting on those weights; with the
-    model's own source it mounts the model's volume and waits on the model's gate."""
+    model's own source it mounts the model's volume and waits on the model's gate (``own``: the
+    model's plan)."""
     if model.next is None:
         return (), {}
     revision = revision_model(model)
@@ -347,7 +347,7 @@ def _next_revision(model: ModelConfig, stack: StackConfig, cluster: ClusterTarge
                              after=tuple(a if a == roles.PULLER_NETWORK_POLICY else next_role(a) for a in c.after))
                      for c in weights.children if c.role in WEIGHTS_ROLES]
     # The weights it reads: its own, or the model's (the derived model's own puller is never declared).
-    pulled = (weights or raw_plan(model, stack, cluster)).outputs["objects"]
+    pulled = (weights or own).outputs["objects"]
     weights_objects = {key: pulled[key] for key in ("weights", "puller") if key in pulled}
     for c in server_side.children:
         if c.role in WEIGHTS_ROLES or c.role == roles.PULLER_NETWORK_POLICY:
@@ -367,7 +367,7 @@ def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> M
     stack's cluster config by default) is where its dynamic resources look."""
     target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
     plan = (operator_plan if model.on_operator else raw_plan)(model, stack, target)
-    children, outputs = _next_revision(model, stack, target)
+    children, outputs = _next_revision(model, plan, stack, target)
     if not children:
         return plan
     return replace(plan, children=plan.children + children, outputs={**plan.outputs, **outputs})
