@@ -131,3 +131,23 @@ def test_the_whole_rendered_command_line_parses_on_the_line(line, index):
     from components.config.vllm_checks import parser_of
     args = servers(line)[index]["args"]
     assert refusal(parser_of(line), args[0], args[1:]) is None
+
+
+ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.16.2", "workerAuth": {"mode": "open"},
+          "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"}}
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_a_next_revisions_two_served_names_parse_on_the_line(line):
+    """models[].next: the revision answers to the model's name and its own (`--served-model-name`
+    takes several on every line, nargs "+"): a parser taking one would refuse the second."""
+    from components.config.vllm_args import refusal
+    from components.config.vllm_checks import parser_of
+    raw = {"platform": {"vllmRelease": line}, "router": ROUTER,
+           "models": [model("canary", next={"weight": 10, "source": {"repo": "Qwen/Qwen2.5-1.5B-Instruct"}})]}
+    (container,) = [c for m in compile_stack(load_stack_config(raw)) if m["metadata"]["name"] == "canary-next"
+                    and m["kind"] == "Deployment" for c in m["spec"]["template"]["spec"]["containers"]
+                    if c.get("command") == ["vllm", "serve"]]
+    args = container["args"]
+    assert args[args.index("--served-model-name") + 1:][:3] == ["canary", "canary-next", "--host"]
+    assert refusal(parser_of(line), args[0], args[1:]) is None
