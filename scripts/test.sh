@@ -67,6 +67,16 @@ run_tier() {
   return "$status"
 }
 
+# The unit tier collects the whole suite: in a whole run it writes which files hold each tier's
+# tests (tests/tiers.py write_tier_files), and the later tiers collect only those. Only a file
+# this run wrote is read (removed first), so a test added since an earlier run is never left out.
+TIER_FILES="$REPO/.test-durations/tier-files.json"
+tier_paths() {  # the tier's files, one word each; nothing (the whole suite) unless this run wrote them
+  if [ "${LLM_SERVING_TIER_PATHS:-0}" = 1 ]; then
+    (cd "$REPO" && "$VENV/bin/python" -m tests.tiers files "$1" "$TIER_FILES")
+  fi
+}
+
 ensure_nginx() { bash "$REPO/scripts/gateway/ensure-nginx-shipped.sh" >/dev/null; }
 
 setup_for() {  # what a tier needs beyond the venv
@@ -94,8 +104,10 @@ run_cluster_tier() {
   local logs group files status=0 pid
   if [ "${LLM_SERVING_CLUSTER_GROUPS:-1}" = 0 ]; then
     # One cluster only: the isolated modules side by side, then the cluster-wide ones alone.
-    run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}"
-    run_tier "cluster and cluster_wide"
+    # shellcheck disable=SC2046 # one word per file
+    run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" $(tier_paths cluster)
+    # shellcheck disable=SC2046 # one word per file
+    run_tier "cluster and cluster_wide" $(tier_paths cluster)
     return
   fi
   local -a groups=() pids=()
@@ -114,7 +126,8 @@ run_cluster_tier() {
     ) >"$logs/$group.log" 2>&1 &
     pids+=($!)
   done < <(cd "$REPO" && "$VENV/bin/python" -m tests.tiers cluster-groups)
-  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" || status=$?
+  # shellcheck disable=SC2046 # one word per file
+  run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" $(tier_paths cluster) || status=$?
   for i in "${!groups[@]}"; do
     pid="${pids[$i]}"
     if wait "$pid"; then
@@ -175,16 +188,21 @@ case "$mode" in
     # collection errors on an empty cache; warm, this is a no-op).
     bash "$REPO/scripts/toolchain/operators.sh" --crds-only
     checks
-    run_tier unit "${UNIT_WORKERS[@]}"
+    mkdir -p "$REPO/.test-durations"
+    rm -f "$TIER_FILES"
+    LLM_SERVING_TIER_FILES="$TIER_FILES" run_tier unit "${UNIT_WORKERS[@]}"
+    export LLM_SERVING_TIER_PATHS=1  # written by this run's unit tier: the later tiers read it
     setup_for servers
-    run_tier servers "${SERVERS_WORKERS[@]}"
+    # shellcheck disable=SC2046 # one word per file
+    run_tier servers "${SERVERS_WORKERS[@]}" $(tier_paths servers)
     setup_for cluster
     setup_for engine
     if [ "${LLM_SERVING_ENGINE_BESIDE_CLUSTER:-1}" = 1 ]; then
       # The engine tier beside the cluster tier (both only after servers passed): the cluster
       # tests mostly wait on the simulated cluster. Its output is shown whole when it ends.
       engine_log="$(mktemp)"
-      run_tier engine >"$engine_log" 2>&1 &
+      # shellcheck disable=SC2046 # one word per file
+      run_tier engine $(tier_paths engine) >"$engine_log" 2>&1 &
       engine_pid=$!
       status=0
       run_cluster_tier || status=$?
@@ -196,7 +214,8 @@ case "$mode" in
       if [ "$status" != 0 ] || [ "$engine_status" != 0 ]; then exit 1; fi
     else
       run_cluster_tier
-      run_tier engine
+      # shellcheck disable=SC2046 # one word per file
+      run_tier engine $(tier_paths engine)
     fi
     ;;
 esac

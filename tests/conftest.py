@@ -13,12 +13,13 @@ import pytest
 
 from providers.failures import restore_tracebacks
 from tests.durations import report_durations
-from tests.tiers import mark_tiers
+from tests.tiers import mark_tiers, write_tier_files
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     mark_tiers(items)
+    write_tier_files(config, items)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

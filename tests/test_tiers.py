@@ -5,13 +5,24 @@ in two groups would run twice, on two clusters, at once."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests.support.xdist_groups import CLUSTER_WIDE, scope_of
-from tests.tiers import CLUSTER_WIDE_GROUPS, CLUSTER_WIDE_MODULES, FOLDER_TIERS, TESTS, cluster_wide_files
+from tests.tiers import (
+    CLUSTER_WIDE_GROUPS,
+    CLUSTER_WIDE_MODULES,
+    FOLDER_TIERS,
+    TESTS,
+    TIER_FILES_ENV,
+    cluster_wide_files,
+    tier_files,
+    write_tier_files,
+)
 
 
 def test_every_cluster_wide_module_is_in_exactly_one_group():
@@ -43,3 +54,49 @@ def test_the_command_line_prints_one_line_per_group():
                             capture_output=True, text=True, check=True)
     lines = [line.split() for line in result.stdout.splitlines()]
     assert {line[0]: line[1:] for line in lines} == cluster_wide_files()
+
+
+class _Item:
+    """What tier_files reads of a collected test: its file and its marks."""
+
+    def __init__(self, path: str, *tiers: str):
+        self.fspath, self.tiers = TESTS.parent / path, tiers
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.tiers else None
+
+
+ITEMS = [_Item("tests/engine/test_whole_path.py", "engine"), _Item("tests/gateway/test_gateway_js.py", "servers"),
+         _Item("tests/security/test_secrets_engine.py", "unit"),
+         _Item("tests/security/test_secrets_engine.py", "cluster"), _Item("tests/config/test_config.py", "unit")]
+
+
+def test_each_tier_lists_the_files_of_its_tests_wherever_they_live():
+    """A module marked for a tier outside its folder's is listed under that tier too: a file of a
+    tier missing from the list would never run in the later tiers (scripts/test.sh tier_paths)."""
+    assert tier_files(ITEMS) == {
+        "unit": ["tests/config/test_config.py", "tests/security/test_secrets_engine.py"],
+        "servers": ["tests/gateway/test_gateway_js.py"],
+        "cluster": ["tests/security/test_secrets_engine.py"],
+        "engine": ["tests/engine/test_whole_path.py"],
+    }
+
+
+def test_only_a_whole_collection_writes_them(tmp_path, monkeypatch):
+    target = tmp_path / "tier-files.json"
+    monkeypatch.setenv(TIER_FILES_ENV, str(target))
+    narrowed = SimpleNamespace(rootpath=TESTS.parent, args=["tests/engine"])
+    write_tier_files(narrowed, ITEMS)
+    assert not target.exists()
+    write_tier_files(SimpleNamespace(rootpath=TESTS.parent, args=["tests"]), ITEMS)
+    assert json.loads(target.read_text()) == tier_files(ITEMS)
+    assert not list(tmp_path.glob("tier-files.json.*")), "the temporary file is renamed into place"
+
+
+def test_the_command_line_prints_a_tiers_files_or_nothing(tmp_path):
+    target = tmp_path / "tier-files.json"
+    command = [sys.executable, "-m", "tests.tiers", "files", "servers", str(target)]
+    assert subprocess.run(command, cwd=TESTS.parent, capture_output=True, text=True, check=True).stdout == ""
+    target.write_text(json.dumps({"servers": ["tests/gateway/test_a.py", "tests/ci/test_b.py"]}))
+    out = subprocess.run(command, cwd=TESTS.parent, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["tests/gateway/test_a.py", "tests/ci/test_b.py"]

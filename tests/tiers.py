@@ -17,6 +17,8 @@ A test in a folder this table does not name fails the collection: a new folder i
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -115,12 +117,50 @@ def mark_tiers(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster_wide)
 
 
+# Where a run that collects the whole suite (the unit tier, scripts/test.sh) writes which files
+# hold each tier's tests, so the later tiers collect only those: collecting all 3,300 tests to
+# select a tier's hundred cost ~12 s of CPU per process, and the cluster tier starts seven of them
+# (xdist workers, the cluster-wide groups, the engine tier) at once on 2 cores.
+TIER_FILES_ENV = "LLM_SERVING_TIER_FILES"
+
+
+def tier_files(items: list[pytest.Item]) -> dict[str, list[str]]:
+    """Each tier's test files (relative to the repository), from the marks of collected items."""
+    files: dict[str, set[str]] = {tier: set() for tier in TIERS}
+    for item in items:
+        path = Path(str(item.fspath)).resolve().relative_to(TESTS.parent).as_posix()
+        for tier in TIERS:
+            if item.get_closest_marker(tier):
+                files[tier].add(path)
+    return {tier: sorted(paths) for tier, paths in files.items()}
+
+
+def write_tier_files(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With LLM_SERVING_TIER_FILES set, write tier_files there, when this run collects the whole
+    suite (no path given; `-m`/`-k` deselect after this): a narrowed collection would leave
+    tests out of the later tiers."""
+    target = os.environ.get(TIER_FILES_ENV)
+    whole = [Path(str(config.rootpath), arg).resolve() for arg in config.args] == [TESTS]
+    if not target or not items or not whole:
+        return
+    temporary = Path(f"{target}.{os.getpid()}")
+    temporary.write_text(json.dumps(tier_files(items), indent=1) + "\n")
+    temporary.replace(target)  # atomic: both unit workers write the same content
+
+
 if __name__ == "__main__":
     # `python -m tests.tiers cluster-groups`: one line per group, "<group> <file> <file>...", for
     # scripts/test.sh.
     import sys
 
+    if sys.argv[1:2] == ["files"] and len(sys.argv) == 4:
+        # `python -m tests.tiers files <tier> <written file>`: the tier's files, one per line;
+        # nothing when the file is missing (the tier then collects the whole suite).
+        written = Path(sys.argv[3])
+        if written.is_file():
+            print("\n".join(json.loads(written.read_text()).get(sys.argv[2], [])))
+        sys.exit(0)
     if sys.argv[1:] != ["cluster-groups"]:
-        sys.exit("usage: python -m tests.tiers cluster-groups")
+        sys.exit("usage: python -m tests.tiers cluster-groups | files <tier> <tier files json>")
     for group, files in cluster_wide_files().items():
         print(group, *files)

@@ -20,7 +20,8 @@ means the program stopped before the cluster, not that the trap is deaf.
 
 Cost: one preview of a refused config takes ~4 s here (engine start, Python program, refusal),
 two at a time (the 108-case table took ~3.6 min this way; the 7 here ~20 s). The control takes
-~20 s: the provider retries the dead cluster before giving up.
+~4 s: the trap refuses every connection after the first, which the Kubernetes provider does not
+retry (it retried the trap's dropped connections for 20 s).
 """
 
 from __future__ import annotations

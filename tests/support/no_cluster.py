@@ -1,5 +1,5 @@
-"""A cluster that isn't there, watching: a loopback TCP listener that records every connection
-and serves none, and a kubeconfig pointing at it.
+"""A cluster that isn't there, watching: a loopback TCP listener that records whether anything
+connected and serves nothing, and a kubeconfig pointing at it.
 
 A stack pointed at it proves "zero calls to the cluster" by observation (an empty connection log),
 not by assuming that a refusal comes early; a valid stack pointed at it shows the log does fill.
@@ -16,20 +16,33 @@ import yaml
 
 
 class ConnectionTrap:
-    """Accepts on 127.0.0.1:<free port>, records (time, peer) per connection, closes it at once."""
+    """Accepts on 127.0.0.1:<free port>, records the first connection (time, peer), closes it at
+    once, and refuses every later one: the log says whether anything connected, and a client that
+    retries a dropped connection fails at once instead of retrying (client-go retries an EOF ten
+    times, a second apart: a preview against an accepting trap waited ~20 s in the Kubernetes
+    provider's configure, per preview). The port stays bound (a second socket holds it with
+    SO_REUSEPORT), so no other server can take it while the trap refuses."""
 
     def __init__(self) -> None:
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server = self._socket()
         self._server.bind(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._holder = self._socket()
+        self._holder.bind(("127.0.0.1", self.port))
         self._server.listen(64)
         self._server.settimeout(0.2)
-        self.port = self._server.getsockname()[1]
         self.connections: list[tuple[float, tuple]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=f"trap-{self.port}", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _socket() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        return sock
 
     @property
     def https_url(self) -> str:
@@ -48,8 +61,12 @@ class ConnectionTrap:
             with self._lock:
                 self.connections.append((time.time(), peer))
             conn.close()
+            # From now on refused: no listener left on the port (the holder keeps it bound).
+            self._server.close()
+            return
 
     def count(self) -> int:
+        """Connections recorded: 0, or 1 once anything connected (later ones are refused)."""
         with self._lock:
             return len(self.connections)
 
@@ -57,6 +74,7 @@ class ConnectionTrap:
         self._stop.set()
         self._thread.join(timeout=2)
         self._server.close()
+        self._holder.close()
 
     def __enter__(self) -> ConnectionTrap:
         return self
