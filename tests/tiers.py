@@ -32,6 +32,7 @@ FOLDER_TIERS = {
     "component": "unit",
     "config": "unit",
     "contract": "unit",
+    "library": "unit",
     "policies": "unit",
     "preflight": "unit",
     "preview_report": "unit",

@@ -33,7 +33,9 @@ class Platform(pulumi.ComponentResource):
         super().__init__("llm-serving:index:Platform", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.namespace = None
-        deps: list[pulumi.Resource] = []
+        # What the caller made us wait on (a library user's own Namespace, llm_serving): children
+        # do not inherit a component's depends_on, so the first objects wait on it themselves.
+        deps: list[pulumi.Resource] = _resources(opts.depends_on if opts is not None else None)
         if stack.platform.create_namespace:
             # Retained on delete: `pulumi destroy` deletes every object the stack declared, then
             # only forgets the Namespace, so the Secrets users created in it by hand (the HF token,
@@ -88,3 +90,12 @@ class Platform(pulumi.ComponentResource):
             f"{name}-{secret.ref.name}", manifest,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["data", "stringData"])),
         )
+
+
+def _resources(depends_on) -> list[pulumi.Resource]:
+    """``ResourceOptions.depends_on`` as a list (one resource, or a list of them)."""
+    if depends_on is None:
+        return []
+    if isinstance(depends_on, pulumi.Resource):
+        return [depends_on]
+    return [d for d in depends_on if isinstance(d, pulumi.Resource)]

@@ -1,0 +1,82 @@
+"""``ModelServing``: model servers (and a router with its OpenAI gateway) in a program of yours.
+
+One component for the whole set, not one per model: the set's shared objects are compiled from
+all of its models at once (the platform's RBAC, Secrets and dashboard list every model; a model's
+pods carry the router's pylon sidecar and network paths only when the router fronts it), so a
+model alone cannot be compiled. Inside, the same components the stack program declares
+(``Platform``, ``VllmModel``/``NimModel``, ``RequestRouter``), parented here: their children and
+Kubernetes objects are the stack program's, name for name.
+
+Providers come from ``opts`` (``providers=[k8s_provider]``, or ``provider=``) and are inherited by
+every child; nothing is declared with a default provider. The namespace is yours unless
+``create_namespace``: give the Namespace resource in ``depends_on``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import pulumi
+
+from components.config import ConfigError, load_stack_config
+from components.config.stack import fronted_models
+from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+
+from .args import ModelServingArgs
+
+TYPE = "llm-serving:index:ModelServing"
+
+
+def stack_config_of(args: ModelServingArgs):
+    """The validated stack config of ``args``; a bad value raises ValueError naming the argument
+    (``models[0].source.repo``, in the stack config's names) and the fix, before any resource."""
+    if not isinstance(args, ModelServingArgs):
+        raise TypeError(f"ModelServing takes a ModelServingArgs, not {type(args).__name__}")
+    try:
+        return load_stack_config(args.to_config())
+    except ConfigError as error:
+        raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {_argument_path(p)}" for p in error.problems)) \
+            from None
+
+
+def _argument_path(problem: str) -> str:
+    # `models.0.source.repo` -> `models[0].source.repo`, wherever the line names one: the list
+    # the program built, indexed as it indexes it.
+    return re.sub(r"\b(models|args|tolerations|imagePullSecrets)\.(\d+)\b", r"\1[\2]", problem)
+
+
+class ModelServing(pulumi.ComponentResource):
+    """Outputs: ``models`` (per model: its endpoint, status and objects, as the stack program
+    exports them), ``endpoints`` (model name -> in-cluster URL), ``states`` (model name -> READY,
+    PENDING, ...) and ``router`` (the router's and the gateway's URLs; None without a router)."""
+
+    models: pulumi.Output[dict]
+    endpoints: pulumi.Output[dict]
+    states: pulumi.Output[dict]
+    router: pulumi.Output[Optional[dict]]
+
+    def __init__(self, name: str, args: ModelServingArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        stack = stack_config_of(args)  # refused here: nothing is registered for a bad argument
+        super().__init__(TYPE, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # The caller's depends_on (their Namespace, say) holds for the first objects too: the
+        # platform's, on which every model and the router wait.
+        platform = Platform(f"{name}-platform", stack, None, pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=opts.depends_on if opts is not None else None)))
+        deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+        servers = {}
+        for model in stack.models:
+            component = VllmModel if model.engine == "vllm" else NimModel
+            servers[model.name] = component(model, stack, deploy, child)
+        self.servers = servers
+        self.request_router: Optional[RequestRouter] = None
+        if stack.router is not None:
+            fronted = fronted_models(stack.router, [m.name for m in stack.models])
+            self.request_router = RequestRouter(stack, deploy, fronts=[servers[n] for n in fronted], opts=child)
+        self.models = pulumi.Output.from_input({n: s.outputs for n, s in servers.items()})
+        self.endpoints = pulumi.Output.from_input({n: s.endpoint_url for n, s in servers.items()})
+        self.states = pulumi.Output.from_input({n: s.state for n, s in servers.items()})
+        self.router = pulumi.Output.from_input(self.request_router.outputs if self.request_router else None)
+        self.register_outputs({"models": self.models, "endpoints": self.endpoints, "states": self.states,
+                               "router": self.router})

@@ -1,0 +1,73 @@
+"""The library's typed arguments (llm_serving/args.py) become the stack config's shape, and the
+config model refuses a bad one with the stack files' message, at the argument's path."""
+
+from __future__ import annotations
+
+import pytest
+
+import llm_serving as llm
+from components.config import load_stack_config
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+ROUTER_IMAGE = "registry.example.com/llm/request-router:0.16.2"
+CHAT = llm.ModelArgs("chat", llm.HubSource("acme/tiny-llm", revision=REVISION), gpus=1,
+                     resources=llm.Resources(cpu="1", memory="24Gi"), weights_size="1Gi")
+
+
+def test_the_arguments_are_the_stack_config_a_stack_file_would_hold():
+    args = llm.ModelServingArgs(
+        namespace="team-a", models=[CHAT, llm.ModelArgs(
+            "embed", llm.S3Source("weights", prefix="embed/", endpoint="https://s3.example.com", credentials_secret="s3"),
+            args=["--max-model-len", "2048"], settings={"lora": {"enabled": True}})],
+        router=llm.RouterArgs(image=ROUTER_IMAGE, replicas=2, settings={"gateway": {"enabled": True}}))
+    assert args.to_config() == {
+        "platform": {"namespace": "team-a", "createNamespace": False, "preflight": {"enabled": False}},
+        "cluster": {},
+        "models": [
+            {"name": "chat", "engine": "vllm", "source": {"type": "hf", "repo": "acme/tiny-llm", "revision": REVISION},
+             "gpus": 1, "resources": {"cpu": "1", "memory": "24Gi"}, "weights": {"size": "1Gi"}},
+            {"name": "embed", "engine": "vllm",
+             "source": {"type": "s3", "bucket": "weights", "prefix": "embed/", "endpoint": "https://s3.example.com",
+                        "credentials": {"secret": "s3"}},
+             "args": ["--max-model-len", "2048"], "lora": {"enabled": True}},
+        ],
+        "router": {"image": ROUTER_IMAGE, "replicas": 2, "gateway": {"enabled": True}},
+    }
+    stack = llm.stack_config_of(args)
+    assert stack == load_stack_config(args.to_config())
+    assert [m.name for m in stack.models] == ["chat", "embed"] and stack.platform.namespace == "team-a"
+
+
+def test_a_volume_source_and_an_enum_engine():
+    model = llm.ModelArgs("nim", llm.VolumeSource("models", sub_path="llama"), engine=llm.Engine.NIM,
+                          image="nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4")
+    assert model.to_config()["engine"] == "nim"
+    assert model.to_config()["source"] == {"type": "pvc", "claimName": "models", "subPath": "llama"}
+
+
+@pytest.mark.parametrize(("models", "expected"), [
+    ([llm.ModelArgs("chat", llm.HubSource("acme/tiny-llm"), gpus=-1)], "models[0].gpus: "),
+    ([CHAT, CHAT], "models[1].name: "),
+    ([llm.ModelArgs("Chat_1", llm.HubSource("acme/tiny-llm"))], "models[0].name: "),
+    ([llm.ModelArgs("chat", llm.HubSource("acme/tiny-llm"), settings={"replica": 2})], "models[0].replica: "),
+])
+def test_a_bad_argument_is_refused_at_its_path_with_the_config_models_fix(models, expected):
+    with pytest.raises(ValueError) as refused:
+        llm.stack_config_of(llm.ModelServingArgs(namespace="team-a", models=models))
+    lines = str(refused.value).splitlines()
+    assert "models." not in str(refused.value).replace("models[", ""), "a path left in the stack config's spelling"
+    assert lines[0] == "invalid ModelServingArgs:"
+    assert any(line.strip().startswith(expected) for line in lines[1:]), str(refused.value)
+
+
+def test_a_setting_given_twice_or_an_argument_of_the_wrong_type_is_refused():
+    with pytest.raises(ValueError, match=r"ModelArgs\(name='chat'\): gpus given both as an argument and in settings"):
+        llm.ModelArgs("chat", llm.HubSource("acme/tiny-llm"), gpus=1, settings={"gpus": 2}).to_config()
+    with pytest.raises(TypeError, match="source: a HubSource, S3Source or VolumeSource, not dict"):
+        llm.ModelArgs("chat", {"repo": "acme/tiny-llm"}).to_config()  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ModelServingArgs.models: each a ModelArgs, not dict"):
+        llm.ModelServingArgs(namespace="a", models=[{"name": "chat"}]).to_config()  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="not the string '--enforce-eager'"):
+        llm.ModelArgs("chat", llm.HubSource("acme/tiny-llm"), args="--enforce-eager").to_config()  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ModelServing takes a ModelServingArgs, not dict"):
+        llm.stack_config_of({"namespace": "a"})  # type: ignore[arg-type]
