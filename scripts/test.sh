@@ -2,9 +2,10 @@
 # Command 2: every test, tier by tier, cheapest first (tests/tiers.py says which test is in which):
 #
 #   bash scripts/test.sh              ruff, import contracts, config reference; then the tiers
-#                                     unit -> servers -> cluster -> engine, each only after the one
-#                                     before passed, each built for just before it runs
-#                                     (cluster and engine side by side after servers;
+#                                     unit -> servers -> cluster -> engine, cluster and engine only
+#                                     after unit and servers passed, each built for just before it
+#                                     runs (servers beside unit, its output after unit's, stopped
+#                                     when unit fails; cluster and engine side by side after them;
 #                                     LLM_SERVING_ENGINE_BESIDE_CLUSTER=0: one after the other)
 #   bash scripts/test.sh --fast       the checks and the unit tier only: needs the venv and the
 #                                     operators' CRD files (downloaded, not built): no toolchain,
@@ -75,6 +76,12 @@ tier_paths() {  # the tier's files, one word each; nothing (the whole suite) unl
   if [ "${LLM_SERVING_TIER_PATHS:-0}" = 1 ]; then
     (cd "$REPO" && "$VENV/bin/python" -m tests.tiers files "$1" "$TIER_FILES")
   fi
+}
+
+kill_tree() {  # a background job and everything it started (its servers, pytest's workers)
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
 }
 
 ensure_nginx() { bash "$REPO/scripts/gateway/ensure-nginx-shipped.sh" >/dev/null; }
@@ -190,11 +197,35 @@ case "$mode" in
     checks
     mkdir -p "$REPO/.test-durations"
     rm -f "$TIER_FILES"
-    LLM_SERVING_TIER_FILES="$TIER_FILES" run_tier unit "${UNIT_WORKERS[@]}"
+    # The unit tier (CPU) and, beside it, the servers tier's set-up and then the servers tier
+    # (which mostly waits on its servers), once the unit tier's collection has written the tier
+    # files. The unit tier's output comes as it runs; the servers tier's is held and shown after
+    # it. A failed unit tier stops the servers tier and the run at once, as before; neither tier
+    # is reported passed before the other has ended.
+    LLM_SERVING_TIER_FILES="$TIER_FILES" run_tier unit "${UNIT_WORKERS[@]}" &
+    unit_pid=$!
     export LLM_SERVING_TIER_PATHS=1  # written by this run's unit tier: the later tiers read it
-    setup_for servers
-    # shellcheck disable=SC2046 # one word per file
-    run_tier servers "${SERVERS_WORKERS[@]}" $(tier_paths servers)
+    servers_log="$(mktemp)"
+    (
+      setup_for servers
+      while [ ! -f "$TIER_FILES" ] && kill -0 "$unit_pid" 2>/dev/null; do sleep 1; done
+      # shellcheck disable=SC2046 # one word per file
+      run_tier servers "${SERVERS_WORKERS[@]}" $(tier_paths servers)
+    ) >"$servers_log" 2>&1 &
+    servers_pid=$!
+    unit_status=0
+    wait "$unit_pid" || unit_status=$?
+    if [ "$unit_status" != 0 ]; then
+      kill_tree "$servers_pid"
+      wait "$servers_pid" 2>/dev/null || true
+      rm -f "$servers_log"
+      exit 1
+    fi
+    servers_status=0
+    wait "$servers_pid" || servers_status=$?
+    cat "$servers_log"
+    rm -f "$servers_log"
+    if [ "$servers_status" != 0 ]; then exit 1; fi
     setup_for cluster
     setup_for engine
     if [ "${LLM_SERVING_ENGINE_BESIDE_CLUSTER:-1}" = 1 ]; then
