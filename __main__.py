@@ -1,4 +1,5 @@
-"""llm-serving: the Pulumi program. One component per configured model.
+"""llm-serving: the Pulumi program. One component per configured model, declared by the
+llm_serving package this program is one user of.
 
 The config is validated in full before any resource is declared, so a bad stack never reaches
 the cluster.
@@ -10,8 +11,7 @@ import pulumi_kubernetes as k8s
 from components import program
 from components.config import ConfigError
 from components.config.loader import load_program_config
-from components.config.stack import fronted_models
-from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+from llm_serving.serving import declare
 
 # First: the SDK's per-resource debug messages cost the program a blocking call each (see there).
 program.quiet_sdk_debug_log()
@@ -32,27 +32,13 @@ provider = k8s.Provider(
 )
 for line in program.secret_warnings(stack):
     pulumi.log.warn(line)
-platform = Platform("platform", stack, provider, secret_values=program.secret_values(stack))
-deploy = Deploy(provider=provider, cluster=stack.cluster, depends_on=platform.ready)
-
-models = {}
-for model in stack.models:
-    if model.engine == "vllm":
-        models[model.name] = VllmModel(model, stack, deploy)
-    elif model.engine == "nim":
-        # path raw: the vLLM objects with NIM's image and identity; path operator: NIMCache +
-        # NIMService, after a check that the cluster has the operator's CRDs.
-        models[model.name] = NimModel(model, stack, deploy)
-    else:
-        raise pulumi.RunError(f"model '{model.name}': engine '{model.engine}' has no component yet")
+# The platform, one component per model and the router: what llm_serving.ModelServing declares
+# under itself, declared here at the top of the stack (the URNs deployed stacks hold).
+declared = declare(stack, provider=provider, secret_values=program.secret_values(stack))
 
 pulumi.export("namespace", stack.platform.namespace)
-pulumi.export("models", {name: component.outputs for name, component in models.items()})
+pulumi.export("models", {name: component.outputs for name, component in declared.servers.items()})
 if weights_revisions:
     pulumi.export("weights_revisions", weights_revisions)
-
-if stack.router is not None:
-    # The router's pods start once the models it fronts are declared and ready to be routed to.
-    fronted = fronted_models(stack.router, [m.name for m in stack.models])
-    router = RequestRouter(stack, deploy, fronts=[models[name] for name in fronted])
-    pulumi.export("router", router.outputs)
+if declared.router is not None:
+    pulumi.export("router", declared.router.outputs)

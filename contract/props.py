@@ -24,10 +24,12 @@ Props = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Target:
-    """Which cluster to talk to: a kubeconfig path and context, or the ambient config."""
+    """Which cluster to talk to: a kubeconfig path and context, or the ambient config; ``data``,
+    a kubeconfig's content (a library user's, llm_serving), wins over both."""
 
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
+    data: Optional[str] = None
 
 
 class Wire:
@@ -61,6 +63,12 @@ class ClusterTarget(Wire):
 
     kubeconfig: str = ""
     context: str = ""
+    # The kubeconfig's content, when the program hands it over instead of a path (llm_serving's
+    # ModelServingArgs.kubeconfig_content, a secret input the components add beside the props:
+    # never in a plan, never written by the stack program).
+    kubeconfig_data: str = ""
+
+    DATA_KEY: ClassVar[str] = "kubeconfig_data"
 
     @classmethod
     def of(cls, cluster: Any) -> ClusterTarget:
@@ -68,10 +76,12 @@ class ClusterTarget(Wire):
         return cls(getattr(cluster, "kubeconfig", None) or "", getattr(cluster, "context", None) or "")
 
     def to_dict(self) -> dict[str, str]:
-        return {"kubeconfig": self.kubeconfig, "context": self.context}
+        # The content only when set: the stack program's records stay as they were.
+        return {"kubeconfig": self.kubeconfig, "context": self.context,
+                **({self.DATA_KEY: self.kubeconfig_data} if self.kubeconfig_data else {})}
 
     def kube(self) -> Target:
-        return Target(self.kubeconfig or None, self.context or None)
+        return Target(self.kubeconfig or None, self.context or None, self.kubeconfig_data or None)
 
 
 def kube_target(props: Props) -> Target:

@@ -122,10 +122,11 @@ class ModelServingArgs:
     """Models (and a router) in one namespace of the cluster the program's provider points at.
 
     ``namespace``: created and owned by your program (give it in ``depends_on``), unless
-    ``create_namespace``. ``kubeconfig``/``context``: where the status and gate providers read the
-    cluster (a path; unset: the ambient kubeconfig), which should be the cluster of the
-    ``kubernetes.Provider`` you pass in ``opts``. ``platform``: any other platform setting by its
-    stack-config name."""
+    ``create_namespace``. ``kubeconfig_content``: the kubeconfig your ``kubernetes.Provider`` is
+    given (content, e.g. a cluster resource's output; kept secret), for the resources that read
+    the cluster (status, weights gate, checks): without it they read ``kubeconfig``/``context`` (a
+    path; unset: the ambient kubeconfig), which must then be your provider's cluster.
+    ``platform``: any other platform setting by its stack-config name."""
 
     namespace: str
     models: Sequence[ModelArgs]
@@ -133,6 +134,7 @@ class ModelServingArgs:
     create_namespace: bool = False
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
+    kubeconfig_content: Optional[Any] = None  # pulumi.Input[str]: not part of the stack config
     platform: Mapping[str, Any] = field(default_factory=dict)
 
     def to_config(self) -> dict:

@@ -67,10 +67,16 @@ def connect(target: Target) -> Clients:
 
     configuration = client.Configuration()
     try:
-        config.load_kube_config(
-            config_file=target.kubeconfig, context=target.context, client_configuration=configuration
-        )
+        if target.data:
+            _load_content(config, target.data, target.context, configuration)
+        else:
+            config.load_kube_config(
+                config_file=target.kubeconfig, context=target.context, client_configuration=configuration
+            )
     except config.ConfigException as error:
+        if target.data:
+            raise NoClusterConfig(f"the kubeconfig content the program passed is unusable: {error}; fix: pass "
+                                  "a whole kubeconfig (its cluster, user and context) as kubeconfig_content") from None
         # In a pod the service account is the config; anywhere else the client's in-cluster
         # fallback would only say "Service host/port is not set", hiding the kubeconfig's problem.
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -83,6 +89,19 @@ def connect(target: Target) -> Clients:
         core=client.CoreV1Api(api), apps=client.AppsV1Api(api), batch=client.BatchV1Api(api),
         discovery=client.DiscoveryV1Api(api), custom=client.CustomObjectsApi(api),
     )
+
+
+def _load_content(config, data: str, context: Optional[str], configuration) -> None:
+    """A kubeconfig given as content (YAML or JSON), read by the client from a private file that
+    exists only while it is read: the client takes a file or a parsed dict, and the providers parse
+    no YAML themselves (.importlinter)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="llm-serving-kubeconfig-") as private:  # mode 0700
+        path = os.path.join(private, "config")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+            out.write(data)
+        config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
 
 
 def no_cluster_config(target: Target, error: BaseException) -> str:

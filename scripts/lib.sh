@@ -50,34 +50,43 @@ setup_toolchain() {
 # with torch: ~4 GB on a cold machine) wait on the network, the toolchain and test-tool builds on
 # the CPU: started first, in the background, they overlap on a cold machine (warm: both instant).
 # Each logs to its own file; wait_client_venvs fails the run, showing the log, if either failed.
-start_client_venvs() {
-  CLIENT_VENV_LOGS="$(mktemp -d)"
-  bash "$REPO/scripts/testtools/hub-client.sh" >"$CLIENT_VENV_LOGS/hub-client.log" 2>&1 &
-  HUB_CLIENT_PID=$!
-  bash "$REPO/scripts/testtools/streamer.sh" >"$CLIENT_VENV_LOGS/streamer.log" 2>&1 &
-  STREAMER_PID=$!
+# A background job any later subshell can wait for: bash's `wait` knows only the shell's own
+# children, and the servers tier's set-up runs in a subshell beside the unit tier (test.sh). The
+# job writes its exit status next to its log (<log>.status); bg_wait polls for it, and shows the
+# log once per run (<log>.shown), whichever shell waits first.
+bg_start() {  # bg_start LOG COMMAND...: the command's output to LOG
+  local log_file="$1"; shift
+  ( set +e; "$@" >"$log_file" 2>&1; echo "$?" >"$log_file.status.tmp"; mv "$log_file.status.tmp" "$log_file.status" ) &
 }
 
-# One background install: its log either way, and a failure said first.
-wait_client_venv() {
-  local name="$1" pid="$2"
-  if wait "$pid"; then
-    cat "$CLIENT_VENV_LOGS/$name.log" >&2
-  else
-    log "scripts/testtools/$name.sh failed:"
-    cat "$CLIENT_VENV_LOGS/$name.log" >&2
-    return 1
+bg_wait() {  # bg_wait LOG: the job's exit status, after showing its log (once)
+  local log_file="$1"
+  while [ ! -f "$log_file.status" ]; do sleep 1; done
+  if [ ! -f "$log_file.shown" ]; then
+    : >"$log_file.shown"
+    cat "$log_file" >&2
   fi
+  return "$(cat "$log_file.status")"
+}
+
+start_client_venvs() {
+  CLIENT_VENV_LOGS="$(mktemp -d)"
+  bg_start "$CLIENT_VENV_LOGS/hub-client.log" bash "$REPO/scripts/testtools/hub-client.sh"
+  bg_start "$CLIENT_VENV_LOGS/streamer.log" bash "$REPO/scripts/testtools/streamer.sh"
+}
+
+# One background install: its log either way, and a failure said after it.
+wait_client_venv() {
+  local name="$1"
+  bg_wait "$CLIENT_VENV_LOGS/$name.log" || { log "scripts/testtools/$name.sh failed (its log above)"; return 1; }
 }
 
 wait_client_venvs() {
-  # Once per run: a tier that needs them waits; the next tier finds them done.
-  [ -n "${CLIENT_VENVS_DONE:-}" ] && return 0
+  # A tier that needs them waits; the next tier finds them done.
   local failed=0
-  wait_client_venv hub-client "$HUB_CLIENT_PID" || failed=1
-  wait_client_venv streamer "$STREAMER_PID" || failed=1
-  rm -rf "$CLIENT_VENV_LOGS"
-  [ "$failed" = 0 ] && CLIENT_VENVS_DONE=1
+  wait_client_venv hub-client || failed=1
+  wait_client_venv streamer || failed=1
+  return "$failed"
 }
 
 # The real Stargate binaries of the conformance suite (tests/conformance), built from
@@ -85,20 +94,17 @@ wait_client_venvs() {
 # 2 cores cold): cargo, started in the background beside the Go toolchain build so that the two
 # overlap on a cold machine. A build failure stops the run at wait_stargate; without the sources
 # the kit says so and the suite skips.
+build_stargate() { cd "$REPO" && PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py; }
+
 start_stargate() {
   STARGATE_LOG="$(mktemp)"
-  (cd "$REPO" && PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py) >"$STARGATE_LOG" 2>&1 &
-  STARGATE_PID=$!
+  bg_start "$STARGATE_LOG" build_stargate
 }
 
 wait_stargate() {
-  [ -n "${STARGATE_DONE:-}" ] && return 0
   local status=0
-  wait "$STARGATE_PID" || status=$?
-  cat "$STARGATE_LOG" >&2
-  rm -f "$STARGATE_LOG"
+  bg_wait "$STARGATE_LOG" || status=$?
   if [ "$status" != 0 ]; then log "building the Stargate binaries failed (exit $status)"; return 1; fi
-  STARGATE_DONE=1
 }
 
 setup_testtools() {
@@ -134,26 +140,24 @@ start_cluster() {
 # other (two pip installs at once would only share the same network and disk). wait_engine_kits
 # fails the run when an install failed; when PyPI cannot be reached (the script's exit 3) it says
 # so and lets the run go on: the engine tests then skip, saying why.
+build_engine_kits() {
+  local line
+  for line in $(bash "$REPO/scripts/testtools/vllm-kit.sh" --lines); do
+    bash "$REPO/scripts/testtools/vllm-kit.sh" "$line" || return $?
+  done
+}
+
 start_engine_kits() {
   ENGINE_KIT_LOG="$(mktemp)"
-  (
-    for line in $(bash "$REPO/scripts/testtools/vllm-kit.sh" --lines); do
-      bash "$REPO/scripts/testtools/vllm-kit.sh" "$line" || exit $?
-    done
-  ) >"$ENGINE_KIT_LOG" 2>&1 &
-  ENGINE_KIT_PID=$!
+  bg_start "$ENGINE_KIT_LOG" build_engine_kits
 }
 
 wait_engine_kits() {
-  [ -n "${ENGINE_KITS_DONE:-}" ] && return 0
   local status=0
-  wait "$ENGINE_KIT_PID" || status=$?
-  cat "$ENGINE_KIT_LOG" >&2
-  rm -f "$ENGINE_KIT_LOG"
+  bg_wait "$ENGINE_KIT_LOG" || status=$?
   case "$status" in
     0) ;;
     3) log "engine kit: PyPI unreachable from this machine; the real-vLLM tests (tests/engine) will skip" ;;
     *) log "scripts/testtools/vllm-kit.sh failed (exit $status)"; return 1 ;;
   esac
-  ENGINE_KITS_DONE=1
 }

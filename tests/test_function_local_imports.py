@@ -3,7 +3,7 @@ docs/architecture.md ("Function-local imports") names, each with what it avoids.
 
 A function-local import of project code hides a dependency from a reader and can hide an import
 cycle from `lint-imports` (it sees the import, but nothing says why it is not at the top). This
-walks every function of components/, providers/ and contract/ and fails on one that is not in
+walks every function of llm_serving/, components/, providers/ and contract/ and fails on one that is not in
 the list below, or when a listed one has gone (then the doc is out of date too). Imports of the
 standard library or third-party packages inside functions (providers/kube.py's Kubernetes client,
 the loader's pulumi.runtime) are not project code and not checked here.
@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("components", "providers", "contract")
+PRODUCT = ("llm_serving", "components", "providers", "contract")
 PROJECT = (*PRODUCT, "policies", "tests")
 
 # (module file, imported module): what each avoids is in docs/architecture.md.

@@ -29,6 +29,7 @@ from ..config.model import ModelConfig
 from ..config.platform import ClusterConfig
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
+from .cluster_access import secret_options, with_kubeconfig
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Deploy:
     provider: Optional[pulumi.ProviderResource]
     cluster: ClusterConfig
     depends_on: tuple[pulumi.Resource, ...] = ()
+    # A library user's kubeconfig content for the dynamic resources (cluster_access.py); None:
+    # they read the cluster config's path and context.
+    kubeconfig_content: Optional[pulumi.Input[str]] = None
 
     @property
     def rendering(self) -> bool:
@@ -45,7 +49,8 @@ class Deploy:
         return bool(self.cluster.render_yaml_to_directory)
 
 
-def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions,
+             kubeconfig_content: Optional[pulumi.Input[str]] = None) -> pulumi.Resource:
     """The dynamic resource (and its provider) for a child's typed props."""
     resource, provider = {
         GateProps: (resources.WeightsGate, gate.WeightsGateProvider),
@@ -53,7 +58,8 @@ def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions) -> pulumi.Re
         NimOperatorCheckProps: (resources.NimOperatorCheck, crd_check.RequiredCrdsProvider),
         RequiredCrdsProps: (resources.RequiredCrds, crd_check.RequiredCrdsProvider),
     }[type(child.props)]
-    return resource(name, child.props.to_dict(), provider(), opts)
+    props = with_kubeconfig(child.props.to_dict(), kubeconfig_content)
+    return resource(name, props, provider(), secret_options(opts, props))
 
 
 class ModelServer(pulumi.ComponentResource):
@@ -75,7 +81,8 @@ class ModelServer(pulumi.ComponentResource):
                 delete_before_replace=child.delete_before_replace or None,
                 aliases=[pulumi.Alias(name=child_name(model.name, alias)) for alias in child.aliases] or None))
             name = child_name(model.name, child.logical)
-            self.children[child.role] = (_dynamic(name, child, opts_for) if child.props is not None
+            self.children[child.role] = (_dynamic(name, child, opts_for, deploy.kubeconfig_content)
+                                         if child.props is not None
                                          else kube_resources.apply(name, child.manifest, opts_for))
 
         self.endpoint_url = pulumi.Output.from_input(self.plan.endpoint_url)

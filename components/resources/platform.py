@@ -22,14 +22,17 @@ from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
+from .cluster_access import secret_options, with_kubeconfig
 
 
 class Platform(pulumi.ComponentResource):
     def __init__(self, name: str, stack: StackConfig, provider: Optional[pulumi.ProviderResource],
                  opts: Optional[pulumi.ResourceOptions] = None,
-                 secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None):
+                 secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
+                 kubeconfig_content: Optional[pulumi.Input[str]] = None):
         """``secret_values``: the stack secrets (``hfToken``, ``ngcApiKey``) as secret Outputs, from
-        ``pulumi.Config.require_secret``; each becomes a Kubernetes Secret when a model reads it."""
+        ``pulumi.Config.require_secret``; each becomes a Kubernetes Secret when a model reads it.
+        ``kubeconfig_content``: for the metrics check, as for the models' (cluster_access.py)."""
         super().__init__("llm-serving:index:Platform", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.namespace = None
@@ -66,10 +69,12 @@ class Platform(pulumi.ComponentResource):
         self.metrics_check: Optional[pulumi.Resource] = None
         requirements = metrics.required_crds(stack)
         if requirements and not stack.cluster.render_yaml_to_directory:
-            self.metrics_check = dynamic.RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), RequiredCrdsProps(
+            props = with_kubeconfig(RequiredCrdsProps(
                 "platform.metrics", tuple(CrdRequirement.from_dict(r) for r in requirements),
                 ClusterTarget.of(stack.cluster),
-            ).to_dict(), RequiredCrdsProvider(), after_namespace)
+            ).to_dict(), kubeconfig_content)
+            self.metrics_check = dynamic.RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), props,
+                                                      RequiredCrdsProvider(), secret_options(after_namespace, props))
         dashboard = compile_dashboard(stack)
         self.dashboard = None if dashboard is None else kube_resources.apply(
             child_name(name, roles.DASHBOARD), dashboard, after_namespace)

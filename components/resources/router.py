@@ -40,10 +40,12 @@ from ..children import child as child_name
 from ..compile.plan import FRONTS, PLATFORM, Child, RouterPlan, router_plan
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
+from .cluster_access import secret_options, with_kubeconfig
 from .model import Deploy
 
 
-def _dynamic(name: str, child: Child, fronts: Sequence[pulumi.Resource], opts: pulumi.ResourceOptions):
+def _dynamic(name: str, child: Child, fronts: Sequence[pulumi.Resource], opts: pulumi.ResourceOptions,
+             kubeconfig_content: Optional[pulumi.Input[str]] = None):
     """The dynamic resource (and its provider) for a child's typed props. Looked up when called,
     so the component tests can record them."""
     props = child.props
@@ -56,7 +58,8 @@ def _dynamic(name: str, child: Child, fronts: Sequence[pulumi.Resource], opts: p
         WorkloadKindProps: (WorkloadKindGuard, WorkloadKindGuardProvider),
         RouterTargetsProps: (RouterTargets, RouterTargetsProvider),
     }[type(props)]
-    return resource(name, props.to_dict(), provider(), opts)
+    wire = with_kubeconfig(props.to_dict(), kubeconfig_content)
+    return resource(name, wire, provider(), secret_options(opts, wire))
 
 
 class RequestRouter(pulumi.ComponentResource):
@@ -81,7 +84,8 @@ class RequestRouter(pulumi.ComponentResource):
             depends = [d for role in waits for d in (external[role] if role in external else (self.children[role],))]
             opts_for = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=depends))
             child_id = child_name(name, child.role)
-            self.children[child.role] = (_dynamic(child_id, child, fronts, opts_for) if child.props is not None
+            self.children[child.role] = (_dynamic(child_id, child, fronts, opts_for, deploy.kubeconfig_content)
+                                         if child.props is not None
                                          else kube_resources.apply(child_id, child.manifest, opts_for))
         self.crd_check = self.children.get(roles.ROUTER_CRD_CHECK)
         self.kind_guard = self.children[roles.ROUTER_WORKLOAD_KIND]

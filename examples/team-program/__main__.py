@@ -15,7 +15,11 @@ namespace_name = config.get("namespace") or "team-a"
 # A commit, not a branch: the library runs no Hub preflight that would pin it.
 REVISION = "8f1a8a7c2a9b6c4d5e3f201918171615141312aa"
 
-cluster = k8s.Provider("team-cluster")
+# The cluster's kubeconfig as content (a secret: `pulumi config set --secret kubeconfig < file`, or
+# a cluster resource's output); unset: the ambient kubeconfig. llm-serving's status and gate read
+# the cluster with the same content, so no kubeconfig file is needed where `up` or `destroy` runs.
+kubeconfig = config.get_secret("kubeconfig")
+cluster = k8s.Provider("team-cluster", kubeconfig=kubeconfig)
 namespace = k8s.core.v1.Namespace(
     "team-namespace",
     metadata={"name": namespace_name, "labels": {"team": "a"}},
@@ -34,6 +38,7 @@ serving = llm.ModelServing(
                           resources=small, weights_size="1Gi"),
         ],
         router=llm.RouterArgs(image=config.get("routerImage") or "registry.example.com/llm/request-router:0.16.2"),
+        kubeconfig_content=kubeconfig,
         platform={"sharedMemorySizeLimit": "1Gi",
                   **({"storageClassName": config.get("storageClassName")} if config.get("storageClassName") else {})},
     ),

@@ -4,7 +4,9 @@ Namespace, reports their status in its outputs, and destroys all of it (issue 33
 
 The program runs in a virtualenv of its own with the wheel installed (tests/support/wheel.py),
 from a copy of the example outside the checkout: the package it imports, and the providers the
-engine unpickles for `destroy`, are the wheel's.
+engine unpickles for `refresh` and `destroy`, are the wheel's. The cluster is the program's secret
+config (the kubeconfig's content), with KUBECONFIG pointing at no file: the program's provider
+and llm-serving's status and gate reach the cluster through that content alone (issue 33 item 2).
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def team(tmp_path_factory, kube):
                    check=True, capture_output=True)
     for key, value in (("namespace", project.namespace), ("storageClassName", "local-weights")):
         project.run("config", "set", key, value)
+    # The cluster as the program's own secret config, the kubeconfig's content; from here on no
+    # kubeconfig file is in reach of the engine, the provider or the status and gate providers.
+    with open(os.environ["KUBECONFIG"]) as content:
+        subprocess.run(["pulumi", "config", "set", "--secret", "kubeconfig", "-s", project.stack, "--non-interactive"],
+                       cwd=root, env=project.env, stdin=content, check=True, capture_output=True)
+    project.env["KUBECONFIG"] = str(base / "no-such-kubeconfig")
     yield project
     delete_namespaces(kube.CoreV1Api(), [project.namespace])  # after a failure only: destroy removes it
 
@@ -81,5 +89,9 @@ def test_the_team_program_deploys_reports_and_destroys_from_the_package(team, ku
     statuses = {r["urn"].rsplit("::", 1)[1]: r["outputs"].get("state") for r in state
                 if r["type"].endswith("ModelStatus")}
     assert statuses == {"chat-status": "READY", "summarize-status": "READY"}, statuses
+    # The content is in the state only encrypted.
+    plain = open(os.environ["KUBECONFIG"]).read()
+    marker = next(line.split(":", 1)[1].strip() for line in plain.splitlines() if "server:" in line)
+    assert marker not in json.dumps(json.loads(team.run("stack", "export").stdout)), "the kubeconfig in plain text"
     team.run("destroy", "--yes", "--skip-preview")
     assert json.loads(team.run("stack", "export").stdout)["deployment"].get("resources") in (None, [])

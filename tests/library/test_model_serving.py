@@ -88,3 +88,34 @@ def test_the_callers_depends_on_holds_for_the_first_objects(graph):
     assert namespace in service_account.depends_on
     # Every model object waits on the platform's, so on the namespace too.
     assert graph.objects["team-a-platform-model-service-account"] in graph.opts[graph.named("chat-weights")].depends_on
+
+
+@pulumi.runtime.test
+def test_the_kubeconfig_content_reaches_every_reader_of_the_cluster_as_a_secret(monkeypatch):
+    import components.resources.platform as platform_resources
+    import components.resources.router as router_resources
+    from providers import resources as dynamic_resources
+
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"), (platform_resources.dynamic, "RequiredCrds"),
+                         (router_resources, "RouterTargets"), (router_resources, "RequiredCrds"))
+    args = llm.ModelServingArgs(namespace="team-a", models=ARGS.models, router=ARGS.router,
+                                platform={"metrics": {"enabled": True}}, kubeconfig_content="apiVersion: v1\n")
+    llm.ModelServing("team-a", args)
+    readers = {name: props for name, props in graph.props.items() if "kubeconfig" in props}
+    assert {"chat-status", "llm-router-targets", "team-a-platform-metrics-crd-check"} <= set(readers), sorted(readers)
+
+    def check(values):
+        for name, (value, secret) in zip(readers, values, strict=True):
+            assert (value, secret) == ("apiVersion: v1\n", True), name
+            assert "kubeconfig_data" in graph.opts[name].additional_secret_outputs, name
+
+    return pulumi.Output.all(*[pulumi.Output.all(props["kubeconfig_data"], pulumi.Output.is_secret(props["kubeconfig_data"]))
+                               for props in readers.values()]).apply(check)
+
+
+@pulumi.runtime.test
+def test_without_content_no_reader_records_any(graph):
+    llm.ModelServing("team-a", ARGS)
+    readers = {name: props for name, props in graph.props.items() if "kubeconfig" in props}
+    assert readers and all("kubeconfig_data" not in props for props in readers.values())

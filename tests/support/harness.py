@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "components", "providers", "contract", "policies")
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "llm_serving", "components", "providers", "contract", "policies")
 
 
 def require_engine() -> None:
