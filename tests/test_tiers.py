@@ -100,3 +100,17 @@ def test_the_command_line_prints_a_tiers_files_or_nothing(tmp_path):
     target.write_text(json.dumps({"servers": ["tests/gateway/test_a.py", "tests/ci/test_b.py"]}))
     out = subprocess.run(command, cwd=TESTS.parent, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["tests/gateway/test_a.py", "tests/ci/test_b.py"]
+
+
+def test_the_cluster_scheduler_deals_the_longest_modules_first():
+    from tests.support.xdist_groups import MODULE_SECONDS, longest_first, weight_of
+
+    longest = max(MODULE_SECONDS, key=MODULE_SECONDS.get)
+    queue = {"tests/faults/test_new_module.py": {"a": False}, longest: {"b": False},
+             "tests/integration/test_render_stack.py": {f"t{i}": False for i in range(9)}}
+    assert [scope for scope, _ in longest_first(queue)][0] == longest
+    # A module not measured yet weighs by its tests; the cluster-wide unit is their sum.
+    assert weight_of("tests/faults/test_new_module.py", 8) == 8 * weight_of("tests/faults/test_new_module.py", 1) > 0
+    assert weight_of(CLUSTER_WIDE, 1) > MODULE_SECONDS["tests/integration/test_autoscaling_on_cluster.py"]
+    # Every measured module still exists (a renamed one would fall back to the guess silently).
+    assert [m for m in MODULE_SECONDS if not (TESTS.parent / m).is_file()] == []

@@ -86,6 +86,12 @@ class Project:
         return self.root / "stacks" / f"Pulumi.{self.stack}.yaml"
 
     def write_config(self, config: dict) -> None:
+        # A stack that renders to files talks to no cluster, but the Kubernetes provider still
+        # reads the ambient KUBECONFIG and runs its discovery against that cluster when it can
+        # reach it (provider.go: a render directory forbids a kubeconfig argument, not the
+        # environment's): 15-20 s of a busy simulated cluster per preview. Such a stack runs with
+        # KUBECONFIG naming no file (run()).
+        self.renders = bool((config.get("cluster") or {}).get("renderYamlToDirectory"))
         existing = yaml.safe_load(self.config_file.read_text()) if self.config_file.exists() else {}
         document = {**(existing or {}), "config": {f"llm-serving:{k}": v for k, v in config.items()}}
         self.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -94,16 +100,18 @@ class Project:
     def config_for_now(self, config: dict) -> Iterator[None]:
         """The stack file says ``config`` inside the block (a preview of a change), and exactly
         what it said before afterwards, whatever the block raised."""
-        before = self.config_file.read_text()
+        before, renders = self.config_file.read_text(), self.renders
         self.write_config(config)
         try:
             yield
         finally:
             self.config_file.write_text(before)
+            self.renders = renders
 
     def run(self, *args: str, check: bool = True, stack_flag: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
         command = ["pulumi", *args, "--non-interactive"] + (["-s", self.stack] if stack_flag else [])
-        result = subprocess.run(command, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
+        env = {**self.env, "KUBECONFIG": str(self.root / "no-cluster-when-rendering")} if self.renders else self.env
+        result = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-6000:]}\n{result.stderr[-4000:]}")
         return result

@@ -18,7 +18,8 @@ marks change nothing; ``pytest_xdist_make_scheduler`` is xdist's own hook for th
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import json
+from pathlib import Path, PurePosixPath
 
 from xdist.scheduler import LoadScopeScheduling
 
@@ -33,9 +34,44 @@ def scope_of(nodeid: str) -> str:
     return CLUSTER_WIDE if PurePosixPath(module).stem in CLUSTER_WIDE_MODULES else module
 
 
+# How long each module took in a recent whole run (worker-seconds; tests/support/module_seconds.json,
+# refreshed by hand from .test-durations/*.modules.txt when the suite changes much). The longest
+# start first: whole modules are the unit, and a long one dealt last ran alone at the end of the
+# pass (seen 2026-12-03: a 60 s module dealt last, by xdist's order of most tests first, while two
+# workers idled).
+MODULE_SECONDS: dict[str, float] = json.loads((Path(__file__).with_name("module_seconds.json")).read_text())["seconds"]
+
+
+def weight_of(scope: str, tests: int) -> float:
+    """A scope's expected seconds: its module's, the cluster-wide modules' sum, or, for a module
+    not measured yet, the median module's per test times its tests."""
+    if scope == CLUSTER_WIDE:
+        return sum(seconds for module, seconds in MODULE_SECONDS.items()
+                   if PurePosixPath(module).stem in CLUSTER_WIDE_MODULES)
+    if scope in MODULE_SECONDS:
+        return MODULE_SECONDS[scope]
+    per_test = sorted(MODULE_SECONDS.values())[len(MODULE_SECONDS) // 2] / 4 if MODULE_SECONDS else 1.0
+    return per_test * tests
+
+
+def longest_first(workqueue: dict[str, dict]) -> list[tuple[str, dict]]:
+    return sorted(workqueue.items(), key=lambda item: -weight_of(item[0], len(item[1])))
+
+
 class ModuleScheduling(LoadScopeScheduling):
+    _ordered = False
+
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        # Before the first scope is dealt: the queue longest first (xdist filled it by test count).
+        if not self._ordered:
+            ordered = longest_first(self.workqueue)
+            self.workqueue.clear()
+            self.workqueue.update(ordered)
+            self._ordered = True
+        super()._assign_work_unit(node)
 
 
 def pytest_xdist_make_scheduler(config, log):
