@@ -58,11 +58,13 @@ class ConnectionTrap:
                 conn, peer = self._server.accept()
             except (TimeoutError, OSError):
                 continue
+            # From now on refused: no listener left on the port (the holder keeps it bound). Closed
+            # before the connection is counted, so a caller that saw the count sees refusals; a
+            # connection racing the first into the backlog is reset instead (also not served).
+            self._server.close()
             with self._lock:
                 self.connections.append((time.time(), peer))
             conn.close()
-            # From now on refused: no listener left on the port (the holder keeps it bound).
-            self._server.close()
             return
 
     def count(self) -> int:
