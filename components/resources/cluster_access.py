@@ -15,16 +15,12 @@ import pulumi
 from contract.props import ClusterTarget
 
 
-def with_kubeconfig(props: dict, content: Optional[pulumi.Input[str]]) -> dict:
-    """``props`` with the content beside its cluster target; unchanged without content, or for a
+def with_kubeconfig(props: dict, content: Optional[pulumi.Input[str]],
+                    opts: pulumi.ResourceOptions) -> tuple[dict, pulumi.ResourceOptions]:
+    """``props`` with the content beside its cluster target, and ``opts`` keeping it secret in the
+    outputs too (a dynamic provider echoes its inputs); both unchanged without content, or for a
     resource that does not read the cluster (no cluster target in its props)."""
     if content is None or "kubeconfig" not in props:
-        return props
-    return {**props, ClusterTarget.DATA_KEY: pulumi.Output.secret(content)}
-
-
-def secret_options(opts: pulumi.ResourceOptions, props: dict) -> pulumi.ResourceOptions:
-    """A dynamic provider echoes its inputs as outputs: keep the content secret there too."""
-    if ClusterTarget.DATA_KEY not in props:
-        return opts
-    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=[ClusterTarget.DATA_KEY]))
+        return props, opts
+    return ({**props, ClusterTarget.DATA_KEY: pulumi.Output.secret(content)},
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=[ClusterTarget.DATA_KEY])))

@@ -29,7 +29,7 @@ from ..config.model import ModelConfig
 from ..config.platform import ClusterConfig
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
-from .cluster_access import secret_options, with_kubeconfig
+from .cluster_access import with_kubeconfig
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ def _dynamic(name: str, child: Child, opts: pulumi.ResourceOptions,
         NimOperatorCheckProps: (resources.NimOperatorCheck, crd_check.RequiredCrdsProvider),
         RequiredCrdsProps: (resources.RequiredCrds, crd_check.RequiredCrdsProvider),
     }[type(child.props)]
-    props = with_kubeconfig(child.props.to_dict(), kubeconfig_content)
-    return resource(name, props, provider(), secret_options(opts, props))
+    props, opts = with_kubeconfig(child.props.to_dict(), kubeconfig_content, opts)
+    return resource(name, props, provider(), opts)
 
 
 class ModelServer(pulumi.ComponentResource):

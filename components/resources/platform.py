@@ -22,7 +22,7 @@ from ..compile.secrets import stack_secrets
 from ..compile.stack import compile_model_service_account, compile_namespace
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
-from .cluster_access import secret_options, with_kubeconfig
+from .cluster_access import with_kubeconfig
 
 
 class Platform(pulumi.ComponentResource):
@@ -69,12 +69,12 @@ class Platform(pulumi.ComponentResource):
         self.metrics_check: Optional[pulumi.Resource] = None
         requirements = metrics.required_crds(stack)
         if requirements and not stack.cluster.render_yaml_to_directory:
-            props = with_kubeconfig(RequiredCrdsProps(
+            props, check_opts = with_kubeconfig(RequiredCrdsProps(
                 "platform.metrics", tuple(CrdRequirement.from_dict(r) for r in requirements),
                 ClusterTarget.of(stack.cluster),
-            ).to_dict(), kubeconfig_content)
+            ).to_dict(), kubeconfig_content, after_namespace)
             self.metrics_check = dynamic.RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), props,
-                                                      RequiredCrdsProvider(), secret_options(after_namespace, props))
+                                                      RequiredCrdsProvider(), check_opts)
         dashboard = compile_dashboard(stack)
         self.dashboard = None if dashboard is None else kube_resources.apply(
             child_name(name, roles.DASHBOARD), dashboard, after_namespace)

@@ -40,7 +40,7 @@ from ..children import child as child_name
 from ..compile.plan import FRONTS, PLATFORM, Child, RouterPlan, router_plan
 from ..config.stack import StackConfig
 from . import kubernetes as kube_resources
-from .cluster_access import secret_options, with_kubeconfig
+from .cluster_access import with_kubeconfig
 from .model import Deploy
 
 
@@ -58,8 +58,8 @@ def _dynamic(name: str, child: Child, fronts: Sequence[pulumi.Resource], opts: p
         WorkloadKindProps: (WorkloadKindGuard, WorkloadKindGuardProvider),
         RouterTargetsProps: (RouterTargets, RouterTargetsProvider),
     }[type(props)]
-    wire = with_kubeconfig(props.to_dict(), kubeconfig_content)
-    return resource(name, wire, provider(), secret_options(opts, wire))
+    wire, opts = with_kubeconfig(props.to_dict(), kubeconfig_content, opts)
+    return resource(name, wire, provider(), opts)
 
 
 class RequestRouter(pulumi.ComponentResource):
