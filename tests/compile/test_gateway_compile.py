@@ -188,7 +188,7 @@ def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_
     data = compile_gateway(load(RICH)).config_map["data"]
     conf = data["nginx.conf"]
     assert "team-a 1;" in conf and "team-b 1;" not in conf  # team-b has no limit: no call
-    assert conf.count("auth_request /_gw/limit;") == 3  # chat, Responses, embeddings
+    assert conf.count("auth_request /_gw/limit;") == 5  # every endpoint: chat, Responses, embeddings, models, others
     assert "server llm-router-gateway-limiter.serving.svc.cluster.local:8090;" in conf
     assert "error_page 500 502 503 504 = @gw_limit_open;" in conf  # fail open
     assert "limit_req" not in conf

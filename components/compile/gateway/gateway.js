@@ -455,7 +455,23 @@ async function hold(r) {
 
 // ---- endpoints ----------------------------------------------------------------------------
 
+const PATHS = {chat: '/v1/chat/completions', responses: '/v1/responses', embeddings: '/v1/embeddings',
+               models: '/v1/models'};
+
+// Whether the request line named the endpoint's path exactly ($gw_path, nginx.conf: a query is
+// dropped, any other form is not ours); else answered 404. Only that path is sent to the router.
+function canonical(r, kind) {
+    if (r.variables.gw_path === PATHS[kind]) {
+        return true;
+    }
+    unsupported(r);
+    return false;
+}
+
 function handle(r, kind) {
+    if (!canonical(r, kind)) {
+        return;
+    }
     const admitted = admit(r);
     if (!admitted) {
         return;
@@ -1405,6 +1421,9 @@ function embeddings(r) {
 // GET /v1/models: the router's {"model_ids": [...]} (the models routable on the router pod that
 // answers) as OpenAI's list, narrowed to what the caller may use.
 async function models(r) {
+    if (!canonical(r, 'models')) {
+        return;
+    }
     if (r.method !== 'GET') {
         fail(r, 405, r.method + ' is not allowed on /v1/models; use GET', 'invalid_request_error',
              'method_not_allowed', null, {'Allow': 'GET'});

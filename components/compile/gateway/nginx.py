@@ -76,6 +76,9 @@ HEALTH_PATH = "/healthz"
 INTERNAL_PORT = 8082
 # Loopback only: the fold server, where a non-streaming call is folded before its status is chosen.
 FOLD_PORT = 8083
+# The API server's answers to errors raised before nginx has a URI (_unparsed_error_locations).
+BAD_REQUEST_URI = "/_gw/error/bad_request"
+INTERNAL_ERROR_URI = "/_gw/error/internal"
 # Prometheus text format, on the health port (never on the API port clients reach).
 METRICS_PATH = "/metrics"
 
@@ -479,6 +482,25 @@ def _client_request_id() -> list[Node]:
     ]
 
 
+# The paths the gateway serves, each exactly as a client must send it (the raw request line, not
+# nginx's normalised $uri: `/v1//chat/completions` or `/v1/x/../chat/completions` would match a
+# location after normalisation). What reaches the router is the path itself, never the caller's
+# text or query.
+API_PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/models")
+
+
+def _canonical_path() -> list[Node]:
+    return [
+        BLANK,
+        comment("$gw_path: the canonical path the request line names exactly (a query is allowed and dropped);\n"
+                "empty for any other form, which the script answers 404 (gateway.js, canonical)."),
+        block("map", "$request_uri", "$gw_path", body=[
+            [d(f"~^{path}(?:\\?|$)", path) for path in API_PATHS],
+            d("default", ""),
+        ]),
+    ]
+
+
 def _router_upstream(s: GatewaySettings) -> list[Node]:
     return [
         BLANK,
@@ -531,8 +553,9 @@ def _relayed(name: str, s: GatewaySettings) -> str:
 
 
 def _to_router(s: GatewaySettings) -> list[Node]:
-    """A model call to the router, from the front server."""
-    return _contract(s, "http://$gw_router")
+    """A model call to the router, from the front server: to the canonical path the request was
+    classified by (a URI given with variables is sent as it is, without the caller's query)."""
+    return _contract(s, "http://$gw_router$gw_path")
 
 
 def _upstream_errors(s: GatewaySettings) -> list[Node]:
@@ -560,7 +583,7 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
     # one auth_request per location: with limited tenants the limiter's check (``/_gw/limit``)
     # refuses a keyless request first, else ``/_gw/auth`` only checks the key.
     auth = [d("auth_request", "/_gw/auth")] if s.keys_file else []
-    # The model list and unknown paths need the key only; the model calls the limits too.
+    # Every endpoint counts against the tenant's rate (the model list and unknown paths too).
     limits = [d("auth_request", "/_gw/limit"),
               d("auth_request_set", "$gw_limit_retry", "$upstream_http_retry_after"),
               d("auth_request_set", "$gw_limit_kind", lim.header_variable("upstream_http", LIMIT_KIND))] if _limited(s) else auth
@@ -568,8 +591,8 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
         block("location", "=", "/v1/chat/completions", body=[limits, d("js_content", "gw.chat")]),
         block("location", "=", "/v1/responses", body=[limits, d("js_content", "gw.responses")]),
         block("location", "=", "/v1/embeddings", body=[limits, d("js_content", "gw.embeddings")]),
-        block("location", "=", "/v1/models", body=[auth, d("js_content", "gw.models")]),
-        block("location", "/", body=[auth, d("js_content", "gw.unsupported")]),
+        block("location", "=", "/v1/models", body=[limits, d("js_content", "gw.models")]),
+        block("location", "/", body=[limits, d("js_content", "gw.unsupported")]),
         comment("auth_request's subrequest: headers only (a subrequest never reads the client's body)."),
         block("location", "=", "/_gw/auth", body=[d("internal"), d("js_content", "gw.authorize")]),
         BLANK,
@@ -586,7 +609,7 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
                 "once the answer is folded, its status chosen then. Proxied, so a client that leaves closes\n"
                 "this request at once, and its log phase tells the fold server (gateway.js, foldAnswer)."),
         block("location", "@gw_fold", body=[
-            _contract(s, f"http://{s.fold_listen}", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds),
+            _contract(s, f"http://{s.fold_listen}$gw_path", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds),
             d("proxy_set_header", FOLD_HEADERS["kind"], "$gw_kind"),
             d("proxy_set_header", FOLD_HEADERS["tenant"], "$gw_tenant"),
             [d("proxy_hide_header", name) for name in FOLD_ANSWER_HEADERS],
@@ -655,10 +678,22 @@ def _error_locations(s: GatewaySettings) -> list[Node]:
             f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
             "retry.", "rate_limit_error", "too_many_connections"),
             d("add_header", "Retry-After", 1, "always")),
-        _error_location("@gw_bad_request", 400, _error_json(
-            "The request could not be read.", "invalid_request_error", "bad_request")),
         _error_location("@gw_internal", 500, _error_json(
             "The gateway failed to handle the request.", "server_error", "internal_error")),
+    ]
+
+
+def _unparsed_error_locations() -> list[Node]:
+    """Errors nginx raises before it has a URI (a malformed request line or URI: `/%zz`,
+    `/../x`), answered by URI: a redirect to a named location needs the request's URI and fails
+    with a 500 without one."""
+    return [
+        comment("Malformed request lines and URIs (and HTTP versions nginx does not speak): a 400, never a 5xx."),
+        block("location", "=", BAD_REQUEST_URI, body=[d("internal"), _ids(), d("return", 400, _error_json(
+            "The request could not be read: a malformed request line, URI or header.", "invalid_request_error",
+            "bad_request") + "\n")]),
+        block("location", "=", INTERNAL_ERROR_URI, body=[d("internal"), _ids(), d("return", 500, _error_json(
+            "The gateway failed to handle the request.", "server_error", "internal_error") + "\n")]),
     ]
 
 
@@ -715,11 +750,12 @@ def _api_server(s: GatewaySettings) -> Block:
         d("error_page", 429, "=", "@gw_too_many_connections"),
         # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
         d("error_page", 403, "=", "@gw_rate_limited") if _limited(s) else None,
-        d("error_page", 400, "=", "@gw_bad_request"),
-        d("error_page", 500, "=", "@gw_internal"),
+        d("error_page", 400, 505, "=400", BAD_REQUEST_URI),
+        d("error_page", 500, INTERNAL_ERROR_URI),
         BLANK,
         _api_locations(s),
         _error_locations(s),
+        _unparsed_error_locations(),
         _tls_location(s),
         _limiter_locations(s),
     ])
@@ -789,6 +825,7 @@ def nginx_tree(s: GatewaySettings) -> list[Node]:
             _script(s),
             _tls_http(s),
             _client_request_id(),
+            _canonical_path(),
             _limiter_http(s),
             _router_upstream(s),
             BLANK,
