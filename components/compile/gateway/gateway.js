@@ -15,6 +15,7 @@
 
 import crypto from 'crypto';
 import fs from 'fs';
+import body from 'body.js';
 import cfg from 'gateway_config.js';
 
 const SUPPORTED = 'POST /v1/chat/completions, POST /v1/responses, POST /v1/embeddings and GET /v1/models';
@@ -90,13 +91,34 @@ function authorize(r) {
     r.return(tenant(r) ? 204 : 401);
 }
 
-// The body as text. nginx writes every body to a named temp file (client_body_in_file_only
-// clean; a small memory buffer, so slow uploads do not hold memory; an unnamed temp file is
-// unlinked at once and njs cannot read it), removed when the request ends. It is read only once
-// whole and after the key was checked.
-function requestText(r) {
+// The body, read once it is whole and after the key was checked, for what routing needs
+// (body.js: one pass over its bytes through one buffer, nothing per value). nginx writes every
+// body to a named temp file (client_body_in_file_only clean; a small memory buffer, so slow
+// uploads do not hold memory; an unnamed temp file is unlinked at once and njs cannot read it),
+// removed when the request ends; streams and embeddings are sent on from that file by nginx.
+function scanRequest(r, kind) {
+    const leading = (cfg.affinity || cfg.splitKey || {maxLeadingMessages: 4}).maxLeadingMessages;
     const file = r.variables.request_body_file;
-    return file ? fs.readFileSync(file, 'utf8') : r.requestText;
+    if (!file) {
+        return body.scanBody(body.bufferReader(r.requestBuffer || Buffer.alloc(0)), kind, leading);
+    }
+    const fd = fs.openSync(file, 'r');
+    try {
+        let at = 0;
+        return body.scanBody(function (buf) {
+            const n = fs.readSync(fd, buf, 0, buf.length, at);
+            at += n;
+            return n;
+        }, kind, leading);
+    } finally {
+        fs.closeSync(fd);
+    }
+}
+
+// The whole body's bytes (the fold's, which rewrites the stream members).
+function requestBytes(r) {
+    const file = r.variables.request_body_file;
+    return file ? fs.readFileSync(file) : (r.requestBuffer || Buffer.alloc(0));
 }
 
 function allowedModels(tenantName) {
@@ -109,8 +131,8 @@ function allowedModels(tenantName) {
 
 // ---- request checks -----------------------------------------------------------------------
 
-// Returns {body, text, model, tenant} or null after answering with an OpenAI error.
-function admit(r) {
+// Returns {scan, model, stream, tenant} or null after answering with an OpenAI error.
+function admit(r, kind) {
     if (r.method !== 'POST') {
         fail(r, 405, r.method + ' is not allowed on ' + r.uri + '; use POST', 'invalid_request_error',
              'method_not_allowed', null, {'Allow': 'POST'});
@@ -124,141 +146,59 @@ function admit(r) {
              {'WWW-Authenticate': 'Bearer'});
         return null;
     }
-    const text = requestText(r);
-    if (text === undefined || text === null || text === '') {
-        fail(r, 400, 'The request body is empty; send a JSON object.', 'invalid_request_error', 'invalid_json');
+    const scan = scanRequest(r, kind);
+    if (scan.error) {
+        const message = scan.error === 'it is empty' ? 'The request body is empty; send a JSON object.'
+            : (scan.error === 'it is not a JSON object' ? 'The request body must be a JSON object.'
+               : 'We could not parse the JSON body of your request: ' + scan.error + '.');
+        fail(r, 400, message, 'invalid_request_error', 'invalid_json');
         return null;
     }
-    let body;
-    try {
-        body = JSON.parse(text);
-    } catch (e) {
-        fail(r, 400, 'We could not parse the JSON body of your request: ' + e.message,
-             'invalid_request_error', 'invalid_json');
+    if (scan.modelTooLong) {
+        fail(r, 404, 'The model does not exist or you do not have access to it.', 'invalid_request_error',
+             'model_not_found', 'model');
         return null;
     }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-        fail(r, 400, 'The request body must be a JSON object.', 'invalid_request_error', 'invalid_json');
-        return null;
-    }
-    if (typeof body.model !== 'string' || body.model === '') {
+    if (typeof scan.model !== 'string' || scan.model === '') {
         fail(r, 400, 'You must provide a model parameter.', 'invalid_request_error', 'missing_model', 'model');
         return null;
     }
-    if (allowedModels(who).indexOf(body.model) < 0) {
-        fail(r, 404, 'The model `' + body.model + '` does not exist or you do not have access to it.',
+    if (allowedModels(who).indexOf(scan.model) < 0) {
+        fail(r, 404, 'The model `' + scan.model + '` does not exist or you do not have access to it.',
              'invalid_request_error', 'model_not_found', 'model');
         return null;
     }
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
+    if (scan.stream === 'invalid') {
         fail(r, 400, '`stream` must be true or false.', 'invalid_request_error', 'invalid_value', 'stream');
         return null;
     }
-    return {body: body, text: text, model: body.model, tenant: who};
+    return {scan: scan, model: scan.model, stream: scan.stream === true, tenant: who};
 }
 
 // ---- the contract headers -----------------------------------------------------------------
 
-// x-input-tokens: an estimate, ceil(characters of text / 4) plus 4 per chat message or input item
-// (the role and framing tokens of a chat template); token-id arrays count one per id.
-function textChars(value) {
-    if (typeof value === 'string') {
-        return value.length;
-    }
-    if (typeof value === 'number') {
-        return 0;
-    }
-    if (Array.isArray(value)) {
-        let n = 0;
-        for (let i = 0; i < value.length; i++) {
-            n += textChars(value[i]);
-        }
-        return n;
-    }
-    if (value && typeof value === 'object') {
-        let n = 0;
-        for (const k in value) {
-            if (k === 'text' || k === 'content' || k === 'arguments' || k === 'input' || k === 'output'
-                || k === 'instructions' || k === 'name' || k === 'function' || k === 'tool_calls'
-                || k === 'refusal' || k === 'summary') {
-                n += textChars(value[k]);
-            }
-        }
-        return n;
-    }
-    return 0;
-}
-
-function tokenIds(value) {
-    // Embeddings input given as token ids: [1, 2, 3] or [[1, 2], [3]].
-    if (!Array.isArray(value) || value.length === 0) {
-        return -1;
-    }
-    let n = 0;
-    for (let i = 0; i < value.length; i++) {
-        if (typeof value[i] === 'number') {
-            n += 1;
-        } else if (Array.isArray(value[i]) && value[i].every(function (x) { return typeof x === 'number'; })) {
-            n += value[i].length;
-        } else {
-            return -1;
-        }
-    }
-    return n;
-}
-
-function inputTokens(kind, body) {
-    if (kind === 'chat') {
-        const messages = Array.isArray(body.messages) ? body.messages : [];
-        return Math.ceil(textChars(messages) / 4) + 4 * messages.length;
-    }
-    if (kind === 'responses') {
-        const items = Array.isArray(body.input) ? body.input.length : 1;
-        return Math.ceil((textChars(body.input) + textChars(body.instructions || '')) / 4) + 4 * items;
-    }
-    const ids = tokenIds(body.input);
-    return ids >= 0 ? ids : Math.ceil(textChars(body.input) / 4);
-}
+// x-input-tokens: an estimate, ceil(UTF-8 bytes of text / 4) plus 4 per chat message or input
+// item (the role and framing tokens of a chat template); token-id arrays count one per id
+// (body.js, which reads it from the body).
 
 // x-cache-affinity-key: the platform-allowed session header's value when present, else the
 // conversation's leading messages (system/developer ones up to and including the first user
-// message), hashed with the tenant and model: every turn of one chat repeats that prefix, so it
-// keeps one key and lands where its prefix is cached. `settings`: maxLeadingMessages,
-// sessionHeader (router.gateway.affinity's; cfg.splitKey when affinity is off).
-function leading(list, settings) {
-    const out = [];
-    for (let i = 0; i < list.length && out.length < settings.maxLeadingMessages; i++) {
-        out.push(list[i]);
-        if (list[i] && list[i].role === 'user') {
-            break;
-        }
-    }
-    return out;
-}
-
-function conversationKey(r, kind, body, who, settings) {
+// message, their bytes as the client sent them: body.js hashes them as it reads), hashed with
+// the tenant and model: every turn of one chat repeats that prefix, so it keeps one key and lands
+// where its prefix is cached. `settings`: maxLeadingMessages, sessionHeader
+// (router.gateway.affinity's; cfg.splitKey when affinity is off).
+function conversationKey(r, admitted, settings) {
     if (settings.sessionHeader) {
         const session = r.headersIn[settings.sessionHeader];
         if (session) {
-            return sha256(JSON.stringify(['session', who, body.model, session])).slice(0, 32);
+            return sha256(JSON.stringify(['session', admitted.tenant, admitted.model, session])).slice(0, 32);
         }
     }
-    let prefix;
-    if (kind === 'embeddings') {
-        // No conversation: the input keys it (a load balancer may require a key for every request).
-        prefix = [Array.isArray(body.input) ? body.input[0] : body.input];
-    } else if (kind === 'chat') {
-        prefix = leading(Array.isArray(body.messages) ? body.messages : [], settings);
-    } else {
-        const input = typeof body.input === 'string' ? [{role: 'user', content: body.input}]
-            : (Array.isArray(body.input) ? body.input : []);
-        prefix = [body.instructions || null].concat(leading(input, settings));
-    }
-    return sha256(JSON.stringify(['prefix', who, body.model, prefix])).slice(0, 32);
+    return sha256(JSON.stringify(['prefix', admitted.tenant, admitted.model, admitted.scan.prefix])).slice(0, 32);
 }
 
-function affinityKey(r, kind, body, who) {
-    return cfg.affinity ? conversationKey(r, kind, body, who, cfg.affinity) : '';
+function affinityKey(r, admitted) {
+    return cfg.affinity ? conversationKey(r, admitted, cfg.affinity) : '';
 }
 
 // ---- a next revision's share (models[].next) ----------------------------------------------
@@ -312,20 +252,19 @@ function maxWaitMs(r) {
     return Math.max(ms, 1);
 }
 
-function setHeaders(r, kind, admitted, body) {
+function setHeaders(r, admitted) {
     const t = tenantConfig(admitted.tenant);
-    const affinity = affinityKey(r, kind, admitted.body, admitted.tenant);
+    const affinity = affinityKey(r, admitted);
     const split = cfg.splits && cfg.splits[admitted.model];
     // x-model: the router id of the revision that serves this conversation (the model's own, or
     // its next revision's for the share that goes there).
     r.variables.gw_model = split
-        ? routedModel(admitted.model, affinity || conversationKey(r, kind, admitted.body, admitted.tenant, cfg.splitKey))
+        ? routedModel(admitted.model, affinity || conversationKey(r, admitted, cfg.splitKey))
         : admitted.model;
-    r.variables.gw_input_tokens = String(inputTokens(kind, admitted.body));
+    r.variables.gw_input_tokens = String(admitted.scan.inputTokens);
     r.variables.gw_max_wait = String(maxWaitMs(r));
     r.variables.gw_routing_key = t && t.routingKey ? t.routingKey : '';
     r.variables.gw_affinity = affinity;
-    r.variables.gw_body = body;
 }
 
 // ---- requests held while their model has no server (router.gateway.hold) -----------------
@@ -472,114 +411,23 @@ function handle(r, kind) {
     if (!canonical(r, kind)) {
         return;
     }
-    const admitted = admit(r);
+    const admitted = admit(r, kind);
     if (!admitted) {
         return;
     }
-    if (kind === 'embeddings' || admitted.body.stream === true) {
-        // Unchanged body; the router and pylon see exactly what the client sent.
-        setHeaders(r, kind, admitted, admitted.text);
+    setHeaders(r, admitted);
+    if (kind === 'embeddings' || admitted.stream) {
+        // nginx sends the client's body from its temp file: the router and pylon see exactly what
+        // the client sent, and the script holds none of it.
         r.internalRedirect('@gw_stream');
         return;
     }
-    setHeaders(r, kind, admitted, asStream(kind, admitted.text, admitted.body));
+    // The client's bytes with `"stream": true` (chat: and stream_options.include_usage) in place
+    // of its own members (body.js, streamBody): re-serialising would round every integer above
+    // 2^53 (a `seed`) and rewrite every number and escape the client sent.
+    r.variables.gw_body = body.streamBody(requestBytes(r), admitted.scan, kind).toString();
     r.variables.gw_kind = kind;
     r.internalRedirect('@gw_fold');
-}
-
-// The client's body with `"stream": true` (chat: and stream_options.include_usage), spliced into
-// its own text: re-serialising the parsed body would round every integer above 2^53 (a `seed`)
-// and rewrite every number and escape the client sent. Only stream_options is re-serialised.
-function asStream(kind, text, body) {
-    const add = ['"stream":true'];
-    const drop = ['stream'];
-    if (kind === 'chat') {
-        const options = body.stream_options && typeof body.stream_options === 'object'
-            && !Array.isArray(body.stream_options) ? body.stream_options : {};
-        options.include_usage = true;
-        add.push('"stream_options":' + JSON.stringify(options));
-        drop.push('stream_options');
-    }
-    return spliceMembers(text, drop, add);
-}
-
-// The top-level members of a JSON object text (already valid: JSON.parse accepted it) as
-// [{key, start, end}], `start` at the key's opening quote, `end` after the value.
-function topMembers(text) {
-    const members = [];
-    let i = text.indexOf('{') + 1;
-    const n = text.length;
-    function space() {
-        while (i < n && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) {
-            i++;
-        }
-    }
-    function string() {
-        const from = i;
-        i++;
-        while (text[i] !== '"') {
-            i += text[i] === '\\' ? 2 : 1;
-        }
-        i++;
-        return text.slice(from, i);
-    }
-    function value() {
-        let depth = 0;
-        while (i < n) {
-            const c = text[i];
-            if (c === '"') {
-                string();
-                if (depth === 0) {
-                    return;
-                }
-                continue;
-            }
-            if (c === '{' || c === '[') {
-                depth++;
-            } else if (c === '}' || c === ']') {
-                if (depth === 0) {
-                    return;
-                }
-                depth--;
-                if (depth === 0) {
-                    i++;
-                    return;
-                }
-            } else if (depth === 0 && (c === ',' || c === ' ' || c === '\t' || c === '\n' || c === '\r')) {
-                return;
-            }
-            i++;
-        }
-    }
-    space();
-    while (i < n && text[i] === '"') {
-        const start = i;
-        const key = JSON.parse(string());
-        space();
-        i++; // ':'
-        space();
-        value();
-        members.push({key: key, start: start, end: i});
-        space();
-        if (text[i] === ',') {
-            i++;
-        }
-        space();
-    }
-    return members;
-}
-
-// `text` without the top-level members named in `drop` and with the `add` members ("name":value
-// texts) first; everything else is the client's text, byte for byte.
-function spliceMembers(text, drop, add) {
-    const kept = [];
-    const members = topMembers(text);
-    for (let i = 0; i < members.length; i++) {
-        if (drop.indexOf(members[i].key) < 0) {
-            kept.push(text.slice(members[i].start, members[i].end));
-        }
-    }
-    return '{' + add.concat(kept).join(',') + '}';
 }
 
 // The non-streaming answer, folded from the event stream by two filters on @gw_fold. The
@@ -1468,5 +1316,5 @@ export default {tenant, authorize, chat, responses, embeddings, models, unsuppor
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
-                pure: {inputTokens, affinityKey, routedModel, splitBucket, maxWaitMs, parseEvents, streamError, asStream, topMembers,
-                       spliceMembers, newFold, feed, finish, foldText}};
+                pure: {affinityKey, routedModel, splitBucket, maxWaitMs, parseEvents, streamError, newFold, feed, finish,
+                       foldText}};

@@ -89,6 +89,8 @@ TLS12_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDH
 TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
+# The modules gateway.js imports (by bare name, from js_path: the config directory).
+MODULES = ("body.js",)
 SETTINGS = "gateway_config.js"
 NGINX_CONF = "nginx.conf"
 
@@ -220,9 +222,9 @@ class GatewaySettings:
 
 
 @cache
-def script() -> str:
-    """gateway.js, shipped beside this module."""
-    return resources.files(__package__).joinpath(SCRIPT).read_text(encoding="utf-8")
+def script(name: str = SCRIPT) -> str:
+    """gateway.js (or one of the MODULES it imports), shipped beside this module."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def settings_module(s: GatewaySettings) -> str:
@@ -518,11 +520,13 @@ def _router_upstream(s: GatewaySettings) -> list[Node]:
     ]
 
 
-def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds: int = 0) -> list[Node]:
+def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds: int = 0,
+              spliced: bool = False) -> list[Node]:
     """A model call: only the contract's headers, no retry, the deadline, internal answers hidden.
 
     ``relayed``: the fold server's subrequest, which forwards the headers (and the body) the
-    front server sent it; otherwise the script's variables and spliced body are sent."""
+    front server sent it; otherwise the script's variables are sent, with the client's body as
+    nginx holds it (its temp file) or, ``spliced``, the script's rewrite of it (the fold's)."""
     timeout = f"{s.timeout_seconds + extra_seconds}s"
     return [
         d("proxy_pass", to),
@@ -532,7 +536,7 @@ def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds:
         d("proxy_set_header", "Content-Type", "application/json"),
         d("proxy_set_header", "Accept", "$http_accept"),
         [d("proxy_set_header", name, _relayed(name, s) if relayed else value) for name, value in ROUTER_REQUEST_HEADERS],
-        None if relayed else d("proxy_set_body", "$gw_body"),
+        d("proxy_set_body", "$gw_body") if spliced else None,
         d("proxy_next_upstream", "off"),
         d("proxy_connect_timeout", "5s"),
         d("proxy_read_timeout", timeout),
@@ -609,7 +613,8 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
                 "once the answer is folded, its status chosen then. Proxied, so a client that leaves closes\n"
                 "this request at once, and its log phase tells the fold server (gateway.js, foldAnswer)."),
         block("location", "@gw_fold", body=[
-            _contract(s, f"http://{s.fold_listen}$gw_path", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds),
+            _contract(s, f"http://{s.fold_listen}$gw_path", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds,
+                      spliced=True),
             d("proxy_set_header", FOLD_HEADERS["kind"], "$gw_kind"),
             d("proxy_set_header", FOLD_HEADERS["tenant"], "$gw_tenant"),
             [d("proxy_hide_header", name) for name in FOLD_ANSWER_HEADERS],
@@ -843,7 +848,8 @@ def nginx_conf(s: GatewaySettings) -> str:
 
 def render_files(s: GatewaySettings) -> dict[str, str]:
     """The ConfigMap's data: file name -> text."""
-    files = {NGINX_CONF: nginx_conf(s), SCRIPT: script(), SETTINGS: settings_module(s)}
+    files = {NGINX_CONF: nginx_conf(s), SCRIPT: script(), **{name: script(name) for name in MODULES},
+             SETTINGS: settings_module(s)}
     if s.limiter:
         files.update(limiter_files(s))
     return files

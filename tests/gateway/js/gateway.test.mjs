@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import gw from '../../../components/compile/gateway/gateway.js';
+import body from 'body.js';
 import cfg from 'gateway_config.js';
 
 const P = gw.pure;
@@ -155,43 +156,18 @@ test('parseEvents reads names, joins data lines, skips comments and blank blocks
                      [{event: 'x', data: 'a\nb'}, {event: '', data: '[DONE]'}]);
 });
 
-test('the body sent upstream is the client text with stream members spliced in', function () {
-    const cases = [
-        ['chat', '{"model": "m", "seed": 9223372036854775807, "x": 1.50, "stream": false}',
-         '{"stream":true,"stream_options":{"include_usage":true},"model": "m","seed": 9223372036854775807,"x": 1.50}'],
-        ['chat', '{ "stream_options" : {"continuous_usage_stats": true} , "n": [1, {"a": "}"}], "s": "q\\"," }',
-         '{"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true},"n": [1, {"a": "}"}],"s": "q\\","}'],
-        ['responses', '{"input":"hi","stream":null,"max_output_tokens":18446744073709551615}',
-         '{"stream":true,"input":"hi","max_output_tokens":18446744073709551615}'],
-        ['chat', '{}', '{"stream":true,"stream_options":{"include_usage":true}}'],
-    ];
-    for (const [kind, text, expected] of cases) {
-        const out = P.asStream(kind, text, JSON.parse(text));
-        assert.equal(out, expected);
-        JSON.parse(out);
-    }
-});
-
-test('input token estimates', function () {
-    const cases = [
-        ['chat', {messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content: 'Hi there'}]}, 5 + 8],
-        ['chat', {messages: [{role: 'user', content: [{type: 'text', text: 'abcd'}, {type: 'image_url', image_url: {url: 'http://x'}}]}]}, 1 + 4],
-        ['chat', {messages: [{role: 'assistant', tool_calls: [{function: {name: 'ab', arguments: '{"x":1}'}}]}]}, 3 + 4],
-        ['chat', {}, 0],
-        ['responses', {input: 'abcdefgh', instructions: 'abcd'}, 3 + 4],
-        ['responses', {input: [{role: 'user', content: 'ab'}, {role: 'user', content: 'cd'}]}, 1 + 8],
-        ['embeddings', {input: [[1, 2, 3], [4, 5]]}, 5],
-        ['embeddings', {input: [1, 2]}, 2],
-        ['embeddings', {input: ['abcd', 'efgh']}, 2],
-        ['embeddings', {input: 'abcde'}, 2],
-    ];
-    for (const [kind, body, tokens] of cases) {
-        assert.equal(P.inputTokens(kind, body), tokens, JSON.stringify(body));
-    }
-});
-
 function request(headers) {
     return {headersIn: headers || {}};
+}
+
+// What handle() gives affinityKey: the body as body.js read it, the tenant.
+function admitted(kind, obj, tenant) {
+    const scan = body.scanBody(body.bufferReader(Buffer.from(JSON.stringify(obj))), kind, cfg.affinity.maxLeadingMessages);
+    return {scan: scan, model: scan.model, tenant: tenant};
+}
+
+function key(r, kind, obj, tenant) {
+    return P.affinityKey(r, admitted(kind, obj, tenant));
 }
 
 test('affinity keys: one per conversation prefix, tenant and model; the session header wins', function () {
@@ -199,23 +175,26 @@ test('affinity keys: one per conversation prefix, tenant and model; the session 
     const turn1 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}]};
     const turn2 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}, {role: 'assistant', content: 'A'},
                                           {role: 'user', content: 'U2'}]};
-    const key = P.affinityKey(request(), 'chat', turn1, 't');
-    assert.match(key, /^[0-9a-f]{32}$/);
-    assert.equal(P.affinityKey(request(), 'chat', turn2, 't'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', turn1, 'other-tenant'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', Object.assign({}, turn1, {model: 'n'}), 't'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', {model: 'm', messages: [sys, {role: 'user', content: 'U9'}]}, 't'), key);
+    const first = key(request(), 'chat', turn1, 't');
+    assert.match(first, /^[0-9a-f]{32}$/);
+    assert.equal(key(request(), 'chat', turn2, 't'), first);
+    assert.notEqual(key(request(), 'chat', turn1, 'other-tenant'), first);
+    assert.notEqual(key(request(), 'chat', Object.assign({}, turn1, {model: 'n'}), 't'), first);
+    assert.notEqual(key(request(), 'chat', {model: 'm', messages: [sys, {role: 'user', content: 'U9'}]}, 't'), first);
     // At most maxLeadingMessages (4) messages: a fifth system message changes nothing.
     const many = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'X'}]};
     const fewer = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'Y'}]};
-    assert.equal(P.affinityKey(request(), 'chat', many, 't'), P.affinityKey(request(), 'chat', fewer, 't'));
-    const session = P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn1, 't');
-    assert.notEqual(session, key);
-    assert.equal(P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn2, 't'), session);
-    assert.equal(P.affinityKey(request(), 'responses', {model: 'm', input: 'U1'}, 't'),
-                 P.affinityKey(request(), 'responses', {model: 'm', input: [{role: 'user', content: 'U1'}]}, 't'));
-    assert.equal(P.affinityKey(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
-                 P.affinityKey(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
+    assert.equal(key(request(), 'chat', many, 't'), key(request(), 'chat', fewer, 't'));
+    const session = key(request({'x-session-id': 's1'}), 'chat', turn1, 't');
+    assert.notEqual(session, first);
+    assert.equal(key(request({'x-session-id': 's1'}), 'chat', turn2, 't'), session);
+    // Responses: the instructions and the leading input items.
+    const r1 = {model: 'm', instructions: 'I', input: [{role: 'user', content: 'U1'}]};
+    assert.equal(key(request(), 'responses', r1, 't'),
+                 key(request(), 'responses', Object.assign({}, r1, {input: r1.input.concat([{role: 'user', content: 'U2'}])}), 't'));
+    assert.notEqual(key(request(), 'responses', r1, 't'), key(request(), 'responses', Object.assign({}, r1, {instructions: 'J'}), 't'));
+    assert.equal(key(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
+                 key(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
 });
 
 // models[].next: the rendered settings give model `m` a next revision `m-next` at 30 percent
@@ -223,7 +202,7 @@ test('affinity keys: one per conversation prefix, tenant and model; the session 
 function conversations(n) {
     const keys = [];
     for (let i = 0; i < n; i++) {
-        keys.push(P.affinityKey(request(), 'chat', {model: 'm', messages: [{role: 'user', content: 'conversation ' + i}]}, 't'));
+        keys.push(key(request(), 'chat', {model: 'm', messages: [{role: 'user', content: 'conversation ' + i}]}, 't'));
     }
     return keys;
 }
