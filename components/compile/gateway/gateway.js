@@ -475,6 +475,9 @@ function foldBody(r, data, flags) {
         return;
     }
     feed(st, data);
+    // For foldAnswer, which charges what was streamed when the client leaves (the subrequest
+    // shares the request's variables).
+    r.variables.gw_events_seen = String(st.events);
     // A subrequest's body filter never sees its last buffer (njs's flags.last is last_buf, which
     // only a main request's last buffer has), so the answer is handed over at the stream's
     // terminal event: chat's [DONE], the final Responses event, an error, or the cap.
@@ -530,6 +533,10 @@ function foldAnswer(r) {
             return;
         }
         if (clientLeft()) {
+            // What was streamed before the client left is charged (the engine did that work).
+            if (r.variables.gw_fold) {
+                charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', promptEstimate(r));
+            }
             throw new Error('gateway: the client left; request ' + id + ' cancelled at the router');
         }
         if (gone && gone.get('answered:' + id)) {
@@ -1011,7 +1018,7 @@ function lastMatch(re, text) {
     return found;
 }
 
-function countUsage(r, data, last) {
+function countUsage(r, data) {
     const chunk = data.length ? data.toString() : '';
     // The previous chunk's end joins this one: a number split between two buffers still matches.
     const text = (r.variables.gw_usage_tail || '') + chunk;
@@ -1028,9 +1035,6 @@ function countUsage(r, data, last) {
         r.variables.gw_events_seen = String(Number(r.variables.gw_events_seen || 0) + events);
     }
     r.variables.gw_usage_tail = text.slice(-64);
-    if (last) {
-        charge(r, r.variables.gw_tenant);
-    }
 }
 
 // The folded answer's usage (chat: usage.prompt_tokens / completion_tokens; Responses:
@@ -1050,11 +1054,19 @@ function foldUsage(r, st, answer) {
     }
     r.variables.gw_events_seen = String(st.events);
     // The tenant as the front server resolved it (this subrequest has no key to resolve).
-    charge(r, r.headersIn[cfg.foldHeaders.tenant] || '');
+    charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', promptEstimate(r));
 }
 
-// A token-limited tenant's usage of this answer, added to what the limiter is owed.
-function charge(r, tenantName) {
+// The fold server's x-input-tokens, as the front sent it.
+function promptEstimate(r) {
+    return Number(r.headersIn[cfg.routerHeaders.input_tokens]) || 0;
+}
+
+// A token-limited tenant's usage of this answer, added to what the limiter is owed: the engine's
+// usage when the stream carried it, else the prompt's estimate and one token per event streamed
+// (a stream without usage, or one that ended early: its client left, or the answer was too
+// large). Charged once, when the request ends.
+function charge(r, tenantName, estimate) {
     const t = tenantConfig(tenantName);
     if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
         return;
@@ -1063,7 +1075,7 @@ function charge(r, tenantName) {
     if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
         used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
     } else {
-        used = Number(r.variables.gw_input_tokens || 0) + Number(r.variables.gw_events_seen || 0);
+        used = estimate + Number(r.variables.gw_events_seen || 0);
     }
     if (used > 0) {
         ngx.shared.gw_pending.incr(tenantName, used, 0);
@@ -1071,11 +1083,21 @@ function charge(r, tenantName) {
 }
 
 // js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
+// The charge is made in the log phase (observe), which every request reaches, a stream whose
+// client left before its end too (no last buffer ever comes then).
 function countStream(r, data, flags) {
     if (r.status === 200) {
-        countUsage(r, data, flags.last);
+        countUsage(r, data);
     }
     r.sendBuffer(data, flags);
+}
+
+// Log phase of a streaming call or embeddings the router answered (its last status 200, after
+// any hold): charged what was streamed. Folded calls are charged by the fold server.
+function chargeStream(r) {
+    if (!r.variables.gw_kind && /(?:^|\s)200$/.test(r.variables.upstream_status || '')) {
+        charge(r, r.variables.gw_tenant, Number(r.variables.gw_input_tokens) || 0);
+    }
 }
 
 // js_body_filter of @gw_fold: the fold, whose usage is counted from the answer (foldUsage).
@@ -1181,6 +1203,7 @@ function observe(r) {
         // A non-streaming call whose client left: its fold request (foldAnswer) ends itself.
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
+    chargeStream(r);
     m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
     if (status === '429') {
         m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
