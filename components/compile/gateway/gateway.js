@@ -320,35 +320,117 @@ function countHold(model, outcome) {
     }
 }
 
+// The pools a held request counts in: its model's (maxPerModel) and all models' (maxTotal).
+function holdPools(model) {
+    return [[heldKey(model), cfg.hold.maxPerModel], ['total', cfg.hold.maxTotal]];
+}
+
+// The tenants that may hold requests: every configured one, and '' (no keys).
+function holders() {
+    return Object.keys(cfg.tenants).concat(['']);
+}
+
+// Counts a request of `who` into a pool of `cap` and says whether it may stay. A full pool is
+// shared fairly: a tenant holding fewer than its share (the pool over the tenants holding in
+// it, itself included) takes the place of a request of the tenant holding the most above its
+// share, which gives way at its next look (an eviction mark); a tenant at or over its share is
+// refused. So one tenant holding the whole pool blocks no other, and the pool holds at most
+// `cap` requests but for the ones giving way (at most one look, 50 ms).
+function enterPool(held, pool, cap, who) {
+    const mine = held.incr(pool + '|' + who, 1, 0);
+    const all = held.incr(pool, 1, 0);
+    if (all <= cap) {
+        return true;
+    }
+    const names = holders();
+    let holding = 0;
+    let victim = null;
+    let most = 0;
+    for (let i = 0; i < names.length; i++) {
+        const n = held.get(pool + '|' + names[i]) || 0;
+        if (n > 0) {
+            holding++;
+        }
+        if (names[i] !== who && n > most) {
+            most = n;
+            victim = names[i];
+        }
+    }
+    const share = Math.max(1, Math.floor(cap / holding));
+    if (mine <= share && victim !== null && most > share) {
+        held.incr(pool + '|evict|' + victim, 1, 0);
+        return true;
+    }
+    leavePool(held, pool, who);
+    return false;
+}
+
+function leavePool(held, pool, who) {
+    held.incr(pool + '|' + who, -1, 0);
+    held.incr(pool, -1, 0);
+}
+
+// Whether a request of `who` in `pool` is to give way (an eviction mark taken).
+function evicted(held, pool, who) {
+    const key = pool + '|evict|' + who;
+    if ((held.get(key) || 0) <= 0) {
+        return false;
+    }
+    if (held.incr(key, -1, 0) >= 0) {
+        return true;
+    }
+    held.incr(key, 1, 0);
+    return false;
+}
+
 // Holds until the router lists `model`, `deadline` (ms since the epoch) passes, or `gone()` says
-// the client left: 'released', 'timeout', 'full' (over a bound: not held) or 'gone'.
-async function holdFor(r, model, deadline, gone) {
+// the client left (looked at every 50 ms: a client that left leaves the pool at once): 'released',
+// 'timeout', 'full' (over a bound: not held), 'gone' or 'preempted' (gave way to another tenant).
+async function holdFor(r, model, who, deadline, gone) {
     const held = ngx.shared.gw_held;
-    const perModel = held.incr(heldKey(model), 1, 0);
-    const total = held.incr('total', 1, 0);
+    const pools = holdPools(model);
+    const entered = [];
     let outcome = 'full';
     try {
-        if (perModel <= cfg.hold.maxPerModel && total <= cfg.hold.maxTotal) {
+        for (let i = 0; i < pools.length; i++) {
+            if (!enterPool(held, pools[i][0], pools[i][1], who)) {
+                break;
+            }
+            entered.push(pools[i][0]);
+        }
+        if (entered.length === pools.length) {
             outcome = 'timeout';
+            let nextList = Date.now();
             while (Date.now() < deadline) {
-                await sleep(Math.max(1, Math.min(cfg.hold.pollMs, deadline - Date.now())));
+                await sleep(Math.max(1, Math.min(HOLD_LOOK_MS, deadline - Date.now())));
                 if (gone && gone()) {
                     outcome = 'gone';
                     break;
                 }
-                if (await listed(r, model)) {
-                    outcome = 'released';
+                if (entered.some(function (pool) { return evicted(held, pool, who); })) {
+                    outcome = 'preempted';
                     break;
+                }
+                if (Date.now() >= nextList) {
+                    nextList = Date.now() + cfg.hold.pollMs;
+                    if (await listed(r, model)) {
+                        outcome = 'released';
+                        break;
+                    }
                 }
             }
         }
     } finally {
-        held.incr(heldKey(model), -1, 0);
-        held.incr('total', -1, 0);
+        for (let i = 0; i < entered.length; i++) {
+            leavePool(held, entered[i], who);
+        }
     }
     countHold(model, outcome);
     return outcome;
 }
+
+// How often a held request looks whether its client left or it is to give way.
+const HOLD_LOOK_MS = 50;
 
 // May this request be held (again)? The hold is on, the tenant unscoped, and it was held fewer
 // than perRequest times (a held request counts against nginx's internal redirects).
@@ -357,14 +439,20 @@ function holdable(routingKey, holds) {
 }
 
 function notHeld(r, model, outcome) {
-    const message = outcome === 'full'
-        ? 'Too many requests are waiting for model `' + model + '` to start; retry later.'
-        : 'No server for model `' + model + '` started in time; retry later.';
+    let message = 'No server for model `' + model + '` started in time; retry later.';
+    if (outcome === 'full') {
+        message = 'Too many requests are waiting for model `' + model + '` to start; retry later.';
+    } else if (outcome === 'preempted') {
+        message = 'Too many of your requests are waiting for model `' + model + '` to start, more than your share; '
+            + 'retry later.';
+    }
     unavailable(r, message);
 }
 
-// @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for.
-async function hold(r) {
+// @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for. The wait
+// itself is proxied to the loopback fold server (@gw_wait, waitHold): a proxied request notices
+// its client leaving at once, a js_content handler never does.
+function hold(r) {
     const model = r.variables.gw_model;
     const serving = servingOf(model);
     if (serving) {
@@ -381,14 +469,37 @@ async function hold(r) {
     }
     r.variables.gw_holds = String(holds + 1);
     // The request's deadline counts from its start (request_time: seconds since its first byte).
-    const started = Date.now() - Math.floor(parseFloat(r.variables.request_time || '0') * 1000);
-    const deadline = Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWaitMs(r));
-    const outcome = await holdFor(r, model, deadline, null);
-    if (outcome !== 'released') {
+    const started = requestStart(r);
+    r.variables.gw_hold_until = String(Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWaitMs(r)));
+    r.internalRedirect('@gw_wait');
+}
+
+function requestStart(r) {
+    return Date.now() - Math.floor(parseFloat(r.variables.request_time || '0') * 1000);
+}
+
+// js_content of the fold server's /_gw/wait (from the front's @gw_wait): holds, then answers 409
+// (released: the front sends the call again, @gw_released) or the 503 the client gets.
+async function waitHold(r) {
+    const id = r.headersIn[cfg.foldHeaders.requestId] || '';
+    const model = r.headersIn[cfg.routerHeaders.model] || '';
+    const deadline = Number(r.headersIn[cfg.foldHeaders.holdUntil]) || Date.now();
+    const gone = ngx.shared.gw_gone;
+    const outcome = await holdFor(r, model, r.headersIn[cfg.foldHeaders.tenant] || '', deadline, function () {
+        return Boolean(gone && gone.get(id));
+    });
+    if (outcome === 'released') {
+        r.return(409);
+    } else if (outcome === 'gone') {
+        r.return(503);  // nobody reads it
+    } else {
         notHeld(r, model, outcome);
-        return;
     }
-    r.variables.gw_max_wait = String(Math.max(1, started + maxWaitMs(r) - Date.now()));
+}
+
+// @gw_released: sent again, with what is left of the deadline.
+function released(r) {
+    r.variables.gw_max_wait = String(Math.max(1, requestStart(r) + maxWaitMs(r) - Date.now()));
     r.internalRedirect('@gw_stream');
 }
 
@@ -558,7 +669,8 @@ function foldAnswer(r) {
     async function holdThenSend() {
         st.holds += 1;
         st.holding = true;
-        const outcome = await holdFor(r, model, Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWait), clientLeft);
+        const outcome = await holdFor(r, model, r.headersIn[cfg.foldHeaders.tenant] || '',
+                                      Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWait), clientLeft);
         st.holding = false;
         if (outcome === 'released') {
             r.variables.gw_max_wait = String(Math.max(1, started + maxWait - Date.now()));
@@ -1199,8 +1311,9 @@ function observe(r) {
     const series = '{tenant="' + labelValue(r.variables.gw_tenant || '') + '",model="'
         + labelValue(r.variables.gw_model || '') + '"';
     const status = r.variables.status;
-    if (status === '499' && r.variables.gw_kind && ngx.shared.gw_gone) {
-        // A non-streaming call whose client left: its fold request (foldAnswer) ends itself.
+    if (status === '499' && (r.variables.gw_kind || r.variables.gw_holds) && ngx.shared.gw_gone) {
+        // A non-streaming call whose client left: its fold request (foldAnswer) ends itself; a
+        // held one: its wait (waitHold) leaves the pool.
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
     chargeStream(r);
@@ -1336,6 +1449,7 @@ function unsupported(r) {
 }
 
 export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer, hold,
+                waitHold, released,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).

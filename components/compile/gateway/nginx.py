@@ -108,10 +108,14 @@ ROUTER_REQUEST_HEADERS = (
 # key resolved to (its subrequest has no key to resolve); it answers with the usage and the
 # router's first-byte time for the front's metrics, which the front keeps from the client.
 FOLD_HEADERS = {"kind": "x-gw-fold-kind", "tenant": "x-gw-fold-tenant", "promptUsed": "x-gw-fold-prompt-used",
-                "completionUsed": "x-gw-fold-completion-used", "firstByte": "x-gw-fold-first-byte"}
+                "completionUsed": "x-gw-fold-completion-used", "firstByte": "x-gw-fold-first-byte",
+                # A held streaming call's wait (@gw_wait): when it ends at the latest (ms since the epoch).
+                "holdUntil": "x-gw-hold-until"}
 FOLD_ANSWER_HEADERS = tuple(FOLD_HEADERS[k] for k in ("promptUsed", "completionUsed", "firstByte"))
 # The front's deadline for the fold server: the router's, and a little for the fold itself.
 FOLD_EXTRA_SECONDS = 10
+# The fold server's location where a held streaming call waits (_wait_locations).
+WAIT_PATH = "/_gw/wait"
 # How often a held request asks the router whether its model is listed (router.gateway.hold): the
 # most a wake adds to the first byte.
 HOLD_POLL_MS = 250
@@ -468,7 +472,9 @@ def _hold_zone(s: GatewaySettings) -> list[Node]:
     return [comment("Requests held now, per model and in all (router.gateway.hold): the bounds, and the demand\n"
                     "the metrics show. $gw_holds: how often this request was held."),
             d("js_shared_dict_zone", "zone=gw_held:256k", "type=number"),
-            d("js_var", "$gw_holds")]
+            d("js_var", "$gw_holds"), d("js_var", "$gw_hold_until"),
+            comment("A named location's proxy_pass takes a URI only through a variable (@gw_wait)."),
+            block("map", "", "$gw_wait_path", body=[d("default", WAIT_PATH)])]
 
 
 def _client_request_id() -> list[Node]:
@@ -661,7 +667,38 @@ def _hold_location(s: GatewaySettings) -> list[Node]:
         return []
     return [comment("Streaming calls and embeddings the router had no server for: held (or, a next revision's,\n"
                     "sent to the serving one), then sent again."),
-            block("location", "@gw_hold", body=[d("js_content", "gw.hold")])]
+            block("location", "@gw_hold", body=[d("js_content", "gw.hold")]),
+            _wait_locations(s)]
+
+
+def _wait_locations(s: GatewaySettings) -> list[Node]:
+    """The wait of a held streaming call, proxied to the fold server (gateway.js, waitHold): a
+    proxied request notices its client leaving at once (its log phase marks it in gw_gone, and
+    the wait leaves the pool at its next look); the js_content handler that holds it could not.
+    The wait answers 409 when the model is listed (the call is sent again) or the client's 503."""
+    if not s.hold_timeout_seconds:
+        return []
+    return [
+        block("location", "@gw_wait", body=[
+            d("proxy_pass", f"http://{s.fold_listen}$gw_wait_path"),
+            d("proxy_http_version", "1.0"),
+            d("proxy_pass_request_headers", "off"),
+            d("proxy_pass_request_body", "off"),
+            d("proxy_set_header", "Content-Length", ""),
+            [d("proxy_set_header", name, value) for name, value in ROUTER_REQUEST_HEADERS[:2]],  # the id, the model
+            d("proxy_set_header", FOLD_HEADERS["tenant"], "$gw_tenant"),
+            d("proxy_set_header", FOLD_HEADERS["holdUntil"], "$gw_hold_until"),
+            d("proxy_connect_timeout", "5s"),
+            d("proxy_read_timeout", f"{s.hold_timeout_seconds + FOLD_EXTRA_SECONDS}s"),
+            [d("proxy_hide_header", name) for name in ("x-request-id", "x-client-request-id")],
+            comment("409: released. The wait's 503s pass as they are; failing to reach it is a 503 too."),
+            d("proxy_intercept_errors", "on"),
+            d("recursive_error_pages", "on"),
+            d("error_page", 409, "=", "@gw_released"),
+            d("error_page", 502, 504, "=", "@gw_unavailable"),
+        ]),
+        block("location", "@gw_released", body=[d("js_content", "gw.released")]),
+    ]
 
 
 def _error_locations(s: GatewaySettings) -> list[Node]:
@@ -796,6 +833,7 @@ def _fold_server(s: GatewaySettings) -> list[Node]:
             fold_location("chat", "/v1/chat/completions"),
             fold_location("responses", "/v1/responses"),
             _router_models() if s.hold_timeout_seconds else None,
+            block("location", "=", WAIT_PATH, body=[d("js_content", "gw.waitHold")]) if s.hold_timeout_seconds else None,
             block("location", "/", body=[d("return", 404)]),
             _error_locations(s),
         ])
