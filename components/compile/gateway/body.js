@@ -78,6 +78,8 @@ function newScan(kind, maxLeading) {
         // The number or literal being read.
         num: 0, lit: null, litPos: 0,
         decoder: new TextDecoder('utf-8', {fatal: true}),
+        // Inside a member nothing is read from (skipBytes).
+        skipping: false, skipBase: 0,
         // Top-level members.
         member: 0, seen: 0, lastComma: -1, open: -1, close: -1, keyStart: -1, keyComma: -1, first: 0,
         ranges: {}, model: null, modelTooLong: false, stream: undefined,
@@ -183,9 +185,12 @@ function stopHash(sc, buf, at, name) {
 
 // A value starts at absolute offset `at` (its first byte `c`), at depth sc.depth.
 function startValue(sc, at, c) {
+    // No let or const inside a block here or in anything called per byte or per value: njs
+    // allocates a scope for each pass through such a block, kept until the request ends.
     const d = sc.depth;
+    const m = sc.member;
+    let number;
     if (d === 1) {
-        const m = sc.member;
         sc.first = c;
         if (m === MESSAGES || (m === INPUT && sc.kind !== 'embeddings')) {
             sc.itemsArray = c === 91;
@@ -203,7 +208,7 @@ function startValue(sc, at, c) {
         if (d === 2 && !sc.hash && !sc.digests.input) {
             startHash(sc, at);  // keyed by the first input, alone or in a list
         }
-        const number = c === 45 || (c >= 48 && c <= 57);
+        number = c === 45 || (c >= 48 && c <= 57);
         if (number && d <= 3) {
             sc.ids++;
         } else if (!(d === 2 && c === 91)) {
@@ -223,12 +228,13 @@ function startValue(sc, at, c) {
 // it ended in.
 function endValue(sc, buf, at, wasString) {
     const d = sc.depth;
+    const m = sc.member;
+    const c = sc.first;
     sc.expect = d === 0 ? DONE : COMMA_OR_CLOSE;
     if (wasString && sc.counted[d] && !sc.isKey) {
         sc.textBytes += at - sc.strStart - 2;
     }
     if (d === 1) {
-        const m = sc.member;
         if (m === STREAM || m === STREAM_OPTIONS) {
             sc.ranges[m] = {start: sc.keyStart, comma: sc.keyComma, end: at};
         }
@@ -241,7 +247,6 @@ function endValue(sc, buf, at, wasString) {
                 sc.model = null;
             }
         } else if (m === STREAM) {
-            const c = sc.first;
             sc.stream = c === 116 ? true : (c === 102 ? false : (c === 110 ? null : 'invalid'));
         } else if (m === INSTRUCTIONS || m === INPUT || m === MESSAGES) {
             stopHash(sc, buf, at, MEMBER_NAMES[m]);
@@ -268,8 +273,9 @@ function endValue(sc, buf, at, wasString) {
 
 function keyDone(sc, at) {
     const d = sc.depth;  // the object's depth + 1: the depth of the member's value
+    let m;
     if (d === 1) {
-        const m = memberOf(sc);
+        m = memberOf(sc);
         if (m !== OTHER) {
             if (sc.seen & (1 << m)) {
                 fail('the member `' + MEMBER_NAMES[m] + '` is given twice');
@@ -302,9 +308,12 @@ function keyDone(sc, at) {
 
 // Inside a string: skips to its end (or the chunk's), returns the next index.
 function readString(sc, buf, i, len) {
+    let c;
+    let q;
+    let bs;
     while (i < len) {
         if (sc.esc) {
-            const c = buf[i];
+            c = buf[i];
             if (sc.esc === 1) {
                 if (c === 117) {
                     sc.esc = 2;
@@ -336,8 +345,8 @@ function readString(sc, buf, i, len) {
                 sc.bs = -1;
             }
         }
-        const q = sc.q;
-        const bs = sc.bs;
+        q = sc.q;
+        bs = sc.bs;
         if (bs !== -1 && (q === -1 || bs < q)) {
             capture(sc, buf, i, bs + 1);
             sc.strEsc = true;
@@ -351,6 +360,9 @@ function readString(sc, buf, i, len) {
         }
         capture(sc, buf, i, q);
         sc.inString = false;
+        if (sc.skipping) {
+            return q + 1;
+        }
         if (sc.isKey) {
             keyDone(sc, sc.base + q + 1);
             sc.isKey = false;
@@ -482,6 +494,82 @@ function expectValue(sc, i) {
     }
 }
 
+// Whether nothing is read from the value of the top-level member being read (a container): it
+// is then only skipped, its brackets matched and counted against the depth, its strings
+// skipped natively (skipBytes): tools, schemas, metadata... The engine checks the rest of its
+// grammar, as it does for everything it reads.
+function skipped(kind, member) {
+    if (member === OTHER || member === MODEL || member === STREAM) {
+        return true;
+    }
+    if (member === STREAM_OPTIONS) {
+        return kind !== 'chat';
+    }
+    if (member === INSTRUCTIONS) {
+        return kind !== 'responses';
+    }
+    return member === MESSAGES ? kind !== 'chat' : kind === 'chat';
+}
+
+// Inside a skipped container: brackets and strings only, a few comparisons a byte, in locals
+// (njs reads a local much faster than a property). A string that ends in this buffer is
+// skipped here with indexOf; one that goes on into the next is left to readString.
+function skipBytes(sc, buf, i, len) {
+    const kinds = sc.kinds;
+    const base = sc.skipBase;
+    let depth = sc.depth;
+    let c;
+    let q;
+    let k;
+    while (i < len) {
+        c = buf[i];
+        if (c === 34) {
+            q = buf.indexOf(34, i + 1);
+            // A quote after an odd run of backslashes is escaped.
+            while (q !== -1 && q < len && buf[q - 1] === 92) {
+                k = q - 1;
+                while (k > i && buf[k] === 92) {
+                    k--;
+                }
+                if ((q - 1 - k) % 2 === 0) {
+                    break;
+                }
+                q = buf.indexOf(34, q + 1);
+            }
+            if (q === -1 || q >= len) {
+                sc.depth = depth;
+                sc.inString = true;
+                sc.strStart = sc.base + i;
+                sc.capMax = 0;
+                return i + 1;
+            }
+            i = q + 1;
+            continue;
+        }
+        if (c === 123 || c === 91) {
+            if (depth >= JSON_MAX_DEPTH) {
+                fail('it is nested deeper than ' + JSON_MAX_DEPTH + ' levels');
+            }
+            depth++;
+            kinds[depth] = c === 123 ? OBJ : ARR;
+        } else if (c === 125 || c === 93) {
+            if (kinds[depth] !== (c === 125 ? OBJ : ARR)) {
+                fail('a misplaced ' + (c === 125 ? '}' : ']') + ' at byte ' + (sc.base + i));
+            }
+            depth--;
+            if (depth === base) {
+                sc.depth = depth;
+                sc.skipping = false;
+                endValue(sc, buf, sc.base + i + 1, false);
+                return i + 1;
+            }
+        }
+        i++;
+    }
+    sc.depth = depth;
+    return i;
+}
+
 // Reads `len` bytes of `buf`, the body's bytes from offset sc.base.
 function feed(sc, buf, len) {
     try {
@@ -492,12 +580,18 @@ function feed(sc, buf, len) {
     sc.q = -2;
     sc.bs = -2;
     let i = 0;
+    let c;
+    let at;
     while (i < len) {
         if (sc.inString) {
             i = readString(sc, buf, i, len);
             continue;
         }
-        const c = buf[i];
+        if (sc.skipping) {
+            i = skipBytes(sc, buf, i, len);
+            continue;
+        }
+        c = buf[i];
         if (sc.num) {
             if (numberByte(sc, c)) {
                 i++;
@@ -521,7 +615,7 @@ function feed(sc, buf, len) {
             i++;
             continue;
         }
-        const at = sc.base + i;
+        at = sc.base + i;
         if (c === 34) {
             sc.inString = true;
             sc.strStart = at;
@@ -541,6 +635,10 @@ function feed(sc, buf, len) {
         if (c === 123 || c === 91) {
             expectValue(sc, i);
             startValue(sc, at, c);
+            // A container nothing is read from is skipped: a top-level member's the gateway does not
+            // read, and below a message or input item whatever the estimate does not count.
+            sc.skipping = sc.depth === 1 ? skipped(sc.kind, sc.member) : (sc.depth >= 3 && !sc.counted[sc.depth]);
+            sc.skipBase = sc.depth;
             open(sc, at, c === 123 ? OBJ : ARR);
         } else if (c === 125) {
             if (sc.expect !== KEY_OR_CLOSE && sc.expect !== COMMA_OR_CLOSE) {
@@ -606,13 +704,15 @@ function end(sc) {
 }
 
 // Reads the body through `read(buffer)` (returns the bytes it put at the buffer's start, 0 at the
-// end). Returns what routing needs, or {error} with the reason the body is refused.
-function scanBody(read, kind, maxLeading) {
+// end). Returns what routing needs, or {error} with the reason the body is refused. `size`: the
+// body's length when known (the buffer is no larger).
+function scanBody(read, kind, maxLeading, size) {
     const sc = newScan(kind, maxLeading);
-    const buf = Buffer.alloc(CHUNK_BYTES);
+    const buf = Buffer.alloc(size > 0 ? Math.min(size + 1, CHUNK_BYTES) : CHUNK_BYTES);
+    let n;
     try {
         for (;;) {
-            const n = read(buf);
+            n = read(buf);
             if (!n) {
                 break;
             }
@@ -648,6 +748,7 @@ function scanBody(read, kind, maxLeading) {
 
 // A reader over bytes in memory (the tests', and a body nginx kept in memory).
 function bufferReader(bytes) {
+    // (scanBody's size: bytes.length.)
     let at = 0;
     return function (buf) {
         const n = Math.min(buf.length, bytes.length - at);

@@ -16,6 +16,7 @@
 import crypto from 'crypto';
 import fs from 'fs';
 import body from 'body.js';
+import usage from 'usage.js';
 import cfg from 'gateway_config.js';
 
 const SUPPORTED = 'POST /v1/chat/completions, POST /v1/responses, POST /v1/embeddings and GET /v1/models';
@@ -100,7 +101,8 @@ function scanRequest(r, kind) {
     const leading = (cfg.affinity || cfg.splitKey || {maxLeadingMessages: 4}).maxLeadingMessages;
     const file = r.variables.request_body_file;
     if (!file) {
-        return body.scanBody(body.bufferReader(r.requestBuffer || Buffer.alloc(0)), kind, leading);
+        const bytes = r.requestBuffer || Buffer.alloc(0);
+        return body.scanBody(body.bufferReader(bytes), kind, leading, bytes.length);
     }
     const fd = fs.openSync(file, 'r');
     try {
@@ -109,7 +111,7 @@ function scanRequest(r, kind) {
             const n = fs.readSync(fd, buf, 0, buf.length, at);
             at += n;
             return n;
-        }, kind, leading);
+        }, kind, leading, Number(r.variables.content_length) || 0);
     } finally {
         fs.closeSync(fd);
     }
@@ -1116,38 +1118,9 @@ function foldText(kind, text, maxBytes) {
 // stream's final usage is its total). A stream that carries none (a client that did not ask for
 // `stream_options.include_usage`) is charged the x-input-tokens estimate plus one token per event.
 
-const PROMPT_USED = /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g;
-const COMPLETION_USED = /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g;
-const EVENT = /(?:^|\n)data:/g;
-
-function lastMatch(re, text) {
-    let found = '';
-    let m;
-    re.lastIndex = 0;
-    while ((m = re.exec(text)) !== null) {
-        found = m[1];
-    }
-    return found;
-}
-
-function countUsage(r, data) {
-    const chunk = data.length ? data.toString() : '';
-    // The previous chunk's end joins this one: a number split between two buffers still matches.
-    const text = (r.variables.gw_usage_tail || '') + chunk;
-    const prompt = lastMatch(PROMPT_USED, text);
-    const completion = lastMatch(COMPLETION_USED, text);
-    if (prompt) {
-        r.variables.gw_prompt_used = prompt;
-    }
-    if (completion) {
-        r.variables.gw_completion_used = completion;
-    }
-    const events = (chunk.match(EVENT) || []).length;
-    if (events) {
-        r.variables.gw_events_seen = String(Number(r.variables.gw_events_seen || 0) + events);
-    }
-    r.variables.gw_usage_tail = text.slice(-64);
-}
+// A stream's usage, read by its body filter (usage.js), per request: keyed by nginx's
+// $request_id, made at the first buffer and dropped in the log phase, where it is charged.
+const streams = Object.create(null);
 
 // The folded answer's usage (chat: usage.prompt_tokens / completion_tokens; Responses:
 // usage.input_tokens / output_tokens), read once at the end instead of scanning every buffer
@@ -1179,17 +1152,18 @@ function promptEstimate(r) {
 // (a stream without usage, or one that ended early: its client left, or the answer was too
 // large). Charged once, when the request ends.
 function charge(r, tenantName, estimate) {
-    const t = tenantConfig(tenantName);
-    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
-        return;
-    }
     let used;
     if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
         used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
     } else {
         used = estimate + Number(r.variables.gw_events_seen || 0);
     }
-    if (used > 0) {
+    chargeTokens(tenantName, used);
+}
+
+function chargeTokens(tenantName, used) {
+    const t = tenantConfig(tenantName);
+    if (t && t.tokenLimited && ngx.shared.gw_pending && used > 0) {
         ngx.shared.gw_pending.incr(tenantName, used, 0);
     }
 }
@@ -1197,18 +1171,52 @@ function charge(r, tenantName, estimate) {
 // js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
 // The charge is made in the log phase (observe), which every request reaches, a stream whose
 // client left before its end too (no last buffer ever comes then).
+//
+// njs keeps every buffer a body filter is given (and what the filter allocates) until the request
+// ends: a stream read to its end would cost about three times its bytes for its whole life. So
+// only its first cfg.streamReadBytes are read; then the filter steps aside (r.done(): nginx
+// passes the rest without calling it) and the events past that point are estimated in the log
+// phase from the bytes sent ($body_bytes_sent) at the rate of those read. A stream that long
+// is then charged that estimate, its usage chunk (at the end) unread.
 function countStream(r, data, flags) {
+    let u;
     if (r.status === 200) {
-        countUsage(r, data);
+        u = streams[r.variables.request_id] || (streams[r.variables.request_id] = usage.newUsage());
+        usage.readUsage(u, data);
+        u.bytes = (u.bytes || 0) + data.length;
     }
     r.sendBuffer(data, flags);
+    if (u && u.bytes >= cfg.streamReadBytes && !flags.last) {
+        u.cut = true;
+        r.done();
+    }
 }
 
 // Log phase of a streaming call or embeddings the router answered (its last status 200, after
-// any hold): charged what was streamed. Folded calls are charged by the fold server.
+// any hold): charged what was streamed, and its usage kept for the metrics. Folded calls are
+// charged by the fold server.
 function chargeStream(r) {
+    const id = r.variables.request_id;
+    const u = streams[id];
+    if (!u) {
+        return;
+    }
+    delete streams[id];
+    if (u.prompt >= 0) {
+        r.variables.gw_prompt_used = String(u.prompt);
+    }
+    if (u.completion >= 0) {
+        r.variables.gw_completion_used = String(u.completion);
+    }
+    if (u.cut) {
+        // The events past the part read, at the rate of the part read.
+        const sent = Number(r.variables.body_bytes_sent) || u.bytes;
+        u.events = Math.ceil(u.events * Math.max(sent, u.bytes) / u.bytes);
+        u.prompt = -1;
+        u.completion = -1;
+    }
     if (!r.variables.gw_kind && /(?:^|\s)200$/.test(r.variables.upstream_status || '')) {
-        charge(r, r.variables.gw_tenant, Number(r.variables.gw_input_tokens) || 0);
+        chargeTokens(r.variables.gw_tenant, usage.used(u, Number(r.variables.gw_input_tokens) || 0));
     }
 }
 

@@ -90,7 +90,7 @@ TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
 # The modules gateway.js imports (by bare name, from js_path: the config directory).
-MODULES = ("body.js",)
+MODULES = ("body.js", "usage.js")
 SETTINGS = "gateway_config.js"
 NGINX_CONF = "nginx.conf"
 
@@ -116,6 +116,10 @@ FOLD_ANSWER_HEADERS = tuple(FOLD_HEADERS[k] for k in ("promptUsed", "completionU
 FOLD_EXTRA_SECONDS = 10
 # The fold server's location where a held streaming call waits (_wait_locations).
 WAIT_PATH = "/_gw/wait"
+# How much of a stream the gateway reads for its usage (gateway.js, countStream): njs keeps what a
+# body filter is given until the request ends, about three times the bytes read; past this the
+# rest of the stream passes unread and its events are estimated from the bytes sent.
+STREAM_READ_BYTES = 128 * 1024
 # How often a held request asks the router whether its model is listed (router.gateway.hold): the
 # most a wake adds to the first byte.
 HOLD_POLL_MS = 250
@@ -244,6 +248,7 @@ def settings_module(s: GatewaySettings) -> str:
         "timeoutMs": s.timeout_seconds * 1000,
         "retryAfterSeconds": s.retry_after_seconds,
         "maxResponseBytes": s.max_response_bytes,
+        "streamReadBytes": STREAM_READ_BYTES,
         "internalListen": s.internal_listen,
         "limiterHeaders": lim.LIMITER_HEADERS,
         # The fold server's (the front's request id is how it knows its front request).
@@ -459,7 +464,7 @@ def _script(s: GatewaySettings) -> list[Node]:
         # A mark outlives the longest fold (the deadline and the fold's own extra).
         d("js_shared_dict_zone", "zone=gw_gone:1m", "type=number", f"timeout={s.timeout_seconds + 60}s", "evict"),
         comment("Usage read from answers (countStream / foldCounted) for the metrics and token limits."),
-        [d("js_var", f"$gw_{name}") for name in ("usage_tail", "prompt_used", "completion_used", "events_seen")],
+        [d("js_var", f"$gw_{name}") for name in ("prompt_used", "completion_used", "events_seen")],
         d("js_set", "$gw_observe", "gw.observe"),
         d("js_shared_dict_zone", "zone=gw_metrics:4m", "type=number"),
         _hold_zone(s),
