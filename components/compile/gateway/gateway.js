@@ -131,6 +131,133 @@ function allowedModels(tenantName) {
     return cfg.models;
 }
 
+// ---- admission: what one replica holds at once -------------------------------------------
+//
+// Every request an API location serves takes, before its key is checked or its body read, one of
+// the replica's cfg.inFlight.requests and its declared body bytes (Content-Length; a body without
+// one, chunked, counts maxBodyBytes) of cfg.inFlight.bodyBytes, and a non-streaming call, once its
+// body is read and before it is folded, one of cfg.inFlight.folds. Each tenant has its share of
+// each (the budget over the tenants, nginx.py): one tenant at its share leaves every other its
+// own. Released in the log phase, which every request reaches. This is what bounds a replica's
+// memory and its /tmp by construction (docs/gateway.md, "The memory bound").
+
+function take(a, key, n, cap) {
+    if (n <= 0) {
+        return true;
+    }
+    if (a.incr(key, n, 0) <= cap) {
+        return true;
+    }
+    a.incr(key, -n, 0);
+    return false;
+}
+
+function give(a, key, n) {
+    if (n > 0) {
+        a.incr(key, -n, 0);
+    }
+}
+
+// The body bytes a request is taken to hold: what it declares, at most maxBodyBytes (nginx
+// refuses a larger declaration with 413 before reading it).
+function declaredBytes(r) {
+    if (r.method !== 'POST') {
+        return 0;
+    }
+    const n = Number(r.variables.content_length);
+    return n >= 0 && r.variables.content_length !== '' ? Math.min(n, cfg.maxBodyBytes) : cfg.maxBodyBytes;
+}
+
+// js_set $gw_admit (nginx.conf, the rewrite phase of the API locations): '' admitted (or not
+// counted: a caller without a known key is refused before its body is read), else the budget that
+// is full: 'requests' or 'bodyBytes' ($gw_busy keeps it for nginx's answer, $gw_busy_body).
+function admitRequest(r) {
+    const a = ngx.shared.gw_admit;
+    if (!a || r.variables.gw_admitted || r.variables.gw_busy) {
+        return r.variables.gw_busy || '';
+    }
+    const who = cfg.apiKeys ? r.variables.gw_tenant : '';
+    if (cfg.apiKeys && !who) {
+        return '';
+    }
+    const limits = cfg.inFlight;
+    const bytes = declaredBytes(r);
+    let full = '';
+    if (!take(a, 'requests|' + who, 1, limits.tenantRequests)) {
+        full = 'requests';
+    } else if (!take(a, 'bodyBytes|' + who, bytes, limits.tenantBodyBytes)) {
+        give(a, 'requests|' + who, 1);
+        full = 'bodyBytes';
+    } else if (!take(a, 'requests', 1, limits.requests)) {
+        give(a, 'requests|' + who, 1);
+        give(a, 'bodyBytes|' + who, bytes);
+        full = 'requests';
+    } else if (!take(a, 'bodyBytes', bytes, limits.bodyBytes)) {
+        give(a, 'requests|' + who, 1);
+        give(a, 'bodyBytes|' + who, bytes);
+        give(a, 'requests', 1);
+        full = 'bodyBytes';
+    }
+    if (full) {
+        r.variables.gw_busy = full;
+        return full;
+    }
+    r.variables.gw_admitted = String(bytes);
+    return '';
+}
+
+// A non-streaming call's fold, taken once its body is read (the fold is what costs memory).
+function admitFold(r, who) {
+    const a = ngx.shared.gw_admit;
+    if (!a) {
+        return true;
+    }
+    if (!take(a, 'folds|' + who, 1, cfg.inFlight.tenantFolds)) {
+        return false;
+    }
+    if (!take(a, 'folds', 1, cfg.inFlight.folds)) {
+        give(a, 'folds|' + who, 1);
+        return false;
+    }
+    r.variables.gw_fold_admitted = '1';
+    return true;
+}
+
+// Log phase: what the request took, given back.
+function release(r) {
+    const a = ngx.shared.gw_admit;
+    const who = cfg.apiKeys ? r.variables.gw_tenant : '';
+    if (!a) {
+        return;
+    }
+    if (r.variables.gw_admitted) {
+        const bytes = Number(r.variables.gw_admitted) || 0;
+        give(a, 'requests|' + who, 1);
+        give(a, 'requests', 1);
+        give(a, 'bodyBytes|' + who, bytes);
+        give(a, 'bodyBytes', bytes);
+        r.variables.gw_admitted = '';
+    }
+    if (r.variables.gw_fold_admitted) {
+        give(a, 'folds|' + who, 1);
+        give(a, 'folds', 1);
+        r.variables.gw_fold_admitted = '';
+    }
+}
+
+// The answer when a budget is full: the tenant's share (429: its own requests must end first)
+// or, without keys, the replica's (503: another replica may have room).
+function inFlightFull(r, what) {
+    const names = {requests: 'requests open', bodyBytes: 'bytes of request bodies open', folds: 'non-streaming answers being assembled'};
+    if (cfg.apiKeys) {
+        fail(r, 429, 'Too many ' + names[what] + ' for your API key on this gateway replica at once (its share); '
+             + 'retry when some have ended.', 'rate_limit_error', 'too_many_requests_in_flight', null, {'Retry-After': '1'});
+    } else {
+        fail(r, 503, 'The gateway replica has too many ' + names[what] + ' at once; retry later.', 'service_unavailable',
+             'service_unavailable', null, {'Retry-After': String(cfg.retryAfterSeconds)});
+    }
+}
+
 // ---- request checks -----------------------------------------------------------------------
 
 // Returns {scan, model, stream, tenant} or null after answering with an OpenAI error.
@@ -538,6 +665,10 @@ function handle(r, kind) {
     // The client's bytes with `"stream": true` (chat: and stream_options.include_usage) in place
     // of its own members (body.js, streamBody): re-serialising would round every integer above
     // 2^53 (a `seed`) and rewrite every number and escape the client sent.
+    if (!admitFold(r, admitted.tenant)) {
+        inFlightFull(r, 'folds');
+        return;
+    }
     r.variables.gw_body = body.streamBody(requestBytes(r), admitted.scan, kind).toString();
     r.variables.gw_kind = kind;
     r.internalRedirect('@gw_fold');
@@ -1325,6 +1456,7 @@ function observe(r) {
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
     chargeStream(r);
+    release(r);
     m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
     if (status === '429') {
         m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
@@ -1457,7 +1589,7 @@ function unsupported(r) {
 }
 
 export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer, hold,
-                waitHold, released,
+                waitHold, released, admitRequest,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).

@@ -195,6 +195,21 @@ class GatewaySettings:
     # Models with a next revision (models[].next): model -> (the revision's router id, percent of
     # new conversations it gets).
     splits: tuple[tuple[str, str, int], ...] = ()
+    # router.gateway.inFlight: what one replica holds at once, each tenant its share.
+    in_flight_requests: int = 128
+    in_flight_body_bytes: int = 64 * 1024 * 1024
+    in_flight_folds: int = 2
+
+    def in_flight(self) -> dict[str, int]:
+        """The replica's budgets and each tenant's share of them (gateway.js, admitRequest): the
+        budget over the tenants, so one tenant at its share leaves the others theirs; at least one
+        request, one largest body and one fold (with more tenants than that, the replica's budget
+        still holds: the last units go to whoever asks first)."""
+        tenants = max(1, len(self.tenants)) if self.keys_file else 1
+        return {"requests": self.in_flight_requests, "bodyBytes": self.in_flight_body_bytes,
+                "folds": self.in_flight_folds, "tenantRequests": max(1, self.in_flight_requests // tenants),
+                "tenantBodyBytes": max(min(self.max_body_bytes, self.in_flight_body_bytes), self.in_flight_body_bytes // tenants),
+                "tenantFolds": max(1, self.in_flight_folds // tenants)}
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
@@ -226,6 +241,8 @@ class GatewaySettings:
             hold_timeout_seconds=gateway.hold.timeout_seconds, hold_max_per_model=gateway.hold.max_per_model,
             hold_max_total=gateway.hold.max_total, sleepers=tuple(n for n in sleepers if n in models),
             splits=tuple(split for split in splits if split[0] in models),
+            in_flight_requests=gateway.in_flight.max_requests, in_flight_body_bytes=gateway.in_flight.max_body_bytes,
+            in_flight_folds=gateway.in_flight.max_folds,
         )
 
 
@@ -248,6 +265,8 @@ def settings_module(s: GatewaySettings) -> str:
         "timeoutMs": s.timeout_seconds * 1000,
         "retryAfterSeconds": s.retry_after_seconds,
         "maxResponseBytes": s.max_response_bytes,
+        "maxBodyBytes": s.max_body_bytes,
+        "inFlight": s.in_flight(),
         "streamReadBytes": STREAM_READ_BYTES,
         "internalListen": s.internal_listen,
         "limiterHeaders": lim.LIMITER_HEADERS,
@@ -274,6 +293,15 @@ def settings_module(s: GatewaySettings) -> str:
 
 def _error_json(message: str, kind: str, code: str) -> str:
     return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+def _busy_json(s: GatewaySettings, what: str) -> str:
+    """A full in-flight budget: the tenant's share (429), or without keys the replica's (503)."""
+    if s.keys_file:
+        return _error_json(f"Too many {what} for your API key on this gateway replica at once (its share); retry "
+                           "when some have ended.", "rate_limit_error", "too_many_requests_in_flight") + "\n"
+    return _error_json(f"The gateway replica has too many {what} at once; retry later.", "service_unavailable",
+                       "service_unavailable") + "\n"
 
 
 def _ids() -> list[Node]:
@@ -466,6 +494,15 @@ def _script(s: GatewaySettings) -> list[Node]:
         comment("Usage read from answers (countStream / foldCounted) for the metrics and token limits."),
         [d("js_var", f"$gw_{name}") for name in ("prompt_used", "completion_used", "events_seen")],
         d("js_set", "$gw_observe", "gw.observe"),
+        comment("What the replica holds at once, per tenant and in all (gateway.js, admitRequest): taken in the\n"
+                "rewrite phase of the API locations, given back in the log phase."),
+        d("js_shared_dict_zone", "zone=gw_admit:1m", "type=number"),
+        d("js_set", "$gw_admit", "gw.admitRequest"),
+        [d("js_var", f"$gw_{name}") for name in ("admitted", "busy", "fold_admitted")],
+        block("map", "$gw_busy", "$gw_busy_body", body=[
+            d("bodyBytes", _busy_json(s, "bytes of request bodies open")),
+            d("default", _busy_json(s, "requests open")),
+        ]),
         d("js_shared_dict_zone", "zone=gw_metrics:4m", "type=number"),
         _hold_zone(s),
     ]
@@ -602,12 +639,17 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
     limits = [d("auth_request", "/_gw/limit"),
               d("auth_request_set", "$gw_limit_retry", "$upstream_http_retry_after"),
               d("auth_request_set", "$gw_limit_kind", lim.header_variable("upstream_http", LIMIT_KIND))] if _limited(s) else auth
+    # Before the key check and the body: the replica's budgets (gateway.js, admitRequest). Answered
+    # here, in the rewrite phase: a content handler (js_content) would read the body first.
+    admit = block("if", "$gw_admit", body=[
+        _ids(), d("add_header", "Retry-After", 1 if s.keys_file else s.retry_after_seconds, "always"),
+        d("return", 429 if s.keys_file else 503, "$gw_busy_body")])
     return [
-        block("location", "=", "/v1/chat/completions", body=[limits, d("js_content", "gw.chat")]),
-        block("location", "=", "/v1/responses", body=[limits, d("js_content", "gw.responses")]),
-        block("location", "=", "/v1/embeddings", body=[limits, d("js_content", "gw.embeddings")]),
-        block("location", "=", "/v1/models", body=[limits, d("js_content", "gw.models")]),
-        block("location", "/", body=[limits, d("js_content", "gw.unsupported")]),
+        block("location", "=", "/v1/chat/completions", body=[admit, limits, d("js_content", "gw.chat")]),
+        block("location", "=", "/v1/responses", body=[admit, limits, d("js_content", "gw.responses")]),
+        block("location", "=", "/v1/embeddings", body=[admit, limits, d("js_content", "gw.embeddings")]),
+        block("location", "=", "/v1/models", body=[admit, limits, d("js_content", "gw.models")]),
+        block("location", "/", body=[admit, limits, d("js_content", "gw.unsupported")]),
         comment("auth_request's subrequest: headers only (a subrequest never reads the client's body)."),
         block("location", "=", "/_gw/auth", body=[d("internal"), d("js_content", "gw.authorize")]),
         BLANK,
@@ -631,6 +673,8 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
             [d("proxy_hide_header", name) for name in FOLD_ANSWER_HEADERS],
             d("proxy_hide_header", "x-client-request-id"),
             d("proxy_buffering", "on"),
+            comment("In memory only (the answer is folded, at most maxResponseBytes): /tmp holds request bodies."),
+            d("proxy_max_temp_file_size", 0),
             comment("The fold server's answers are final (OpenAI errors included); only a failure to reach\n"
                     "it is turned into one here."),
             d("proxy_intercept_errors", "off"),
