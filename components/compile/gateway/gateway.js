@@ -35,13 +35,15 @@ function send(r, status, obj, extra) {
     r.return(status, JSON.stringify(obj) + '\n');
 }
 
-function fail(r, status, message, type, code, param, extra) {
-    send(r, status, {error: {message: message, type: type, param: param || null, code: code || null}}, extra);
+// One of the gateway's own error answers, by its OpenAI `code`: its status and type are
+// statuses.py's (cfg.answers), the one place that decides every status a caller can get.
+function refuse(r, code, message, param, extra) {
+    const answer = cfg.answers[code];
+    send(r, answer.status, {error: {message: message, type: answer.type, param: param || null, code: code}}, extra);
 }
 
 function unavailable(r, message) {
-    fail(r, 503, message, 'service_unavailable', 'service_unavailable', null,
-         {'Retry-After': String(cfg.retryAfterSeconds)});
+    refuse(r, 'service_unavailable', message, null, {'Retry-After': String(cfg.retryAfterSeconds)});
 }
 
 // ---- tenants ------------------------------------------------------------------------------
@@ -250,11 +252,10 @@ function release(r) {
 function inFlightFull(r, what) {
     const names = {requests: 'requests open', bodyBytes: 'bytes of request bodies open', folds: 'non-streaming answers being assembled'};
     if (cfg.apiKeys) {
-        fail(r, 429, 'Too many ' + names[what] + ' for your API key on this gateway replica at once (its share); '
-             + 'retry when some have ended.', 'rate_limit_error', 'too_many_requests_in_flight', null, {'Retry-After': '1'});
+        refuse(r, 'too_many_requests_in_flight', 'Too many ' + names[what] + ' for your API key on this gateway '
+               + 'replica at once (its share); retry when some have ended.', null, {'Retry-After': '1'});
     } else {
-        fail(r, 503, 'The gateway replica has too many ' + names[what] + ' at once; retry later.', 'service_unavailable',
-             'service_unavailable', null, {'Retry-After': String(cfg.retryAfterSeconds)});
+        unavailable(r, 'The gateway replica has too many ' + names[what] + ' at once; retry later.');
     }
 }
 
@@ -263,16 +264,14 @@ function inFlightFull(r, what) {
 // Returns {scan, model, stream, tenant} or null after answering with an OpenAI error.
 function admit(r, kind) {
     if (r.method !== 'POST') {
-        fail(r, 405, r.method + ' is not allowed on ' + r.uri + '; use POST', 'invalid_request_error',
-             'method_not_allowed', null, {'Allow': 'POST'});
+        refuse(r, 'method_not_allowed', r.method + ' is not allowed on ' + r.uri + '; use POST', null, {'Allow': 'POST'});
         return null;
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
         const message = bearer(r) ? 'Incorrect API key provided.'
             : 'You did not provide an API key: send it as `Authorization: Bearer <key>`.';
-        fail(r, 401, message, 'invalid_request_error', 'invalid_api_key', null,
-             {'WWW-Authenticate': 'Bearer'});
+        refuse(r, 'invalid_api_key', message, null, {'WWW-Authenticate': 'Bearer'});
         return null;
     }
     const scan = scanRequest(r, kind);
@@ -280,25 +279,24 @@ function admit(r, kind) {
         const message = scan.error === 'it is empty' ? 'The request body is empty; send a JSON object.'
             : (scan.error === 'it is not a JSON object' ? 'The request body must be a JSON object.'
                : 'We could not parse the JSON body of your request: ' + scan.error + '.');
-        fail(r, 400, message, 'invalid_request_error', 'invalid_json');
+        refuse(r, 'invalid_json', message);
         return null;
     }
     if (scan.modelTooLong) {
-        fail(r, 404, 'The model does not exist or you do not have access to it.', 'invalid_request_error',
-             'model_not_found', 'model');
+        refuse(r, 'model_not_found', 'The model does not exist or you do not have access to it.', 'model');
         return null;
     }
     if (typeof scan.model !== 'string' || scan.model === '') {
-        fail(r, 400, 'You must provide a model parameter.', 'invalid_request_error', 'missing_model', 'model');
+        refuse(r, 'missing_model', 'You must provide a model parameter.', 'model');
         return null;
     }
     if (allowedModels(who).indexOf(scan.model) < 0) {
-        fail(r, 404, 'The model `' + scan.model + '` does not exist or you do not have access to it.',
-             'invalid_request_error', 'model_not_found', 'model');
+        refuse(r, 'model_not_found', 'The model `' + scan.model + '` does not exist or you do not have access to it.',
+               'model');
         return null;
     }
     if (scan.stream === 'invalid') {
-        fail(r, 400, '`stream` must be true or false.', 'invalid_request_error', 'invalid_value', 'stream');
+        refuse(r, 'invalid_value', '`stream` must be true or false.', 'stream');
         return null;
     }
     return {scan: scan, model: scan.model, stream: scan.stream === true, tenant: who};
@@ -748,7 +746,7 @@ function errorStatus(st, error) {
     if (!st.tooLarge && typeof error.code === 'number' && error.code >= 400 && error.code <= 599) {
         return error.code;
     }
-    return 502;
+    return cfg.answers[st.tooLarge ? 'response_too_large' : 'bad_gateway'].status;
 }
 
 // js_content of the loopback fold server (nginx.conf): the front server proxies a non-streaming
@@ -785,7 +783,7 @@ function foldAnswer(r) {
         }
         if (gone && gone.get('answered:' + id)) {
             st.done = true;
-            fail(r, 502, tooLargeError(cfg.maxResponseBytes).message, 'server_error', 'response_too_large');
+            refuse(r, 'response_too_large', tooLargeError(cfg.maxResponseBytes).message);
             setTimeout(function () {
                 throw new Error('gateway: request ' + id + ' over maxResponseBytes; cancelled at the router');
             }, 100);
@@ -852,8 +850,7 @@ function foldAnswer(r) {
             r.headersOut['Content-Type'] = 'application/json';
             r.return(Number(v.gw_answer_status) || 200, v.gw_answer);
         } else if (reply.status === 200) {
-            fail(r, 502, 'The upstream stream ended before its end ([DONE] or the final event).', 'server_error',
-                 'bad_gateway');
+            refuse(r, 'bad_gateway', 'The upstream stream ended before its end ([DONE] or the final event).');
         } else if (reply.status === 404 || reply.status === 502 || reply.status === 503) {
             // No serving target or the router unreachable: nginx's error_page makes the OpenAI error.
             r.return(503);
@@ -1170,7 +1167,8 @@ function joined(parts) {
 
 function chatAnswer(st) {
     if (!st.head) {
-        return {error: {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}};
+        return {error: {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null,
+                        code: 'bad_gateway'}};
     }
     const out = [];
     const indexes = Object.keys(st.choices).map(Number).sort(function (a, b) { return a - b; });
@@ -1230,7 +1228,8 @@ function foldResponsesEvent(st, ev) {
 
 function responsesAnswer(st) {
     if (!st.last) {
-        return {error: {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}};
+        return {error: {message: 'The upstream stream ended without a completed response.', type: 'server_error',
+                        param: null, code: 'bad_gateway'}};
     }
     return {answer: st.last};
 }
@@ -1549,14 +1548,13 @@ async function models(r) {
         return;
     }
     if (r.method !== 'GET') {
-        fail(r, 405, r.method + ' is not allowed on /v1/models; use GET', 'invalid_request_error',
-             'method_not_allowed', null, {'Allow': 'GET'});
+        refuse(r, 'method_not_allowed', r.method + ' is not allowed on /v1/models; use GET', null, {'Allow': 'GET'});
         return;
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
-        fail(r, 401, bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.',
-             'invalid_request_error', 'invalid_api_key', null, {'WWW-Authenticate': 'Bearer'});
+        refuse(r, 'invalid_api_key', bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.', null,
+               {'WWW-Authenticate': 'Bearer'});
         return;
     }
     let ids;
@@ -1585,7 +1583,7 @@ function unsupported(r) {
     const message = (completions
         ? 'The legacy /v1/completions endpoint is not served here (the router cannot route it); use /v1/chat/completions.'
         : 'Unknown endpoint ' + r.method + ' ' + r.uri + '.') + ' Supported: ' + SUPPORTED + '.';
-    fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
+    refuse(r, 'unsupported_endpoint', message);
 }
 
 export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer, hold,

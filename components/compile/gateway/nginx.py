@@ -45,6 +45,7 @@ from typing import Optional
 from ...config.gateway import GatewayConfig
 from . import limiter as lim
 from . import nginx_syntax as syntax
+from . import statuses
 from .nginx_syntax import BLANK, Block, Node, block, comment, d
 from .resolver import RESOLVER_FILE
 
@@ -267,6 +268,8 @@ def settings_module(s: GatewaySettings) -> str:
         "maxResponseBytes": s.max_response_bytes,
         "maxBodyBytes": s.max_body_bytes,
         "inFlight": s.in_flight(),
+        # Each error answer's status and type by its code (statuses.py): the script's refuse().
+        "answers": statuses.settings(),
         "streamReadBytes": STREAM_READ_BYTES,
         "internalListen": s.internal_listen,
         "limiterHeaders": lim.LIMITER_HEADERS,
@@ -291,17 +294,17 @@ def settings_module(s: GatewaySettings) -> str:
             f"export default {json.dumps(settings, indent=2, sort_keys=True)};\n")
 
 
-def _error_json(message: str, kind: str, code: str) -> str:
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+def _error_json(code: str, message: str) -> str:
+    """One of the gateway's own error answers (statuses.py: its type and status by code)."""
+    return json.dumps({"error": {"message": message, "type": statuses.answer(code).type, "param": None, "code": code}})
 
 
 def _busy_json(s: GatewaySettings, what: str) -> str:
     """A full in-flight budget: the tenant's share (429), or without keys the replica's (503)."""
     if s.keys_file:
-        return _error_json(f"Too many {what} for your API key on this gateway replica at once (its share); retry "
-                           "when some have ended.", "rate_limit_error", "too_many_requests_in_flight") + "\n"
-    return _error_json(f"The gateway replica has too many {what} at once; retry later.", "service_unavailable",
-                       "service_unavailable") + "\n"
+        return _error_json("too_many_requests_in_flight", f"Too many {what} for your API key on this gateway "
+                           "replica at once (its share); retry when some have ended.") + "\n"
+    return _error_json("service_unavailable", f"The gateway replica has too many {what} at once; retry later.") + "\n"
 
 
 def _ids() -> list[Node]:
@@ -310,9 +313,10 @@ def _ids() -> list[Node]:
             d("add_header", "x-client-request-id", "$gw_client_request_id", "always")]
 
 
-def _error_location(name: str, status: int, body: str, *headers: Node) -> Block:
-    """A named location answering one of the gateway's own errors as OpenAI error JSON."""
-    return block("location", name, body=[_ids(), headers, d("return", status, body + "\n")])
+def _error_location(name: str, code: str, body: str, *headers: Node) -> Block:
+    """A named location answering one of the gateway's own errors as OpenAI error JSON, with the
+    status statuses.py gives its code."""
+    return block("location", name, body=[_ids(), headers, d("return", statuses.answer(code).status, body + "\n")])
 
 
 def _to_limiter() -> list[Node]:
@@ -339,10 +343,10 @@ def _limiter_http(s: GatewaySettings) -> list[Node]:
     limited = _limited(s)
     if not limited:
         return []
-    requests = _error_json("Rate limit reached for your API key (requests per minute); retry after the time "
-                           "in Retry-After.", "rate_limit_error", "rate_limit_exceeded")
-    tokens = _error_json("Token limit reached for your API key (tokens per minute); retry after the time in "
-                         "Retry-After.", "rate_limit_error", "rate_limit_exceeded")
+    requests = _error_json("rate_limit_exceeded", "Rate limit reached for your API key (requests per minute); "
+                           "retry after the time in Retry-After.")
+    tokens = _error_json("rate_limit_exceeded", "Token limit reached for your API key (tokens per minute); retry "
+                         "after the time in Retry-After.")
     out: list[Node] = [
         BLANK,
         comment("Tenants with limits ask the limiter; the others pass without a call."),
@@ -385,7 +389,7 @@ def _limiter_locations(s: GatewaySettings) -> list[Node]:
             d("error_page", 500, 502, 503, 504, "=", "@gw_limit_open"),
         ]),
         block("location", "@gw_limit_open", body=[d("return", 204)]),
-        _error_location("@gw_rate_limited", 429, "$gw_limited_body",
+        _error_location("@gw_rate_limited", "rate_limit_exceeded", "$gw_limited_body",
                         d("add_header", "Retry-After", "$gw_limit_retry", "always")),
     ]
 
@@ -643,7 +647,8 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
     # here, in the rewrite phase: a content handler (js_content) would read the body first.
     admit = block("if", "$gw_admit", body=[
         _ids(), d("add_header", "Retry-After", 1 if s.keys_file else s.retry_after_seconds, "always"),
-        d("return", 429 if s.keys_file else 503, "$gw_busy_body")])
+        d("return", statuses.answer("too_many_requests_in_flight" if s.keys_file else "service_unavailable").status,
+          "$gw_busy_body")])
     return [
         block("location", "=", "/v1/chat/completions", body=[admit, limits, d("js_content", "gw.chat")]),
         block("location", "=", "/v1/responses", body=[admit, limits, d("js_content", "gw.responses")]),
@@ -753,24 +758,21 @@ def _wait_locations(s: GatewaySettings) -> list[Node]:
 def _error_locations(s: GatewaySettings) -> list[Node]:
     """The gateway's own errors, as OpenAI error JSON."""
     return [
-        _error_location("@gw_unauthorized", 401, _error_json(
-            "Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`.",
-            "invalid_request_error", "invalid_api_key"),
+        _error_location("@gw_unauthorized", "invalid_api_key", _error_json(
+            "invalid_api_key", "Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`."),
             d("add_header", "WWW-Authenticate", "Bearer", "always")),
-        _error_location("@gw_unavailable", 503, _error_json(
-            "No server can take requests for this model right now; retry later.",
-            "service_unavailable", "service_unavailable"),
+        _error_location("@gw_unavailable", "service_unavailable", _error_json(
+            "service_unavailable", "No server can take requests for this model right now; retry later."),
             d("add_header", "Retry-After", s.retry_after_seconds, "always")),
-        _error_location("@gw_timeout", 504, _error_json("The request timed out upstream.", "timeout", "timeout")),
-        _error_location("@gw_too_large", 413, _error_json(
-            f"The request body is larger than {s.max_body_bytes} bytes.", "invalid_request_error",
-            "request_too_large")),
-        _error_location("@gw_too_many_connections", 429, _error_json(
-            f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
-            "retry.", "rate_limit_error", "too_many_connections"),
+        _error_location("@gw_timeout", "timeout", _error_json("timeout", "The request timed out upstream.")),
+        _error_location("@gw_too_large", "request_too_large", _error_json(
+            "request_too_large", f"The request body is larger than {s.max_body_bytes} bytes.")),
+        _error_location("@gw_too_many_connections", "too_many_connections", _error_json(
+            "too_many_connections", f"Too many open connections from your address (at most "
+            f"{s.connections_per_address}); close some and retry."),
             d("add_header", "Retry-After", 1, "always")),
-        _error_location("@gw_internal", 500, _error_json(
-            "The gateway failed to handle the request.", "server_error", "internal_error")),
+        _error_location("@gw_internal", "internal_error", _error_json(
+            "internal_error", "The gateway failed to handle the request.")),
     ]
 
 
@@ -778,13 +780,14 @@ def _unparsed_error_locations() -> list[Node]:
     """Errors nginx raises before it has a URI (a malformed request line or URI: `/%zz`,
     `/../x`), answered by URI: a redirect to a named location needs the request's URI and fails
     with a 500 without one."""
+    def by_uri(uri: str, code: str, message: str) -> Block:
+        return block("location", "=", uri, body=[d("internal"), _ids(),
+                                                 d("return", statuses.answer(code).status, _error_json(code, message) + "\n")])
+
     return [
         comment("Malformed request lines and URIs (and HTTP versions nginx does not speak): a 400, never a 5xx."),
-        block("location", "=", BAD_REQUEST_URI, body=[d("internal"), _ids(), d("return", 400, _error_json(
-            "The request could not be read: a malformed request line, URI or header.", "invalid_request_error",
-            "bad_request") + "\n")]),
-        block("location", "=", INTERNAL_ERROR_URI, body=[d("internal"), _ids(), d("return", 500, _error_json(
-            "The gateway failed to handle the request.", "server_error", "internal_error") + "\n")]),
+        by_uri(BAD_REQUEST_URI, "bad_request", "The request could not be read: a malformed request line, URI or header."),
+        by_uri(INTERNAL_ERROR_URI, "internal_error", "The gateway failed to handle the request."),
     ]
 
 
@@ -824,8 +827,8 @@ def _tls_server(s: GatewaySettings) -> list[Node]:
 def _tls_location(s: GatewaySettings) -> list[Node]:
     if s.tls_dir is None:
         return []
-    return [_error_location("@gw_plain_http", 400, _error_json(
-        "This port serves HTTPS only; call it with https://.", "invalid_request_error", "https_required"))]
+    return [_error_location("@gw_plain_http", "https_required", _error_json(
+        "https_required", "This port serves HTTPS only; call it with https://."))]
 
 
 def _api_server(s: GatewaySettings) -> Block:

@@ -90,12 +90,12 @@ test('errors in the stream become OpenAI error objects', function () {
         ['chat', sse([{object: 'error', message: 'bad', type: 'BadRequestError', code: 400}]),
          {message: 'bad', type: 'BadRequestError', param: null, code: 400}],
         ['chat', sse([{error: 'plain'}]), {message: 'plain', type: 'server_error', param: null, code: 500}],
-        ['chat', 'data: [DONE]\n\n', {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}],
+        ['chat', 'data: [DONE]\n\n', {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 'bad_gateway'}],
         ['chat', 'data: {not json\n\n', null],
         ['responses', sse([{type: 'error', message: 'engine died', code: 'engine_error'}], ['error']),
          {message: 'engine died', type: 'server_error', param: null, code: 'engine_error'}],
         ['responses', sse([{type: 'response.created', response: {id: 'r'}}], ['response.created']),
-         {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}],
+         {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 'bad_gateway'}],
     ];
     for (const [kind, text, error] of cases) {
         const out = P.foldText(kind, text);
