@@ -25,7 +25,9 @@ class Answer:
 
 ANSWERS: tuple[Answer, ...] = (
     Answer(400, "invalid_json", "invalid_request_error",
-           "body empty, not JSON, not an object, not valid UTF-8, nested deeper than 1,497 containers, or `model`, `stream`, `stream_options`, `messages`, `input` or `instructions` given twice (also written with escapes, as `mod\\u0065l`: vLLM's JSON decoder reads the last one, the gateway's checks would see another)"),
+           "body empty, not JSON, not an object, not valid UTF-8, nested deeper than 1,497 containers, or `model`, `stream`, "
+           "`stream_options`, `messages`, `input` or `instructions` given twice (also written with escapes, as `mod\\u0065l`: "
+           "vLLM's JSON decoder reads the last one, the gateway's checks would see another)"),
     Answer(400, "missing_model", "invalid_request_error",
            "no `model`, or an empty one"),
     Answer(400, "invalid_value", "invalid_request_error",
@@ -33,7 +35,8 @@ ANSWERS: tuple[Answer, ...] = (
     Answer(400, "bad_request", "invalid_request_error",
            "a request line, URI or header nginx cannot read"),
     Answer(401, "invalid_api_key", "invalid_request_error",
-           "API keys on, and no `Authorization: Bearer` key or an unknown one (`WWW-Authenticate: Bearer`); answered from the headers, before the body is read"),
+           "API keys on, and no `Authorization: Bearer` key or an unknown one (`WWW-Authenticate: Bearer`); answered from the "
+           "headers, before the body is read"),
     Answer(404, "model_not_found", "invalid_request_error",
            "a model the gateway does not front, or one the tenant may not use"),
     Answer(404, "unsupported_endpoint", "invalid_request_error",
@@ -43,13 +46,18 @@ ANSWERS: tuple[Answer, ...] = (
     Answer(413, "request_too_large", "invalid_request_error",
            "body over `maxBodyBytes` (4 MiB), or the router's replay limit"),
     Answer(429, "rate_limit_exceeded", "rate_limit_error",
-           "the tenant's request or token limit reached (the message says which); `Retry-After`: whole seconds until the limiter admits it again (see *Limits*)"),
+           "the tenant's request or token limit reached (the message says which); `Retry-After`: whole seconds until the limiter "
+           "admits it again (see *Limits*)"),
     Answer(429, "too_many_connections", "rate_limit_error",
            "one client address holding more than 64 open connections (`Retry-After: 1`)"),
     Answer(429, "too_many_requests_in_flight", "rate_limit_error",
-           "the tenant's share of the replica's in-flight budgets is taken: requests or body bytes open (before the body is read), or answers being folded (`Retry-After: 1`; without keys a 503 `service_unavailable`, see *The memory bound*)"),
+           "the tenant's share of the replica's in-flight budgets is taken: requests or body bytes open (before the body is read), "
+           "or answers being folded (`Retry-After: 1`; without keys a 503 `service_unavailable`, see *The memory bound*)"),
     Answer(503, "service_unavailable", "service_unavailable",
-           "the router is down or unreachable, has no serving target for the model (its `404 no_eligible_candidates`, `503`), or a transport failure (`502`); with `hold` on, a model with no server that did not get one within `hold.timeoutSeconds` (or the request's deadline), more requests held than `hold.maxPerModel` / `hold.maxTotal` (at once), or a held request giving way to a tenant under its share of them; `Retry-After: retryAfterSeconds` (2)"),
+           "the router is down or unreachable, has no serving target for the model (its `404 no_eligible_candidates`, `503`), or a "
+           "transport failure (`502`); with `hold` on, a model with no server that did not get one within `hold.timeoutSeconds` (or "
+           "the request's deadline), more requests held than `hold.maxPerModel` / `hold.maxTotal` (at once), or a held request "
+           "giving way to a tenant under its share of them; `Retry-After: retryAfterSeconds` (2)"),
     Answer(504, "timeout", "timeout",
            "the router answered nothing within the deadline"),
     Answer(400, "https_required", "invalid_request_error",
