@@ -5,9 +5,11 @@ import assert from 'node:assert/strict';
 
 import gw from '../../../components/compile/gateway/gateway.js';
 import body from 'body.js';
+import fold from 'fold.js';
 import cfg from 'gateway_config.js';
 
 const P = gw.pure;
+const F = fold;
 
 function sse(objects, names) {
     return objects.map(function (o, i) {
@@ -32,7 +34,7 @@ test('chat fold joins deltas per choice, keeps usage and vLLM field order', func
         chunk([], {usage: {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5}, system_fingerprint: 'vllm-0.32.0'}),
         '[DONE]',
     ]);
-    const answer = P.foldText('chat', text);
+    const answer = F.foldText('chat', text);
     // vLLM 0.32 names its build in the usage chunk only.
     assert.equal(answer.system_fingerprint, 'vllm-0.32.0');
     assert.equal('tool_calls' in answer.choices[0].message, false, 'no tool call: no tool_calls field');
@@ -63,7 +65,7 @@ test('chat fold keeps the reasoning field name and the token ids the engine stre
         chunk([{index: 0, delta: {reasoning: 'ink', content: 'ok'}, token_ids: [6, 7], finish_reason: 'stop'}]),
         '[DONE]',
     ]);
-    const answer = P.foldText('chat', text);
+    const answer = F.foldText('chat', text);
     const message = answer.choices[0].message;
     assert.equal(message.reasoning, 'think');
     assert.equal('reasoning_content' in message, false);
@@ -77,7 +79,7 @@ test('chat fold joins tool-call deltas by index', function () {
         chunk([{index: 0, delta: {tool_calls: [{index: 1, id: 'c2', function: {name: 'put', arguments: '{}'}}]}}]),
         chunk([{index: 0, delta: {tool_calls: [{index: 0, function: {arguments: '{"a": 1}'}}]}, finish_reason: 'tool_calls'}]),
     ]);
-    assert.deepEqual(P.foldText('chat', text).choices[0].message.tool_calls, [
+    assert.deepEqual(F.foldText('chat', text).choices[0].message.tool_calls, [
         {id: 'c1', type: 'function', function: {name: 'get', arguments: '{"a": 1}'}},
         {id: 'c2', type: 'function', function: {name: 'put', arguments: '{}'}},
     ]);
@@ -98,7 +100,7 @@ test('errors in the stream become OpenAI error objects', function () {
          {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 'bad_gateway'}],
     ];
     for (const [kind, text, error] of cases) {
-        const out = P.foldText(kind, text);
+        const out = F.foldText(kind, text);
         assert.deepEqual(Object.keys(out), ['error'], text);
         if (error) {
             assert.deepEqual(out.error, error);
@@ -114,7 +116,7 @@ test('responses fold answers with the final response object', function () {
         const text = sse([{type: 'response.created', response: {id: 'resp_1', status: 'in_progress'}},
                           {type: 'response.output_text.delta', delta: 'x'},
                           {type: last, response: final}], ['response.created', 'response.output_text.delta', last]);
-        assert.deepEqual(P.foldText('responses', text), final);
+        assert.deepEqual(F.foldText('responses', text), final);
     }
 });
 
@@ -122,37 +124,37 @@ test('the fold is the same however the stream is cut into buffers, multi-byte ch
     const text = sse([chunk([{index: 0, delta: {role: 'assistant', content: 'caf\u00e9 \u{1F600} '}}]),
                       chunk([{index: 0, delta: {content: '\u4e2d\u6587'}, finish_reason: 'stop'}]), '[DONE]'])
         .replace(/\n\n/g, '\r\n\r\n');
-    const whole = P.foldText('chat', text);
+    const whole = F.foldText('chat', text);
     assert.equal(whole.choices[0].message.content, 'caf\u00e9 \u{1F600} \u4e2d\u6587');
     const bytes = Buffer.from(text);
     for (const size of [1, 2, 3, 7, 64]) {
-        const st = P.newFold('chat', Infinity, 0);
+        const st = F.newFold('chat', Infinity, 0);
         for (let i = 0; i < bytes.length; i += size) {
-            P.feed(st, bytes.subarray(i, i + size));
+            F.feed(st, bytes.subarray(i, i + size));
         }
-        assert.deepEqual(P.finish(st), whole, 'buffers of ' + size);
+        assert.deepEqual(F.finish(st), whole, 'buffers of ' + size);
     }
 });
 
 test('a stream over the bound is refused and its state dropped', function () {
-    const st = P.newFold('chat', 100, 0);
-    P.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
-    assert.equal(P.finish(st).error.code, 'response_too_large');
+    const st = F.newFold('chat', 100, 0);
+    F.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
+    assert.equal(F.finish(st).error.code, 'response_too_large');
     assert.deepEqual(st.choices, {});
     assert.deepEqual(st.sse.partial, []);
 });
 
 test('two folds never share state', function () {
-    const a = P.newFold('chat', Infinity, 0);
-    const b = P.newFold('chat', Infinity, 0);
-    P.feed(a, Buffer.from(sse([chunk([{index: 0, delta: {content: 'A'}}])])));
-    P.feed(b, Buffer.from(sse([chunk([{index: 0, delta: {content: 'B'}}])])));
-    assert.equal(P.finish(a).choices[0].message.content, 'A');
-    assert.equal(P.finish(b).choices[0].message.content, 'B');
+    const a = F.newFold('chat', Infinity, 0);
+    const b = F.newFold('chat', Infinity, 0);
+    F.feed(a, Buffer.from(sse([chunk([{index: 0, delta: {content: 'A'}}])])));
+    F.feed(b, Buffer.from(sse([chunk([{index: 0, delta: {content: 'B'}}])])));
+    assert.equal(F.finish(a).choices[0].message.content, 'A');
+    assert.equal(F.finish(b).choices[0].message.content, 'B');
 });
 
 test('parseEvents reads names, joins data lines, skips comments and blank blocks', function () {
-    assert.deepEqual(P.parseEvents(': ping\n\nevent: x\ndata: a\ndata:b\n\n\n\ndata: [DONE]\n\n'),
+    assert.deepEqual(F.parseEvents(': ping\n\nevent: x\ndata: a\ndata:b\n\n\n\ndata: [DONE]\n\n'),
                      [{event: 'x', data: 'a\nb'}, {event: '', data: '[DONE]'}]);
 });
 
