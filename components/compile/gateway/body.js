@@ -707,24 +707,55 @@ function end(sc) {
 // end). Returns what routing needs, or {error} with the reason the body is refused. `size`: the
 // body's length when known (the buffer is no larger).
 function scanBody(read, kind, maxLeading, size) {
-    const sc = newScan(kind, maxLeading);
-    const buf = Buffer.alloc(size > 0 ? Math.min(size + 1, CHUNK_BYTES) : CHUNK_BYTES);
+    const scan = startScan(kind, maxLeading, size);
     let n;
-    try {
-        for (;;) {
-            n = read(buf);
-            if (!n) {
-                break;
-            }
-            feed(sc, buf, n);
+    for (;;) {
+        n = read(scan.buf);
+        if (!n || !scanChunk(scan, n)) {
+            break;
         }
-        end(sc);
+    }
+    return endScan(scan);
+}
+
+// The same in steps, for a caller that reads the body itself and may pause between reads
+// (gateway.js: a large body made of small values is read in slices, so other requests of the
+// worker are served between them): startScan, then scanChunk(scan, n) for the n bytes read into
+// scan.buf (false once the body is refused), then endScan for the result.
+function startScan(kind, maxLeading, size) {
+    return {sc: newScan(kind, maxLeading), buf: Buffer.alloc(size > 0 ? Math.min(size + 1, CHUNK_BYTES) : CHUNK_BYTES),
+            error: null};
+}
+
+function scanChunk(scan, n) {
+    try {
+        feed(scan.sc, scan.buf, n);
+        return true;
     } catch (e) {
         if (e.bodyError) {
-            return {error: e.message};
+            scan.error = e.message;
+            return false;
         }
         throw e;
     }
+}
+
+function endScan(scan) {
+    const sc = scan.sc;
+    if (!scan.error) {
+        try {
+            end(sc);
+        } catch (e) {
+            if (!e.bodyError) {
+                throw e;
+            }
+            scan.error = e.message;
+        }
+    }
+    if (scan.error) {
+        return {error: scan.error};
+    }
+    const kind = sc.kind;
     const ids = kind === 'embeddings' && sc.idsOnly && sc.ids > 0 ? sc.ids : -1;
     const items = sc.itemsArray ? sc.items : 1;
     let tokens;
@@ -804,4 +835,4 @@ function streamBody(bytes, scan, kind) {
     return splice(bytes, scan.open, scan.close, [scan.stream_, kind === 'chat' ? scan.streamOptions : null], add);
 }
 
-export default {JSON_MAX_DEPTH, scanBody, bufferReader, streamBody, splice};
+export default {JSON_MAX_DEPTH, scanBody, startScan, scanChunk, endScan, bufferReader, streamBody, splice};

@@ -100,24 +100,43 @@ function authorize(r) {
 // body to a named temp file (client_body_in_file_only clean; a small memory buffer, so slow
 // uploads do not hold memory; an unnamed temp file is unlinked at once and njs cannot read it),
 // removed when the request ends; streams and embeddings are sent on from that file by nginx.
-function scanRequest(r, kind) {
+//
+// Read in slices: after each read that took the worker longer than SCAN_SLICE_MS (a large body
+// made of small values inside the message content is read value by value, about 1.2 µs a byte on
+// njs), the handler yields, so the worker's other requests (another tenant's streams) are served
+// between the slices rather than after the whole body.
+const SCAN_SLICE_MS = 20;
+
+async function scanRequest(r, kind) {
     const leading = (cfg.affinity || cfg.splitKey || {maxLeadingMessages: 4}).maxLeadingMessages;
     const file = r.variables.request_body_file;
     if (!file) {
         const bytes = r.requestBuffer || Buffer.alloc(0);
         return body.scanBody(body.bufferReader(bytes), kind, leading, bytes.length);
     }
+    const scan = body.startScan(kind, leading, Number(r.variables.content_length) || 0);
     const fd = fs.openSync(file, 'r');
+    let at = 0;
+    let n;
+    let since = Date.now();
     try {
-        let at = 0;
-        return body.scanBody(function (buf) {
-            const n = fs.readSync(fd, buf, 0, buf.length, at);
+        for (;;) {
+            n = fs.readSync(fd, scan.buf, 0, scan.buf.length, at);
             at += n;
-            return n;
-        }, kind, leading, Number(r.variables.content_length) || 0);
+            if (!n || !body.scanChunk(scan, n)) {
+                break;
+            }
+            if (Date.now() - since > SCAN_SLICE_MS) {
+                // 1 ms, not 0: njs posts a 0 ms timer's event, which nginx runs before it looks
+                // at its connections again.
+                await sleep(1);
+                since = Date.now();
+            }
+        }
     } finally {
         fs.closeSync(fd);
     }
+    return body.endScan(scan);
 }
 
 // The whole body's bytes (the fold's, which rewrites the stream members).
@@ -209,6 +228,9 @@ function admitRequest(r) {
     return '';
 }
 
+const FOLD_WAIT_MS = 200;
+const FOLD_WAIT_STEP_MS = 10;
+
 // A non-streaming call's fold, taken once its body is read (the fold is what costs memory).
 function admitFold(r, who) {
     const a = ngx.shared.gw_admit;
@@ -263,7 +285,7 @@ function inFlightFull(r, what) {
 // ---- request checks -----------------------------------------------------------------------
 
 // Returns {scan, model, stream, tenant} or null after answering with an OpenAI error.
-function admit(r, kind) {
+async function admit(r, kind) {
     if (r.method !== 'POST') {
         refuse(r, 'method_not_allowed', r.method + ' is not allowed on ' + r.uri + '; use POST', null, {'Allow': 'POST'});
         return null;
@@ -275,7 +297,7 @@ function admit(r, kind) {
         refuse(r, 'invalid_api_key', message, null, {'WWW-Authenticate': 'Bearer'});
         return null;
     }
-    const scan = scanRequest(r, kind);
+    const scan = await scanRequest(r, kind);
     if (scan.error) {
         const message = scan.error === 'it is empty' ? 'The request body is empty; send a JSON object.'
             : (scan.error === 'it is not a JSON object' ? 'The request body must be a JSON object.'
@@ -646,11 +668,11 @@ function canonical(r, kind) {
     return false;
 }
 
-function handle(r, kind) {
+async function handle(r, kind) {
     if (!canonical(r, kind)) {
         return;
     }
-    const admitted = admit(r, kind);
+    const admitted = await admit(r, kind);
     if (!admitted) {
         return;
     }
@@ -664,9 +686,15 @@ function handle(r, kind) {
     // The client's bytes with `"stream": true` (chat: and stream_options.include_usage) in place
     // of its own members (body.js, streamBody): re-serialising would round every integer above
     // 2^53 (a `seed`) and rewrite every number and escape the client sent.
-    if (!admitFold(r, admitted.tenant)) {
-        inFlightFull(r, 'folds');
-        return;
+    // A fold is given back in its request's log phase, which a client's next call can overtake on
+    // a loaded machine (its answer went out just before): a full share is looked at again for a
+    // moment before the call is refused.
+    for (let waited = 0; !admitFold(r, admitted.tenant); waited += FOLD_WAIT_STEP_MS) {
+        if (waited >= FOLD_WAIT_MS) {
+            inFlightFull(r, 'folds');
+            return;
+        }
+        await sleep(FOLD_WAIT_STEP_MS);
     }
     r.variables.gw_body = body.streamBody(requestBytes(r), admitted.scan, kind).toString();
     r.variables.gw_kind = kind;
@@ -1154,15 +1182,15 @@ function metrics(r) {
 }
 
 function chat(r) {
-    handle(r, 'chat');
+    return handle(r, 'chat');
 }
 
 function responses(r) {
-    handle(r, 'responses');
+    return handle(r, 'responses');
 }
 
 function embeddings(r) {
-    handle(r, 'embeddings');
+    return handle(r, 'embeddings');
 }
 
 // GET /v1/models: the router's {"model_ids": [...]} (the models routable on the router pod that

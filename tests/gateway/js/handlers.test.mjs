@@ -75,9 +75,9 @@ function errorOf(r) {
 
 const CHAT = {model: 'm', messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content: 'Hi there'}]};
 
-test('a streaming call is sent on as it is, with the contract headers in variables', function () {
+test('a streaming call is sent on as it is, with the contract headers in variables', async function () {
     const r = request('POST', '/v1/chat/completions', Object.assign({stream: true}, CHAT));
-    gw.chat(r);
+    await gw.chat(r);
     assert.equal(r.redirected, '@gw_stream');
     assert.equal(r.returned, null);
     // ceil(17 bytes / 4) + 4 per message.
@@ -88,10 +88,10 @@ test('a streaming call is sent on as it is, with the contract headers in variabl
     assert.equal(r.variables.gw_body, undefined, 'nginx sends the body from its file');
 });
 
-test('a non-streaming call is folded: its body rewritten, its fold taken from the budget and given back', function () {
+test('a non-streaming call is folded: its body rewritten, its fold taken from the budget and given back', async function () {
     const raw = '{"model": "m", "seed": 9223372036854775807, "messages": [{"role": "user", "content": "x"}]}';
     const r = request('POST', '/v1/chat/completions', raw);
-    gw.chat(r);
+    await gw.chat(r);
     assert.equal(r.redirected, '@gw_fold');
     assert.equal(r.variables.gw_kind, 'chat');
     assert.equal(r.variables.gw_body, '{"stream":true,"stream_options":{"include_usage":true},"model": "m", '
@@ -101,7 +101,7 @@ test('a non-streaming call is folded: its body rewritten, its fold taken from th
     assert.equal(ngx.shared.gw_admit.get('folds'), 0);
 });
 
-test('each refusal is its code\'s status and type (statuses.py, through the settings)', function () {
+test('each refusal is its code\'s status and type (statuses.py, through the settings)', async function () {
     const cases = [
         [request('POST', '/v1/chat/completions', '{"model": "m", "messages": ['), 'invalid_json'],
         [request('POST', '/v1/chat/completions', '{"messages": []}'), 'missing_model'],
@@ -111,14 +111,14 @@ test('each refusal is its code\'s status and type (statuses.py, through the sett
         [request('POST', '/v1/chat/completions', CHAT, {gw_path: ''}), 'unsupported_endpoint'],
     ];
     for (const [r, code] of cases) {
-        gw.chat(r);
+        await gw.chat(r);
         assert.equal(r.redirected, null, code);
         assert.equal(errorOf(r).code, code);
         assert.equal(r.returned.status, cfg.answers[code].status, code);
         assert.equal(errorOf(r).type, cfg.answers[code].type, code);
     }
     const bad = request('POST', '/v1/chat/completions', Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]));
-    gw.chat(bad);
+    await gw.chat(bad);
     assert.match(errorOf(bad).message, /UTF-8/);
 });
 
