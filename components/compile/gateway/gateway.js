@@ -4,14 +4,22 @@
 // image's): the token-limit path uses js_shared_dict_zone, js_periodic and ngx.fetch.
 //
 // Request flow (nginx.conf):
+//   js_set $gw_admit     admitRequest()  the replica's in-flight budgets, before the key check
 //   js_set $gw_tenant    tenant()     bearer key -> sha256 -> tenant (the keys Secret, re-read)
 //   js_content           chat() / responses() / embeddings() / models()
+//     the body is read for what routing needs (body.js), never parsed into values;
 //     streaming and embeddings: headers into js_var variables, then an internal redirect to
-//       @gw_stream, which proxies the (unchanged) body unbuffered;
+//       @gw_stream, which proxies the client's body (nginx's temp file) unbuffered, its usage
+//       read by countStream (usage.js);
 //     non-streaming chat / Responses: the body is re-sent with stream=true (chat: with
-//       stream_options.include_usage) through @gw_fold, whose header and body filters fold the
-//       event stream into one JSON answer shaped like vLLM's non-streaming answer. (A proxied
-//       main request, not a subrequest: nginx notices a client that goes away only there.)
+//       stream_options.include_usage) through @gw_fold to the loopback fold server, whose
+//       filters fold the event stream into one JSON answer shaped like vLLM's (fold.js). (A
+//       proxied main request, not a subrequest: nginx notices a client that goes away only there.)
+//   js_set $gw_observe   observe()    the log phase: metrics, charges, budgets given back
+//
+// Modules (ES modules on js_path, each with its node tests in tests/gateway/js): body.js (the
+// request body), usage.js (a stream's usage), fold.js (the non-streaming answer); the statuses
+// come from statuses.py through gateway_config.js (refuse).
 
 import crypto from 'crypto';
 import fs from 'fs';
