@@ -4,7 +4,7 @@
 // image's): the token-limit path uses js_shared_dict_zone, js_periodic and ngx.fetch.
 //
 // Request flow (nginx.conf):
-//   js_set $gw_admit     admitRequest()  the replica's in-flight budgets, before the key check
+//   js_set $gw_admit     admitRequest()  the replica's in-flight budgets (admission.js), before the key check
 //   js_set $gw_tenant    tenant()     bearer key -> sha256 -> tenant (the keys Secret, re-read)
 //   js_content           chat() / responses() / embeddings() / models()
 //     the body is read for what routing needs (body.js), never parsed into values;
@@ -18,13 +18,16 @@
 //   js_set $gw_observe   observe()    the log phase: metrics, charges, budgets given back
 //
 // Modules (ES modules on js_path, each with its node tests in tests/gateway/js): body.js (the
-// request body), usage.js (a stream's usage), fold.js (the non-streaming answer); the statuses
+// request body), usage.js (a stream's usage), fold.js (the non-streaming answer), admission.js
+// (the in-flight budgets), pools.js (the holds' fair share); the statuses
 // come from statuses.py through gateway_config.js (refuse).
 
 import crypto from 'crypto';
 import fs from 'fs';
 import body from 'body.js';
 import fold from 'fold.js';
+import admission from 'admission.js';
+import pools from 'pools.js';
 import usage from 'usage.js';
 import cfg from 'gateway_config.js';
 
@@ -161,121 +164,13 @@ function allowedModels(tenantName) {
     return cfg.models;
 }
 
-// ---- admission: what one replica holds at once -------------------------------------------
-//
-// Every request an API location serves takes, before its key is checked or its body read, one of
-// the replica's cfg.inFlight.requests and its declared body bytes (Content-Length; a body without
-// one, chunked, counts maxBodyBytes) of cfg.inFlight.bodyBytes, and a non-streaming call, once its
-// body is read and before it is folded, one of cfg.inFlight.folds. Each tenant has its share of
-// each (the budget over the tenants, nginx.py): one tenant at its share leaves every other its
-// own. Released in the log phase, which every request reaches. This is what bounds a replica's
-// memory and its /tmp by construction (docs/gateway.md, "The memory bound").
-
-function take(a, key, n, cap) {
-    if (n <= 0) {
-        return true;
-    }
-    if (a.incr(key, n, 0) <= cap) {
-        return true;
-    }
-    a.incr(key, -n, 0);
-    return false;
-}
-
-function give(a, key, n) {
-    if (n > 0) {
-        a.incr(key, -n, 0);
-    }
-}
-
-// The body bytes a request is taken to hold: what it declares, at most maxBodyBytes (nginx
-// refuses a larger declaration with 413 before reading it).
-function declaredBytes(r) {
-    if (r.method !== 'POST') {
-        return 0;
-    }
-    const n = Number(r.variables.content_length);
-    return n >= 0 && r.variables.content_length !== '' ? Math.min(n, cfg.maxBodyBytes) : cfg.maxBodyBytes;
-}
-
-// js_set $gw_admit (nginx.conf, the rewrite phase of the API locations): '' admitted (or not
-// counted: a caller without a known key is refused before its body is read), else the budget that
-// is full: 'requests' or 'bodyBytes' ($gw_busy keeps it for nginx's answer, $gw_busy_body).
-function admitRequest(r) {
-    const a = ngx.shared.gw_admit;
-    if (!a || r.variables.gw_admitted || r.variables.gw_busy) {
-        return r.variables.gw_busy || '';
-    }
-    const who = cfg.apiKeys ? r.variables.gw_tenant : '';
-    if (cfg.apiKeys && !who) {
-        return '';
-    }
-    const limits = cfg.inFlight;
-    const bytes = declaredBytes(r);
-    let full = '';
-    if (!take(a, 'requests|' + who, 1, limits.tenantRequests)) {
-        full = 'requests';
-    } else if (!take(a, 'bodyBytes|' + who, bytes, limits.tenantBodyBytes)) {
-        give(a, 'requests|' + who, 1);
-        full = 'bodyBytes';
-    } else if (!take(a, 'requests', 1, limits.requests)) {
-        give(a, 'requests|' + who, 1);
-        give(a, 'bodyBytes|' + who, bytes);
-        full = 'requests';
-    } else if (!take(a, 'bodyBytes', bytes, limits.bodyBytes)) {
-        give(a, 'requests|' + who, 1);
-        give(a, 'bodyBytes|' + who, bytes);
-        give(a, 'requests', 1);
-        full = 'bodyBytes';
-    }
-    if (full) {
-        r.variables.gw_busy = full;
-        return full;
-    }
-    r.variables.gw_admitted = String(bytes);
-    return '';
-}
-
+// How long a full fold share is looked at again before a 429 (handle).
 const FOLD_WAIT_MS = 200;
 const FOLD_WAIT_STEP_MS = 10;
 
-// A non-streaming call's fold, taken once its body is read (the fold is what costs memory).
-function admitFold(r, who) {
-    const a = ngx.shared.gw_admit;
-    if (!a) {
-        return true;
-    }
-    if (!take(a, 'folds|' + who, 1, cfg.inFlight.tenantFolds)) {
-        return false;
-    }
-    if (!take(a, 'folds', 1, cfg.inFlight.folds)) {
-        give(a, 'folds|' + who, 1);
-        return false;
-    }
-    r.variables.gw_fold_admitted = '1';
-    return true;
-}
-
-// Log phase: what the request took, given back.
-function release(r) {
-    const a = ngx.shared.gw_admit;
-    const who = cfg.apiKeys ? r.variables.gw_tenant : '';
-    if (!a) {
-        return;
-    }
-    if (r.variables.gw_admitted) {
-        const bytes = Number(r.variables.gw_admitted) || 0;
-        give(a, 'requests|' + who, 1);
-        give(a, 'requests', 1);
-        give(a, 'bodyBytes|' + who, bytes);
-        give(a, 'bodyBytes', bytes);
-        r.variables.gw_admitted = '';
-    }
-    if (r.variables.gw_fold_admitted) {
-        give(a, 'folds|' + who, 1);
-        give(a, 'folds', 1);
-        r.variables.gw_fold_admitted = '';
-    }
+// js_set $gw_admit (admission.js).
+function admitRequest(r) {
+    return admission.admitRequest(r);
 }
 
 // The answer when a budget is full: the tenant's share (429: its own requests must end first)
@@ -467,9 +362,6 @@ async function listed(r, model) {
     }
 }
 
-function heldKey(model) {
-    return 'model:' + model;
-}
 
 function countHold(model, outcome) {
     const m = ngx.shared.gw_metrics;
@@ -478,85 +370,22 @@ function countHold(model, outcome) {
     }
 }
 
-// The pools a held request counts in: its model's (maxPerModel) and all models' (maxTotal).
-function holdPools(model) {
-    return [[heldKey(model), cfg.hold.maxPerModel], ['total', cfg.hold.maxTotal]];
-}
-
-// The tenants that may hold requests: every configured one, and '' (no keys).
-function holders() {
-    return Object.keys(cfg.tenants).concat(['']);
-}
-
-// Counts a request of `who` into a pool of `cap` and says whether it may stay. A full pool is
-// shared fairly: a tenant holding fewer than its share (the pool over the tenants holding in
-// it, itself included) takes the place of a request of the tenant holding the most above its
-// share, which gives way at its next look (an eviction mark); a tenant at or over its share is
-// refused. So one tenant holding the whole pool blocks no other, and the pool holds at most
-// `cap` requests but for the ones giving way (at most one look, 50 ms).
-function enterPool(held, pool, cap, who) {
-    const mine = held.incr(pool + '|' + who, 1, 0);
-    const all = held.incr(pool, 1, 0);
-    if (all <= cap) {
-        return true;
-    }
-    const names = holders();
-    let holding = 0;
-    let victim = null;
-    let most = 0;
-    for (let i = 0; i < names.length; i++) {
-        const n = held.get(pool + '|' + names[i]) || 0;
-        if (n > 0) {
-            holding++;
-        }
-        if (names[i] !== who && n > most) {
-            most = n;
-            victim = names[i];
-        }
-    }
-    const share = Math.max(1, Math.floor(cap / holding));
-    if (mine <= share && victim !== null && most > share) {
-        held.incr(pool + '|evict|' + victim, 1, 0);
-        return true;
-    }
-    leavePool(held, pool, who);
-    return false;
-}
-
-function leavePool(held, pool, who) {
-    held.incr(pool + '|' + who, -1, 0);
-    held.incr(pool, -1, 0);
-}
-
-// Whether a request of `who` in `pool` is to give way (an eviction mark taken).
-function evicted(held, pool, who) {
-    const key = pool + '|evict|' + who;
-    if ((held.get(key) || 0) <= 0) {
-        return false;
-    }
-    if (held.incr(key, -1, 0) >= 0) {
-        return true;
-    }
-    held.incr(key, 1, 0);
-    return false;
-}
-
 // Holds until the router lists `model`, `deadline` (ms since the epoch) passes, or `gone()` says
 // the client left (looked at every 50 ms: a client that left leaves the pool at once): 'released',
 // 'timeout', 'full' (over a bound: not held), 'gone' or 'preempted' (gave way to another tenant).
 async function holdFor(r, model, who, deadline, gone) {
     const held = ngx.shared.gw_held;
-    const pools = holdPools(model);
+    const list = pools.holdPools(model);
     const entered = [];
     let outcome = 'full';
     try {
-        for (let i = 0; i < pools.length; i++) {
-            if (!enterPool(held, pools[i][0], pools[i][1], who)) {
+        for (let i = 0; i < list.length; i++) {
+            if (!pools.enterPool(held, list[i][0], list[i][1], who)) {
                 break;
             }
-            entered.push(pools[i][0]);
+            entered.push(list[i][0]);
         }
-        if (entered.length === pools.length) {
+        if (entered.length === list.length) {
             outcome = 'timeout';
             let nextList = Date.now();
             while (Date.now() < deadline) {
@@ -565,7 +394,7 @@ async function holdFor(r, model, who, deadline, gone) {
                     outcome = 'gone';
                     break;
                 }
-                if (entered.some(function (pool) { return evicted(held, pool, who); })) {
+                if (entered.some(function (pool) { return pools.evicted(held, pool, who); })) {
                     outcome = 'preempted';
                     break;
                 }
@@ -580,7 +409,7 @@ async function holdFor(r, model, who, deadline, gone) {
         }
     } finally {
         for (let i = 0; i < entered.length; i++) {
-            leavePool(held, entered[i], who);
+            pools.leavePool(held, entered[i], who);
         }
     }
     countHold(model, outcome);
@@ -697,7 +526,7 @@ async function handle(r, kind) {
     // A fold is given back in its request's log phase, which a client's next call can overtake on
     // a loaded machine (its answer went out just before): a full share is looked at again for a
     // moment before the call is refused.
-    for (let waited = 0; !admitFold(r, admitted.tenant); waited += FOLD_WAIT_STEP_MS) {
+    for (let waited = 0; !admission.admitFold(r, admitted.tenant); waited += FOLD_WAIT_STEP_MS) {
         if (waited >= FOLD_WAIT_MS) {
             inFlightFull(r, 'folds');
             return;
@@ -1115,7 +944,7 @@ function observe(r) {
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
     chargeStream(r);
-    release(r);
+    admission.release(r);
     m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
     if (status === '429') {
         m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
@@ -1163,7 +992,7 @@ function heldLines(lines) {
                '# TYPE gateway_held_requests gauge');
     for (let i = 0; i < cfg.models.length; i++) {
         lines.push('gateway_held_requests{model="' + labelValue(cfg.models[i]) + '"} '
-                   + Math.max(0, held.get(heldKey(cfg.models[i])) || 0));
+                   + Math.max(0, held.get(pools.heldKey(cfg.models[i])) || 0));
     }
 }
 
@@ -1251,4 +1080,4 @@ export default {tenant, authorize, chat, responses, embeddings, models, unsuppor
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
-                pure: {affinityKey, routedModel, splitBucket, maxWaitMs, enterPool, leavePool, evicted}};
+                pure: {affinityKey, routedModel, splitBucket, maxWaitMs}};

@@ -6,6 +6,7 @@ import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 
 import gw from '../../../components/compile/gateway/gateway.js';
+import pools from 'pools.js';
 import cfg from 'gateway_config.js';
 
 // njs's js_shared_dict_zone of type number, as the script uses it.
@@ -214,7 +215,7 @@ test('a full hold pool is shared: a tenant under its share takes the place of th
     const saved = cfg.tenants;
     cfg.tenants = {a: {}, b: {}};
     try {
-        const P = gw.pure;
+        const P = pools;
         assert.equal(P.enterPool(held, 'model:m', 2, 'a'), true);
         assert.equal(P.enterPool(held, 'model:m', 2, 'a'), true);
         // `a` holds the pool; `b` is under its share (1 of 2): admitted, and one of `a`'s gives way.
@@ -230,4 +231,22 @@ test('a full hold pool is shared: a tenant under its share takes the place of th
     } finally {
         cfg.tenants = saved;
     }
+});
+
+test('a non-streaming call over the fold budget is refused after a moment, its body read, nothing sent on', async function () {
+    ngx.shared.gw_admit.set('folds', cfg.inFlight.folds);
+    const r = request('POST', '/v1/chat/completions', CHAT);
+    const started = Date.now();
+    await gw.chat(r);
+    assert.ok(Date.now() - started >= 150, 'looked at again for a moment first');
+    assert.equal(r.redirected, null);
+    // Without keys the replica's budget is everyone's: a 503 with the replica's Retry-After.
+    assert.equal(r.returned.status, cfg.answers.service_unavailable.status);
+    assert.equal(r.headersOut['Retry-After'], String(cfg.retryAfterSeconds));
+    assert.match(errorOf(r).message, /non-streaming answers being assembled/);
+    // One ending meanwhile lets it through.
+    const next = request('POST', '/v1/chat/completions', CHAT);
+    setTimeout(function () { ngx.shared.gw_admit.incr('folds', -1, 0); }, 50);
+    await gw.chat(next);
+    assert.equal(next.redirected, '@gw_fold');
 });
