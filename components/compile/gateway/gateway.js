@@ -19,24 +19,23 @@
 //
 // Modules (ES modules on js_path, each with its node tests in tests/gateway/js): body.js (the
 // request body), usage.js (a stream's usage), fold.js (the non-streaming answer), admission.js
-// (the in-flight budgets), pools.js (the holds' fair share), metrics.js (the counters); the statuses
+// (the in-flight budgets), pools.js (the holds' fair share), metrics.js (the counters), tenants.js
+// (keys and tenants), split.js (a next revision's share), charges.js (token usage); the statuses
 // come from statuses.py through gateway_config.js (refuse).
 
-import crypto from 'crypto';
 import fs from 'fs';
 import body from 'body.js';
 import fold from 'fold.js';
 import admission from 'admission.js';
 import pools from 'pools.js';
 import counters from 'metrics.js';
-import usage from 'usage.js';
+import tenants from 'tenants.js';
+import shares from 'split.js';
+import charges from 'charges.js';
 import cfg from 'gateway_config.js';
 
 const SUPPORTED = 'POST /v1/chat/completions, POST /v1/responses, POST /v1/embeddings and GET /v1/models';
 
-function sha256(text) {
-    return crypto.createHash('sha256').update(text).digest('hex');
-}
 
 function send(r, status, obj, extra) {
     r.headersOut['Content-Type'] = 'application/json';
@@ -61,50 +60,13 @@ function unavailable(r, message) {
 
 // ---- tenants ------------------------------------------------------------------------------
 
-function bearer(r) {
-    const auth = r.headersIn['Authorization'] || '';
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1] : '';
-}
 
-// js_set $gw_tenant: the tenant of the request's API key, or '' (no keys configured, no key, or
-// an unknown key). Hashes only: the Secret holds `<sha256 hex> <tenant>` lines.
-function tenant(r) {
-    if (!cfg.apiKeys) {
-        return '';
-    }
-    const key = bearer(r);
-    if (!key) {
-        return '';
-    }
-    const digest = sha256(key);
-    let text;
-    try {
-        text = fs.readFileSync(cfg.apiKeys.file, 'utf8');
-    } catch (e) {
-        r.error('gateway: cannot read the API key file ' + cfg.apiKeys.file + ': ' + e.message);
-        return '';
-    }
-    const lines = text.split('\n');
-    for (let i = 0; i < lines.length; i++) {
-        const parts = lines[i].trim().split(/\s+/);
-        if (parts.length >= 2 && parts[0].toLowerCase() === digest && tenantConfig(parts[1])) {
-            return parts[1];
-        }
-    }
-    return '';
-}
 
-// A configured tenant's settings, or null. Own properties only: a key line naming `constructor`,
-// `__proto__` or `toString` must not find Object.prototype's members through cfg.tenants.
-function tenantConfig(name) {
-    return name && Object.prototype.hasOwnProperty.call(cfg.tenants, name) ? cfg.tenants[name] : null;
-}
 
 // auth_request's subrequest (/_gw/auth): 204 for a known key, 401 otherwise. It runs in the
 // access phase with the headers only, so nginx answers an unknown key before reading the body.
 function authorize(r) {
-    r.return(tenant(r) ? 204 : 401);
+    r.return(tenants.tenant(r) ? 204 : 401);
 }
 
 // The body, read once it is whole and after the key was checked, for what routing needs
@@ -157,13 +119,6 @@ function requestBytes(r) {
     return file ? fs.readFileSync(file) : (r.requestBuffer || Buffer.alloc(0));
 }
 
-function allowedModels(tenantName) {
-    const t = tenantConfig(tenantName);
-    if (t && t.models) {
-        return t.models;
-    }
-    return cfg.models;
-}
 
 // How long a full fold share is looked at again before a 429 (handle).
 const FOLD_WAIT_MS = 200;
@@ -196,7 +151,7 @@ async function admit(r, kind) {
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
-        const message = bearer(r) ? 'Incorrect API key provided.'
+        const message = tenants.bearer(r) ? 'Incorrect API key provided.'
             : 'You did not provide an API key: send it as `Authorization: Bearer <key>`.';
         refuse(r, 'invalid_api_key', message, null, {'WWW-Authenticate': 'Bearer'});
         return null;
@@ -217,7 +172,7 @@ async function admit(r, kind) {
         refuse(r, 'missing_model', 'You must provide a model parameter.', 'model');
         return null;
     }
-    if (allowedModels(who).indexOf(scan.model) < 0) {
+    if (tenants.allowedModels(who).indexOf(scan.model) < 0) {
         refuse(r, 'model_not_found', 'The model `' + scan.model + '` does not exist or you do not have access to it.',
                'model');
         return null;
@@ -245,10 +200,10 @@ function conversationKey(r, admitted, settings) {
     if (settings.sessionHeader) {
         const session = r.headersIn[settings.sessionHeader];
         if (session) {
-            return sha256(JSON.stringify(['session', admitted.tenant, admitted.model, session])).slice(0, 32);
+            return tenants.sha256(JSON.stringify(['session', admitted.tenant, admitted.model, session])).slice(0, 32);
         }
     }
-    return sha256(JSON.stringify(['prefix', admitted.tenant, admitted.model, admitted.scan.prefix])).slice(0, 32);
+    return tenants.sha256(JSON.stringify(['prefix', admitted.tenant, admitted.model, admitted.scan.prefix])).slice(0, 32);
 }
 
 function affinityKey(r, admitted) {
@@ -265,28 +220,8 @@ function affinityKey(r, admitted) {
 // router has no server for sends its share to the serving one (hold, foldAnswer): it gets traffic
 // only once its pods serve, which is after its weights were pulled and verified.
 
-function splitBucket(key) {
-    return parseInt(sha256(JSON.stringify(['split', key])).slice(0, 8), 16) % 100;
-}
 
-function routedModel(model, key) {
-    const split = cfg.splits && cfg.splits[model];
-    if (!split || split.percent <= 0) {
-        return model;
-    }
-    return split.percent >= 100 || splitBucket(key) < split.percent ? split.revision : model;
-}
 
-// The serving revision of a next revision's router id ('' for any other id).
-function servingOf(model) {
-    const splits = cfg.splits || {};
-    for (const name in splits) {
-        if (splits[name].revision === model) {
-            return name;
-        }
-    }
-    return '';
-}
 
 
 // x-stargate-max-wait-ms: the request's remaining deadline, the gateway's own or the client's
@@ -301,13 +236,13 @@ function maxWaitMs(r) {
 }
 
 function setHeaders(r, admitted) {
-    const t = tenantConfig(admitted.tenant);
+    const t = tenants.tenantConfig(admitted.tenant);
     const affinity = affinityKey(r, admitted);
     const split = cfg.splits && cfg.splits[admitted.model];
     // x-model: the router id of the revision that serves this conversation (the model's own, or
     // its next revision's for the share that goes there).
     r.variables.gw_model = split
-        ? routedModel(admitted.model, affinity || conversationKey(r, admitted, cfg.splitKey))
+        ? shares.routedModel(admitted.model, affinity || conversationKey(r, admitted, cfg.splitKey))
         : admitted.model;
     r.variables.gw_input_tokens = String(admitted.scan.inputTokens);
     r.variables.gw_max_wait = String(maxWaitMs(r));
@@ -430,7 +365,7 @@ function notHeld(r, model, outcome) {
 // its client leaving at once, a js_content handler never does.
 function hold(r) {
     const model = r.variables.gw_model;
-    const serving = servingOf(model);
+    const serving = shares.servingOf(model);
     if (serving) {
         // A next revision with no server (not yet, or not any more): its share goes to the serving one.
         counters.countFallback(model);
@@ -583,7 +518,7 @@ function foldBody(r, data, flags) {
     }
     delete folds[id];
     const answer = fold.finish(st);
-    foldUsage(r, st, answer);
+    charges.foldUsage(r, st, answer);
     // To foldAnswer in variables, not as the subrequest's body: it chooses the status from them.
     r.variables.gw_answer = JSON.stringify(answer) + '\n';
     r.variables.gw_answer_status = String(answer.error ? errorStatus(st, answer.error) : 200);
@@ -632,7 +567,7 @@ function foldAnswer(r) {
         if (clientLeft()) {
             // What was streamed before the client left is charged (the engine did that work).
             if (r.variables.gw_fold) {
-                charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', promptEstimate(r));
+                charges.charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', charges.promptEstimate(r));
             }
             throw new Error('gateway: the client left; request ' + id + ' cancelled at the router');
         }
@@ -678,10 +613,10 @@ function foldAnswer(r) {
         if (st.done) {
             return;
         }
-        if (reply.status === 404 && servingOf(model)) {
+        if (reply.status === 404 && shares.servingOf(model)) {
             // A next revision with no server: its share goes to the serving one (as hold does).
             counters.countFallback(model);
-            model = servingOf(model);
+            model = shares.servingOf(model);
             r.variables.gw_model = model;
             sendToRouter();
             return;
@@ -726,157 +661,41 @@ function foldAnswer(r) {
 // stream's final usage is its total). A stream that carries none (a client that did not ask for
 // `stream_options.include_usage`) is charged the x-input-tokens estimate plus one token per event.
 
-// A stream's usage, read by its body filter (usage.js), per request: keyed by nginx's
-// $request_id, made at the first buffer and dropped in the log phase, where it is charged.
-const streams = Object.create(null);
 
-// The folded answer's usage (chat: usage.prompt_tokens / completion_tokens; Responses:
-// usage.input_tokens / output_tokens), read once at the end instead of scanning every buffer
-// of the stream: each scan's text stays allocated until the request ends on njs's legacy engine.
-function foldUsage(r, st, answer) {
-    const u = answer && answer.usage;
-    if (u) {
-        const prompt = u.prompt_tokens !== undefined ? u.prompt_tokens : u.input_tokens;
-        const completion = u.completion_tokens !== undefined ? u.completion_tokens : u.output_tokens;
-        if (typeof prompt === 'number') {
-            r.variables.gw_prompt_used = String(prompt);
-        }
-        if (typeof completion === 'number') {
-            r.variables.gw_completion_used = String(completion);
-        }
-    }
-    r.variables.gw_events_seen = String(st.events);
-    // The tenant as the front server resolved it (this subrequest has no key to resolve).
-    charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', promptEstimate(r));
-}
 
-// The fold server's x-input-tokens, as the front sent it.
-function promptEstimate(r) {
-    return Number(r.headersIn[cfg.routerHeaders.input_tokens]) || 0;
-}
 
-// A token-limited tenant's usage of this answer, added to what the limiter is owed: the engine's
-// usage when the stream carried it, else the prompt's estimate and one token per event streamed
-// (a stream without usage, or one that ended early: its client left, or the answer was too
-// large). Charged once, when the request ends.
-function charge(r, tenantName, estimate) {
-    let used;
-    if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
-        used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
-    } else {
-        used = estimate + Number(r.variables.gw_events_seen || 0);
-    }
-    chargeTokens(tenantName, used);
-}
 
-function chargeTokens(tenantName, used) {
-    const t = tenantConfig(tenantName);
-    if (t && t.tokenLimited && ngx.shared.gw_pending && used > 0) {
-        ngx.shared.gw_pending.incr(tenantName, used, 0);
-    }
-}
 
-// js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
-// The charge is made in the log phase (observe), which every request reaches, a stream whose
-// client left before its end too (no last buffer ever comes then).
-//
-// njs keeps every buffer a body filter is given (and what the filter allocates) until the request
-// ends: a stream read to its end would cost about three times its bytes for its whole life. So
-// only its first cfg.streamReadBytes are read; then the filter steps aside (r.done(): nginx
-// passes the rest without calling it) and the events past that point are estimated in the log
-// phase from the bytes sent ($body_bytes_sent) at the rate of those read. A stream that long
-// is then charged that estimate, its usage chunk (at the end) unread.
-function countStream(r, data, flags) {
-    let u;
-    if (r.status === 200) {
-        u = streams[r.variables.request_id] || (streams[r.variables.request_id] = usage.newUsage());
-        usage.readUsage(u, data);
-        u.bytes = (u.bytes || 0) + data.length;
-    }
-    r.sendBuffer(data, flags);
-    if (u && u.bytes >= cfg.streamReadBytes && !flags.last) {
-        u.cut = true;
-        r.done();
-    }
-}
 
-// Log phase of a streaming call or embeddings the router answered (its last status 200, after
-// any hold): charged what was streamed, and its usage kept for the metrics. Folded calls are
-// charged by the fold server.
-function chargeStream(r) {
-    const id = r.variables.request_id;
-    const u = streams[id];
-    if (!u) {
-        return;
-    }
-    delete streams[id];
-    if (u.prompt >= 0) {
-        r.variables.gw_prompt_used = String(u.prompt);
-    }
-    if (u.completion >= 0) {
-        r.variables.gw_completion_used = String(u.completion);
-    }
-    if (u.cut) {
-        // The events past the part read, at the rate of the part read.
-        const sent = Number(r.variables.body_bytes_sent) || u.bytes;
-        u.events = Math.ceil(u.events * Math.max(sent, u.bytes) / u.bytes);
-        u.prompt = -1;
-        u.completion = -1;
-    }
-    if (!r.variables.gw_kind && /(?:^|\s)200$/.test(r.variables.upstream_status || '')) {
-        chargeTokens(r.variables.gw_tenant, usage.used(u, Number(r.variables.gw_input_tokens) || 0));
-    }
-}
 
 // js_body_filter of @gw_fold: the fold, whose usage is counted from the answer (foldUsage).
 function foldCounted(r, data, flags) {
     foldBody(r, data, flags);
 }
 
-// js_set $gw_charge, read by the limit check: this tenant's usage not yet charged, taken (an
-// atomic decrement, so usage added meanwhile by another worker stays for the next check).
+
+
+
+// ---- handlers nginx.conf names that live in modules ---------------------------------------------
+
+// js_set $gw_tenant (tenants.js).
+function tenant(r) {
+    return tenants.tenant(r);
+}
+
+// js_body_filter of @gw_stream (charges.js).
+function countStream(r, data, flags) {
+    charges.countStream(r, data, flags);
+}
+
+// js_set $gw_charge (charges.js).
 function takeCharge(r) {
-    const tenantName = r.variables.gw_tenant;
-    const pending = ngx.shared.gw_pending;
-    if (!tenantName || !pending) {
-        return '0';
-    }
-    const owed = pending.get(tenantName) || 0;
-    if (owed > 0) {
-        pending.incr(tenantName, -owed, 0);
-    }
-    return String(owed);
+    return charges.takeCharge(r);
 }
 
-// The limiter's header names come from the settings (limiter.py, LIMITER_HEADERS).
-function chargeHeaders(tenantName, owed) {
-    const headers = {};
-    headers[cfg.limiterHeaders.tenant] = tenantName;
-    headers[cfg.limiterHeaders.tokens] = String(owed);
-    return headers;
-}
-
-// js_periodic (every second): usage of tenants that sent no further request from this replica
-// goes to the limiter through the loopback server (nginx.conf, /_gw/charge).
-async function flushCharges() {
-    const pending = ngx.shared.gw_pending;
-    if (!pending) {
-        return;
-    }
-    const names = pending.keys();
-    for (let i = 0; i < names.length; i++) {
-        const owed = pending.get(names[i]) || 0;
-        if (owed <= 0) {
-            continue;
-        }
-        pending.incr(names[i], -owed, 0);
-        try {
-            await ngx.fetch('http://' + cfg.internalListen + '/_gw/charge', {
-                method: 'POST', headers: chargeHeaders(names[i], owed)});
-        } catch (e) {
-            ngx.log(ngx.WARN, 'gateway: the limiter did not take ' + owed + ' tokens of ' + names[i] + ': ' + e.message);
-        }
-    }
+// js_periodic (charges.js).
+function flushCharges() {
+    return charges.flushCharges();
 }
 
 // ---- the log phase ---------------------------------------------------------------------------
@@ -890,7 +709,7 @@ function observe(r) {
         // held one: its wait (waitHold) leaves the pool.
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
-    chargeStream(r);
+    charges.chargeStream(r);
     admission.release(r);
     counters.count(r);
     return '';
@@ -925,7 +744,7 @@ async function models(r) {
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
-        refuse(r, 'invalid_api_key', bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.', null,
+        refuse(r, 'invalid_api_key', tenants.bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.', null,
                {'WWW-Authenticate': 'Bearer'});
         return;
     }
@@ -936,7 +755,7 @@ async function models(r) {
         unavailable(r, e.message);
         return;
     }
-    const allowed = allowedModels(who);
+    const allowed = tenants.allowedModels(who);
     const created = Math.floor(Date.now() / 1000);
     // A model asleep (no server, so not in the router's list) is still one clients may call.
     for (let i = 0; i < cfg.sleepers.length; i++) {
@@ -963,4 +782,4 @@ export default {tenant, authorize, chat, responses, embeddings, models, unsuppor
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
-                pure: {affinityKey, routedModel, splitBucket, maxWaitMs}};
+                pure: {affinityKey, routedModel: shares.routedModel, splitBucket: shares.splitBucket, maxWaitMs}};

@@ -91,7 +91,8 @@ TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
 # The modules gateway.js imports (by bare name, from js_path: the config directory).
-MODULES = ("body.js", "usage.js", "fold.js", "admission.js", "pools.js", "metrics.js")
+MODULES = ("body.js", "usage.js", "fold.js", "admission.js", "pools.js", "metrics.js", "tenants.js", "split.js",
+           "charges.js")
 SETTINGS = "gateway_config.js"
 NGINX_CONF = "nginx.conf"
 
