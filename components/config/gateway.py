@@ -29,13 +29,28 @@ DEFAULT_IMAGE = "docker.io/library/nginx:1.26.3"
 # The official image's unprivileged user (uid/gid 101, `nginx`).
 DEFAULT_UID = 101
 
-# What one non-streaming answer costs the gateway while it is folded, per byte of the stream it
-# is folded from, and what nginx needs beside it. njs frees nothing a request allocates before the
-# request ends, so the whole stream's allocations count: measured ~17 bytes per stream byte with
-# token-sized events, ~19 through the fold server, plus ~25 MiB of nginx at rest
-# (tests/gateway/test_gateway_memory.py; docs/gateway.md "Large non-streaming answers").
+# The memory bound of a replica (docs/gateway.md, "The memory bound"), what `validate` checks:
+#   GATEWAY_BASE_BYTES                         nginx at rest and its shared zones (~25 MiB measured)
+#   + inFlight.maxRequests x REQUEST_BYTES      each open request: its njs VMs, nginx's buffers, the
+#                                               first STREAM_READ_BYTES of a stream read (~0.3-0.6 MiB)
+#   + inFlight.maxBodyBytes x BODY_FACTOR       the bodies open: the scan's UTF-8 check keeps ~1x
+#   + inFlight.maxFolds x (FOLD_BYTES_PER_STREAM_BYTE x maxResponseBytes + FOLD_BODY_COPIES x maxBodyBytes)
+# njs frees nothing a request allocates before the request ends, so a folded answer costs what its
+# whole stream allocates: measured ~17 bytes per stream byte with token-sized events, ~19 through
+# the fold server; its body is held as the file's bytes, the rewritten body, its text and nginx's
+# copy (tests/gateway/test_gateway_memory.py).
 FOLD_BYTES_PER_STREAM_BYTE = 20
+FOLD_BODY_COPIES = 4
 GATEWAY_BASE_BYTES = 64 * 1024 * 1024
+REQUEST_BYTES = 1024 * 1024
+BODY_FACTOR = 1.25
+# The /tmp emptyDir (request bodies, spooled as they arrive): its sizeLimit, and what nginx keeps
+# there beside the bodies (pid, resolver file) with room to spare. The bodies open are
+# inFlight.maxBodyBytes, plus each fold's rewritten body at the fold server (maxBodyBytes + 64 KiB).
+SCRATCH_BYTES = 256 * 1024 * 1024
+SCRATCH_RESERVED_BYTES = 16 * 1024 * 1024
+FOLD_BODY_EXTRA_BYTES = 64 * 1024
+MIB = 1024 * 1024
 
 GatewayName = Annotated[str, AfterValidator(values.check_router_name)]
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
@@ -77,8 +92,8 @@ class GatewayResources(Strict):
         description="What the scheduler reserves (default 100m/64Mi).")
     limits: GatewayResourceAmounts = Field(
         default_factory=lambda: GatewayResourceAmounts(cpu="1", memory="512Mi"),
-        description="The ceiling (default 1 CPU/512Mi: a non-streaming answer is held in memory "
-        "until it is complete, up to `maxResponseBytes` per request).")
+        description="The ceiling (default 1 CPU/512Mi). The memory must hold the replica's bound, "
+        "set by `inFlight`, `maxBodyBytes` and `maxResponseBytes` (docs/gateway.md, the memory bound).")
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> GatewayResources:
@@ -186,7 +201,7 @@ class Hold(Strict):
         "beyond it: 503 with `Retry-After` at once.")
     max_total: int = Field(
         32, ge=1, le=4096, description="Most requests held at once for all models, per gateway replica "
-        "(each holds its body in memory, up to `maxBodyBytes`); beyond it: 503 with `Retry-After` at once.")
+        "(each is an open request of `inFlight`: its body in /tmp); beyond it: 503 with `Retry-After` at once.")
 
     @model_validator(mode="after")
     def _per_model_within_total(self) -> Hold:
@@ -195,6 +210,29 @@ class Hold(Strict):
                                            f"({self.max_total}), which would bound it first; lower maxPerModel "
                                            f"to at most {self.max_total} or raise maxTotal")])
         return self
+
+
+class InFlight(Strict):
+    """What one gateway replica holds at once. Each tenant gets its share of each budget (the
+    budget over `apiKeys.tenants`, at least one request, one `maxBodyBytes` body and one fold;
+    without keys, all callers share it), taken before its request's body is read: one tenant at
+    its share leaves the others theirs. The replica's budget holds too, so together they bound its
+    memory and /tmp (docs/gateway.md, "The memory bound"); `validate` refuses values whose bound
+    exceeds `resources.limits.memory` or the /tmp volume."""
+
+    max_requests: int = Field(
+        128, ge=1, le=65536, description="Requests open at once per replica (streams, folded calls, "
+        "held calls, model lists); a tenant's share is this over the tenants. Beyond it: 429 "
+        "`too_many_requests_in_flight` for the tenant (503 without keys), before the body is read.")
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024 * 1024, le=16 * 1024 * 1024 * 1024,
+        description="Bytes of request bodies open at once per replica (each request counts its "
+        "`Content-Length`, or `maxBodyBytes` without one): they lie in the /tmp volume for the "
+        "request's life. A tenant's share is this over the tenants, at least one `maxBodyBytes` body.")
+    max_folds: int = Field(
+        2, ge=1, le=4096, description="Non-streaming answers assembled at once per replica (each may "
+        "hold about 20 x `maxResponseBytes` while it is folded); a tenant's share is this over the "
+        "tenants. Beyond it: 429 (503 without keys); streaming calls are not counted.")
 
 
 class GatewayTls(TlsSection):
@@ -256,7 +294,8 @@ class GatewayConfig(Strict):
     resources: GatewayResources = Field(default_factory=GatewayResources, description="Requests and limits.")
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
-        description="Largest request body accepted (413 beyond); held in memory.")
+        description="Largest request body accepted (413 beyond); spooled to the /tmp volume as it "
+        "arrives, counted against `inFlight.maxBodyBytes`.")
     # 4 MiB: about 19,000 tokens of vLLM's token-sized events; at ~20 bytes held per stream byte,
     # five maximal answers at once fit the default 512Mi beside nginx's own 64Mi (at the former
     # 16 MiB default: one).
@@ -264,8 +303,8 @@ class GatewayConfig(Strict):
         4 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024,
         description="Largest upstream stream a non-streaming answer is assembled from (about 19,000 "
         "tokens at the default 4 MiB); beyond it the answer is a 502 `response_too_large`: use "
-        "`stream: true`. While it is assembled the gateway holds about 20 bytes per stream byte, so "
-        "20 × this + 64Mi must fit `resources.limits.memory`.")
+        "`stream: true`. While it is assembled the gateway holds about 20 bytes per stream byte, for "
+        "each of `inFlight.maxFolds` answers (the memory bound, docs/gateway.md).")
     request_timeout_seconds: int = Field(
         600, ge=1, le=86400, description="Deadline of a request; a client's shorter deadline "
         "(`x-stainless-read-timeout`, which the OpenAI SDKs send) wins. It becomes `x-stargate-max-wait-ms`.")
@@ -281,6 +320,8 @@ class GatewayConfig(Strict):
     affinity: Affinity = Field(default_factory=Affinity, description="`x-cache-affinity-key` for prefix-cache-aware routing.")
     tls: GatewayTls = Field(default_factory=GatewayTls, description="HTTPS on the client port from a cert-manager issuer.")
     hold: Hold = Field(default_factory=Hold, description="Requests held while their model has no server (scale to zero, restarts).")
+    in_flight: InFlight = Field(default_factory=InFlight, description="What one replica holds at once, each "
+                                "tenant its share: the memory and /tmp bound.")
 
     @model_validator(mode="after")
     def _exposed_needs_keys(self) -> GatewayConfig:
@@ -290,28 +331,65 @@ class GatewayConfig(Strict):
                                     "set apiKeys, or keep serviceType: ClusterIP")])
         return self
 
-    def _memory_shortfall(self, bytes_each: int, count: int) -> Optional[tuple[int, int]]:
-        """``count`` things of ``bytes_each`` held at once beside nginx's own GATEWAY_BASE_BYTES:
-        None when they fit ``resources.limits.memory``, else (the limit they need in MiB, rounded
-        up; the largest count that fits)."""
-        limit = values.parse_quantity(self.resources.limits.memory)
-        needed = bytes_each * count + GATEWAY_BASE_BYTES
-        if needed <= limit:
-            return None
-        fits = int((limit - GATEWAY_BASE_BYTES) // bytes_each) if limit > GATEWAY_BASE_BYTES else 0
-        return -(-needed // (1024 * 1024)), fits
+    def memory_bound(self, folds: Optional[int] = None) -> int:
+        """The most memory a replica can hold (bytes): the formula above, with ``folds`` in place
+        of inFlight.maxFolds."""
+        f = self.in_flight.max_folds if folds is None else folds
+        return int(GATEWAY_BASE_BYTES + self.in_flight.max_requests * REQUEST_BYTES
+                   + self.in_flight.max_body_bytes * BODY_FACTOR + f * self._fold_bytes())
+
+    def _fold_bytes(self) -> int:
+        return FOLD_BYTES_PER_STREAM_BYTE * self.max_response_bytes + FOLD_BODY_COPIES * self.max_body_bytes
+
+    def scratch_bound(self) -> int:
+        """The most the /tmp volume can hold (bytes): the bodies open and each fold's rewritten body."""
+        return (self.in_flight.max_body_bytes
+                + self.in_flight.max_folds * (self.max_body_bytes + FOLD_BODY_EXTRA_BYTES) + SCRATCH_RESERVED_BYTES)
 
     @model_validator(mode="after")
-    def _one_answer_fits_the_memory_limit(self) -> GatewayConfig:
-        shortfall = self._memory_shortfall(FOLD_BYTES_PER_STREAM_BYTE, self.max_response_bytes)
-        if shortfall:
-            needed_mib, fits = shortfall
-            raise values.Problems([Problem("maxResponseBytes", (
-                f"{self.max_response_bytes} bytes: one non-streaming answer that size holds about "
-                f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, {needed_mib}Mi with nginx's "
-                f"own 64Mi, over resources.limits.memory ({self.resources.limits.memory}), so it would be "
-                f"OOM-killed with every tenant's open streams; lower maxResponseBytes to at most {fits} "
-                f"or raise router.gateway.resources.limits.memory to at least {needed_mib}Mi"))])
+    def _bound_fits_the_pod(self) -> GatewayConfig:
+        limit = values.parse_quantity(self.resources.limits.memory)
+        bound = self.memory_bound()
+        problems: list[Problem] = []
+        if bound > limit:
+            needed = -(-bound // MIB)
+            without_folds = self.memory_bound(folds=0)
+            folds = int((limit - without_folds) // self._fold_bytes()) if limit > without_folds else 0
+            formula = (f"64Mi + inFlight.maxRequests ({self.in_flight.max_requests}) x 1Mi + 1.25 x inFlight.maxBodyBytes "
+                       f"({self.in_flight.max_body_bytes}) + inFlight.maxFolds ({self.in_flight.max_folds}) x "
+                       f"(20 x maxResponseBytes ({self.max_response_bytes}) + 4 x maxBodyBytes ({self.max_body_bytes}))"
+                       f" = {needed}Mi, over resources.limits.memory ({self.resources.limits.memory})")
+            # The largest maxResponseBytes whose folds fit beside the rest.
+            per_fold = (limit - without_folds) / self.in_flight.max_folds - FOLD_BODY_COPIES * self.max_body_bytes
+            fits = int(per_fold // FOLD_BYTES_PER_STREAM_BYTE) if per_fold > 0 else 0
+            if folds >= 1:
+                problems.append(Problem("inFlight.maxFolds", (
+                    f"a replica could hold {formula}, and be OOM-killed with every tenant's open streams; lower "
+                    f"inFlight.maxFolds to at most {folds}, lower inFlight.maxRequests or inFlight.maxBodyBytes, "
+                    f"or raise router.gateway.resources.limits.memory to at least {needed}Mi")))
+            elif fits < 64 * 1024:
+                problems.append(Problem("resources.limits.memory", (
+                    f"a replica could hold {formula}, and be OOM-killed with every tenant's open streams; raise "
+                    f"router.gateway.resources.limits.memory to at least {needed}Mi, or lower inFlight.maxRequests, "
+                    "inFlight.maxBodyBytes or maxBodyBytes")))
+            else:
+                problems.append(Problem("maxResponseBytes", (
+                    f"{self.max_response_bytes} bytes: one non-streaming answer that size holds about "
+                    f"{FOLD_BYTES_PER_STREAM_BYTE} x its stream in the gateway, and a replica could hold {formula}, "
+                    f"so it would be OOM-killed with every tenant's open streams; lower maxResponseBytes to at most "
+                    f"{fits}, lower inFlight.maxRequests or inFlight.maxBodyBytes, or raise "
+                    f"router.gateway.resources.limits.memory to at least {needed}Mi")))
+        scratch = self.scratch_bound()
+        if scratch > SCRATCH_BYTES:
+            room = SCRATCH_BYTES - SCRATCH_RESERVED_BYTES - self.in_flight.max_folds * (self.max_body_bytes + FOLD_BODY_EXTRA_BYTES)
+            problems.append(Problem("inFlight.maxBodyBytes", (
+                f"{self.in_flight.max_body_bytes} bytes of bodies open, with inFlight.maxFolds "
+                f"({self.in_flight.max_folds}) rewritten bodies of up to maxBodyBytes ({self.max_body_bytes}) and "
+                f"nginx's 16Mi, is {-(-scratch // MIB)}Mi, over the /tmp volume's {SCRATCH_BYTES // MIB}Mi (the "
+                f"kubelet would evict the pod); lower inFlight.maxBodyBytes to at most {max(0, room)}, or lower "
+                "inFlight.maxFolds or maxBodyBytes")))
+        if problems:
+            raise values.Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -321,19 +399,6 @@ class GatewayConfig(Strict):
                 f"{self.hold.timeout_seconds}s is longer than requestTimeoutSeconds "
                 f"({self.request_timeout_seconds}s), the deadline a held request also counts against; lower "
                 f"hold.timeoutSeconds to at most {self.request_timeout_seconds} or raise requestTimeoutSeconds"))])
-        return self
-
-    @model_validator(mode="after")
-    def _held_bodies_fit_the_memory_limit(self) -> GatewayConfig:
-        shortfall = self._memory_shortfall(self.max_body_bytes, self.hold.max_total) if self.hold.timeout_seconds else None
-        if shortfall:
-            needed_mib, fits = shortfall
-            raise values.Problems([Problem("hold.maxTotal", (
-                f"{self.hold.max_total} held requests of up to maxBodyBytes ({self.max_body_bytes}) each hold "
-                f"{needed_mib}Mi with nginx's own 64Mi, over resources.limits.memory "
-                f"({self.resources.limits.memory}); "
-                + (f"lower hold.maxTotal to at most {fits}, " if fits >= 1 else "")
-                + f"lower maxBodyBytes, or raise router.gateway.resources.limits.memory to at least {needed_mib}Mi"))])
         return self
 
     def resolved_name(self, router_name: str) -> str:

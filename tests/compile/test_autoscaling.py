@@ -282,10 +282,10 @@ def test_a_model_that_never_sleeps_has_no_cooldown_and_one_trigger() -> None:
 
 
 def test_the_wake_metrics_are_the_ones_the_gateway_writes() -> None:
-    """The triggers read the gateway's counters by name: renaming one in gateway.js must fail here."""
+    """The triggers read the gateway's counters by name: renaming one in its metrics module must fail here."""
     from components.compile.gateway.nginx import script
 
-    text = script()
+    text = script("metrics.js")
     assert f"'{compile_autoscaling.REQUESTS_METRIC}'" in text
     assert f"'# TYPE {compile_autoscaling.HELD_METRIC} gauge'" in text
     assert f"'{compile_autoscaling.HELD_METRIC}{{model=\"'" in text

@@ -23,7 +23,7 @@ from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, config_hash, endpoint_url, settings
 from components.compile.gateway.limiter import LIMITER_HEADERS, header_variable
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
-from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, ROUTER_REQUEST_HEADERS, settings_module
+from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, MODULES, ROUTER_REQUEST_HEADERS, settings_module
 from components.compile.router import compile_router
 from components.config import load_stack_config, read_stack_file
 from components.config.gateway import TRUSTED_HEADERS
@@ -62,7 +62,12 @@ _Dumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
 
 
 SCRIPT_FILE = Path(components.compile.gateway.__file__).parent / "gateway.js"
-SCRIPT_REFERENCE = "<components/compile/gateway/gateway.js, unchanged: test_the_config_map_ships_the_script>"
+SCRIPTS = ("gateway.js", *MODULES)
+
+
+def script_reference(name: str) -> str:
+    return f"<components/compile/gateway/{name}, unchanged: test_the_config_map_ships_the_script>"
+
 HASH_REFERENCE = "<hash of the files: test_a_changed_file_rolls_the_pods>"
 
 
@@ -74,7 +79,8 @@ def render() -> str:
     manifests = copy.deepcopy(objects.in_order())
     for manifest in manifests:
         if manifest["kind"] == "ConfigMap":
-            manifest["data"]["gateway.js"] = SCRIPT_REFERENCE
+            for name in SCRIPTS:
+                manifest["data"][name] = script_reference(name)
         if manifest["kind"] == "Deployment":
             manifest["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = HASH_REFERENCE
     return yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=True, default_flow_style=False)
@@ -188,7 +194,7 @@ def test_the_nginx_conf_asks_the_limiter_for_limited_tenants_and_hides_internal_
     data = compile_gateway(load(RICH)).config_map["data"]
     conf = data["nginx.conf"]
     assert "team-a 1;" in conf and "team-b 1;" not in conf  # team-b has no limit: no call
-    assert conf.count("auth_request /_gw/limit;") == 3  # chat, Responses, embeddings
+    assert conf.count("auth_request /_gw/limit;") == 5  # every endpoint: chat, Responses, embeddings, models, others
     assert "server llm-router-gateway-limiter.serving.svc.cluster.local:8090;" in conf
     assert "error_page 500 502 503 504 = @gw_limit_open;" in conf  # fail open
     assert "limit_req" not in conf
@@ -235,9 +241,15 @@ def test_the_config_map_ships_the_script_and_nginx_calls_only_what_it_exports():
     default export holds: a handler renamed on one side only would fail at nginx start."""
     data = compile_gateway(load(RICH)).config_map["data"]
     # RICH has rate-limited tenants: the limiter's files ride in the same ConfigMap.
-    assert set(data) == {"nginx.conf", "gateway.js", "gateway_config.js", "limiter.conf", "limiter.js",
+    assert set(data) == {"nginx.conf", *SCRIPTS, "gateway_config.js", "limiter.conf", "limiter.js",
                          "limiter_config.js"}
-    assert data["gateway.js"] == SCRIPT_FILE.read_text(encoding="utf-8")
+    for name in SCRIPTS:
+        assert data[name] == (SCRIPT_FILE.parent / name).read_text(encoding="utf-8")
+    # Each module gateway.js or its modules import by bare name is shipped beside it (njs finds it
+    # on js_path), and none is shipped that nothing imports.
+    imported = {name for script in SCRIPTS
+                for name in re.findall(r"^import \w+ from '([\w.]+\.js)';", data[script], re.MULTILINE)}
+    assert imported - {"gateway_config.js"} == set(MODULES)
     # The handlers come before the `pure` member (the functions the script's own tests import).
     exported = re.search(r"^export default \{(.*?)(?:pure:|\};)", data["gateway.js"], re.MULTILINE | re.DOTALL)
     assert exported, "gateway.js has no `export default {...};`"
@@ -331,7 +343,7 @@ def test_the_header_names_have_one_source_the_scripts_read_them_from_their_setti
     data = compile_gateway(load(RICH)).config_map["data"]
     owned = ({name for name, _ in ROUTER_REQUEST_HEADERS} | set(HIDDEN_RESPONSE_HEADERS) - {"server"}
              | set(LIMITER_HEADERS.values()) | set(TRUSTED_HEADERS))
-    for script in ("gateway.js", "limiter.js"):
+    for script in (*SCRIPTS, "limiter.js"):
         quoted = {m.lower() for m in re.findall(r"""['"]([A-Za-z][A-Za-z0-9-]*)['"]""", data[script])}
         assert not quoted & owned, (script, quoted & owned)
 

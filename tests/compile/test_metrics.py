@@ -315,8 +315,8 @@ def test_the_dashboard_config_map_is_strictly_valid_kubernetes():
 # --- the gateway's row -----------------------------------------------------------------------------
 
 def _gateway_families() -> set[str]:
-    """The metric families gateway.js serves (its FAMILIES table), with a histogram's series."""
-    script = gateway_nginx.script()
+    """The metric families the gateway serves (metrics.js, its FAMILIES table), with a histogram's series."""
+    script = gateway_nginx.script("metrics.js")
     table = script[script.index("const FAMILIES = ["):script.index("];", script.index("const FAMILIES = ["))]
     names = set()
     for name, kind in re.findall(r"\['(gateway_[a-z_]+)', '(counter|histogram)'", table):

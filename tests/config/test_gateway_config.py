@@ -55,17 +55,23 @@ BAD = [
     ("name-is-the-routers", {"name": "llm-router"}, "router.gateway.name", "already a name of the router"),
     ("requests-above-limits", {"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
      "router.gateway.resources.requests.cpu", "exceeds limits.cpu"),
+    # The memory bound: 64Mi + 128 requests x 1Mi + 1.25 x 64Mi of bodies + 2 folds x (20 x
+    # maxResponseBytes + 4 x maxBodyBytes).
     ("answer-over-the-memory-limit", {"maxResponseBytes": 64 * 1024 * 1024}, "router.gateway.maxResponseBytes",
-     "raise router.gateway.resources.limits.memory to at least 1344Mi"),
-    ("answer-over-a-lowered-limit", {"resources": {"limits": {"cpu": "1", "memory": "128Mi"}}},
-     "router.gateway.maxResponseBytes", "lower maxResponseBytes to at most 3355443"),
+     "lower maxResponseBytes to at most 5452595, lower inFlight.maxRequests or inFlight.maxBodyBytes, or raise "
+     "router.gateway.resources.limits.memory to at least 2864Mi"),
+    ("bound-over-a-lowered-limit", {"resources": {"limits": {"cpu": "1", "memory": "128Mi"}}},
+     "router.gateway.resources.limits.memory", "raise router.gateway.resources.limits.memory to at least 464Mi"),
+    ("folds-over-the-memory-limit", {"inFlight": {"maxFolds": 8}}, "router.gateway.inFlight.maxFolds",
+     "lower inFlight.maxFolds to at most 2"),
+    ("bodies-over-the-tmp-volume", {"inFlight": {"maxBodyBytes": 256 * 1024 * 1024},
+                                    "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+     "router.gateway.inFlight.maxBodyBytes", "over the /tmp volume's 256Mi (the kubelet would evict the pod); "
+     "lower inFlight.maxBodyBytes to at most 243138560"),
     ("hold-per-model-over-total", {"hold": {"timeoutSeconds": 60, "maxPerModel": 40, "maxTotal": 20}},
      "router.gateway.hold.maxPerModel", "lower maxPerModel to at most 20 or raise maxTotal"),
     ("hold-past-the-deadline", {"requestTimeoutSeconds": 30, "hold": {"timeoutSeconds": 60}},
      "router.gateway.hold.timeoutSeconds", "lower hold.timeoutSeconds to at most 30 or raise requestTimeoutSeconds"),
-    ("held-bodies-over-the-memory-limit", {"maxBodyBytes": 64 * 1024 * 1024, "hold": {"timeoutSeconds": 60}},
-     "router.gateway.hold.maxTotal", "lower hold.maxTotal to at most 7, lower maxBodyBytes, or raise "
-     "router.gateway.resources.limits.memory to at least 2112Mi"),
     ("hold-too-long", {"hold": {"timeoutSeconds": 3601}}, "router.gateway.hold.timeoutSeconds", ""),
     ("tls-unknown-key", {"tls": {"enabled": True, "port": 8443}}, "router.gateway.tls.port", "valid keys here"),
     ("tls-name-outside-domains", {"tls": {"enabled": True, "dnsNames": ["llm.example.com"]}},

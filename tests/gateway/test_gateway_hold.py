@@ -38,15 +38,17 @@ def digest(key: str) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(fake):
-    tenants = (Tenant("open", None, None, None, 0), Tenant("scoped", "route-a", None, None, 0))
+    tenants = (Tenant("open", None, None, None, 0), Tenant("scoped", "route-a", None, None, 0),
+               Tenant("other", None, None, None, 0))
     settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(ASLEEP, AWAKE), max_body_bytes=64 * 1024,
                                hold_timeout_seconds=HOLD_SECONDS, hold_max_per_model=2, hold_max_total=3,
                                keys_file="keys", tenants=tenants, sleepers=(ASLEEP,))
-    with Gateway(settings, keys=f"{digest('sk-open')} open\n{digest('sk-scoped')} scoped\n") as gw:
+    with Gateway(settings, keys=f"{digest('sk-open')} open\n{digest('sk-scoped')} scoped\n{digest('sk-other')} other\n") as gw:
         yield gw
 
 
 OPEN = {"Authorization": "Bearer sk-open"}
+OTHER = {"Authorization": "Bearer sk-other"}
 SCOPED = {"Authorization": "Bearer sk-scoped"}
 
 
@@ -192,8 +194,10 @@ def test_a_scoped_tenant_is_not_held(gateway, fake):
     assert status == 503 and time.monotonic() - started < 1.0
 
 
-def test_a_client_that_leaves_while_held_is_no_longer_counted(gateway, fake):
-    body = json.dumps(CHAT).encode()
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+def test_a_client_that_leaves_while_held_is_no_longer_counted(gateway, fake, stream):
+    # At once (within a second), not when the hold times out (3 s).
+    body = json.dumps({**CHAT, "stream": stream}).encode()
     sock = socket.create_connection(("127.0.0.1", gateway.port))
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-open\r\n"
                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -202,7 +206,7 @@ def test_a_client_that_leaves_while_held_is_no_longer_counted(gateway, fake):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     sock.close()
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 1
     while held(gateway) > 0:
         assert time.monotonic() < deadline, "a request whose client left stayed counted"
         time.sleep(0.05)
@@ -225,3 +229,31 @@ def test_a_model_that_may_sleep_stays_in_the_model_list_while_asleep(gateway, fa
     fake.models[:] = []  # nothing routable: only the model that may sleep is listed
     status, _, text = call(gateway.base, "/v1/models", headers=OPEN)
     assert [m["id"] for m in json.loads(text)["data"]] == [ASLEEP]
+
+
+def test_one_tenant_holding_the_pool_does_not_shut_out_another(gateway, fake):
+    # maxPerModel 2, both held by `open`: `other`'s request is held too (it is under its share, 1
+    # of 2), and one of `open`'s gives way with a 503 at once; `open`'s next is refused, it holds
+    # its share. When the model wakes, `other`'s request is answered.
+    mine = [in_background(lambda: call(gateway.base, "/v1/chat/completions", {**CHAT, "stream": True}, OPEN))
+            for _ in range(2)]
+    deadline = time.monotonic() + 5
+    while held(gateway) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    theirs = in_background(lambda: call(gateway.base, "/v1/chat/completions", {**CHAT, "stream": True}, OTHER))
+    deadline = time.monotonic() + 2
+    while not any(out for _, out in mine):
+        assert time.monotonic() < deadline, "no request of the tenant holding the pool gave way"
+        time.sleep(0.05)
+    (_, (status, headers, text)), = [out[0] for _, out in mine if out]
+    assert status == 503 and headers["retry-after"] == "2" and "more than your share" in text, text
+    assert not theirs[1], "the other tenant's request was refused"
+    status, _, text = call(gateway.base, "/v1/chat/completions", CHAT, OPEN)
+    assert status == 503 and "Too many requests are waiting" in text
+    fake.models.append(ASLEEP)
+    theirs[0].join(10)
+    assert theirs[1][0][1][0] == 200
+    for thread, _ in mine:
+        thread.join(10)
+    assert metric(gateway, f'gateway_held_total{{model="{ASLEEP}",outcome="preempted"}}') >= 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import socket
 import time
 
 import pytest
@@ -19,7 +20,7 @@ from components.compile.gateway.nginx import GatewaySettings
 from components.config.gateway import GatewayConfig
 from tests.gateway.fake_router import FakeRouter
 from tests.gateway.nginx_kit import Gateway, Limiter
-from tests.gateway.test_gateway_nginx import CHAT, MODEL, digest
+from tests.gateway.test_gateway_nginx import CHAT, MODEL, call, digest
 
 TENANTS = [
     # 600 requests per minute, the default burst (one second's worth: 10).
@@ -32,6 +33,11 @@ TENANTS = [
     {"name": "tokens", "rateLimit": {"tokensPerMinute": 30}},
     {"name": "tokens-stream", "rateLimit": {"tokensPerMinute": 30}},
     {"name": "tokens-spread", "rateLimit": {"tokensPerMinute": 30}},
+    # Streams whose client leaves before the usage chunk: charged what was streamed.
+    {"name": "tokens-cut", "rateLimit": {"tokensPerMinute": 30}},
+    {"name": "tokens-cut-fold", "rateLimit": {"tokensPerMinute": 30}},
+    # One request a minute and 10 tokens a minute: refused by both, the later time is the retry.
+    {"name": "both", "rateLimit": {"requestsPerMinute": 1, "burst": 0, "tokensPerMinute": 10}},
     {"name": "open"},
 ]
 # The stand-in's usage per chat answer: prompt_tokens 7 + completion_tokens 5.
@@ -189,3 +195,73 @@ def test_when_the_limiter_is_down_requests_pass(fake):
             assert [client.chat()[0] for _ in range(3)] == [200] * 3
         finally:
             client.close()
+
+
+# A prompt of ceil(160 / 4) + 4 = 44 estimated tokens: one call whose client leaves early
+# overdraws a 30 tokens/min bucket by 14 tokens and what was streamed.
+LONG = {"model": MODEL, "messages": [{"role": "user", "content": "x" * 160}]}
+LONG_ESTIMATE = 44
+
+
+def leave_early(gateway: Gateway, tenant: str, stream: bool, fake) -> None:
+    """A call whose client closes its connection mid-answer, before the usage chunk."""
+    before = len(fake.disconnects)
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=20)
+    conn.request("POST", "/v1/chat/completions", json.dumps({**LONG, "stream": stream}),
+                 {"Content-Type": "application/json", "Authorization": f"Bearer sk-{tenant}"})
+    if stream:
+        reply = conn.getresponse()
+        assert reply.status == 200 and reply.read1(65536).startswith(b"data: ")
+    else:
+        deadline = time.monotonic() + 5
+        while not any(r["headers"].get("x-input-tokens") == str(LONG_ESTIMATE) for r in fake.requests[-1:]):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)  # a few events folded
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    deadline = time.monotonic() + 5
+    while len(fake.disconnects) == before:
+        assert time.monotonic() < deadline, "the router never saw the client leave"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("stream, tenant", [(True, "tokens-cut"), (False, "tokens-cut-fold")])
+def test_a_call_whose_client_leaves_early_is_charged_what_was_streamed(replicas, fake, stream, tenant):
+    # Charged the prompt's estimate (44) and what was streamed, a 30 tokens/min bucket is then
+    # overdrawn: the next call waits for the refill (2 s a token). Uncharged, it passed.
+    a, _, _ = replicas
+    fake.delay = 0.2
+    try:
+        leave_early(a, tenant, stream, fake)
+    finally:
+        fake.delay = 0.0
+    # The charge reaches the limiter with this replica's next check or its flush (every second,
+    # whichever comes first): the model list, which counts too, is refused once it has.
+    deadline = time.monotonic() + 3
+    while call(a.base, "/v1/models", headers={"Authorization": f"Bearer sk-{tenant}"})[0] != 429:
+        assert time.monotonic() < deadline, "the call whose client left was never charged"
+        time.sleep(0.1)
+    client = Client(a, tenant)
+    try:
+        status, headers, text = client.chat()
+    finally:
+        client.close()
+    assert status == 429 and "tokens per minute" in json.loads(text)["error"]["message"], (status, text)
+    # 44 + the events seen (8 at most) tokens against 30, 2 s each.
+    assert (LONG_ESTIMATE - 30) * 2 - 5 <= int(headers["retry-after"]) <= (LONG_ESTIMATE + 8 - 30) * 2, headers
+
+
+
+def test_retry_after_is_when_both_limits_admit_again(replicas):
+    # After one answer (12 tokens) the token bucket of 10/min refills above zero in 12 s, the
+    # request rate of 1/min admits the next in 60 s: a retry after 12 s would be refused.
+    a, _, _ = replicas
+    client = Client(a, "both")
+    try:
+        assert client.chat()[0] == 200
+        status, headers, text = client.chat()
+    finally:
+        client.close()
+    assert status == 429 and 58 <= int(headers["retry-after"]) <= 60, headers
+    assert "requests per minute" in json.loads(text)["error"]["message"]

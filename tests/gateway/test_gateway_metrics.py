@@ -56,7 +56,10 @@ def fake():
 
 def test_requests_latency_and_tokens_per_tenant_and_model(fake):
     tenants = (Tenant("team-a", None, None, None, 0), Tenant("team-c", None, None, 1, 0))
-    settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(MODEL,), keys_file="keys", tenants=tenants)
+    # Folds enough for each tenant's sequential calls even when a loaded machine runs the client's
+    # next call before nginx's log phase gave the last one's fold back.
+    settings = GatewaySettings(upstream=f"127.0.0.1:{fake.port}", models=(MODEL,), keys_file="keys", tenants=tenants,
+                               in_flight_folds=8)
     keys = f"{digest('sk-a')} team-a\n{digest('sk-c')} team-c\n"
     with Gateway(settings, keys=keys) as gw:
         a, c = {"Authorization": "Bearer sk-a"}, {"Authorization": "Bearer sk-c"}

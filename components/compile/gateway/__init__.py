@@ -29,7 +29,7 @@ from typing import Optional
 from contract.labels import DOMAIN
 
 from ...config.autoscaling import may_sleep
-from ...config.gateway import admitted_models
+from ...config.gateway import SCRATCH_BYTES, admitted_models
 from ...config.revisions import next_name
 from ...config.stack import StackConfig, fronted_models
 from .. import common
@@ -155,7 +155,8 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
     selector = selector_labels(router, GATEWAY_COMPONENT)
     volumes = [
         {"name": "config", "configMap": {"name": names.config}},
-        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        # Request bodies spool here: the in-flight budgets bound them below this (config.gateway).
+        {"name": "tmp", "emptyDir": {"sizeLimit": f"{SCRATCH_BYTES // (1024 * 1024)}Mi"}},
     ]
     mounts = [
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},

@@ -4,24 +4,38 @@
 // image's): the token-limit path uses js_shared_dict_zone, js_periodic and ngx.fetch.
 //
 // Request flow (nginx.conf):
+//   js_set $gw_admit     admitRequest()  the replica's in-flight budgets (admission.js), before the key check
 //   js_set $gw_tenant    tenant()     bearer key -> sha256 -> tenant (the keys Secret, re-read)
 //   js_content           chat() / responses() / embeddings() / models()
+//     the body is read for what routing needs (body.js), never parsed into values;
 //     streaming and embeddings: headers into js_var variables, then an internal redirect to
-//       @gw_stream, which proxies the (unchanged) body unbuffered;
+//       @gw_stream, which proxies the client's body (nginx's temp file) unbuffered, its usage
+//       read by countStream (usage.js);
 //     non-streaming chat / Responses: the body is re-sent with stream=true (chat: with
-//       stream_options.include_usage) through @gw_fold, whose header and body filters fold the
-//       event stream into one JSON answer shaped like vLLM's non-streaming answer. (A proxied
-//       main request, not a subrequest: nginx notices a client that goes away only there.)
+//       stream_options.include_usage) through @gw_fold to the loopback fold server, whose
+//       filters fold the event stream into one JSON answer shaped like vLLM's (fold.js). (A
+//       proxied main request, not a subrequest: nginx notices a client that goes away only there.)
+//   js_set $gw_observe   observe()    the log phase: metrics, charges, budgets given back
+//
+// Modules (ES modules on js_path, each with its node tests in tests/gateway/js): body.js (the
+// request body), usage.js (a stream's usage), fold.js (the non-streaming answer), admission.js
+// (the in-flight budgets), pools.js (the holds' fair share), metrics.js (the counters), tenants.js
+// (keys and tenants), split.js (a next revision's share), charges.js (token usage); the statuses
+// come from statuses.py through gateway_config.js (refuse).
 
-import crypto from 'crypto';
 import fs from 'fs';
+import body from 'body.js';
+import fold from 'fold.js';
+import admission from 'admission.js';
+import pools from 'pools.js';
+import counters from 'metrics.js';
+import tenants from 'tenants.js';
+import shares from 'split.js';
+import charges from 'charges.js';
 import cfg from 'gateway_config.js';
 
 const SUPPORTED = 'POST /v1/chat/completions, POST /v1/responses, POST /v1/embeddings and GET /v1/models';
 
-function sha256(text) {
-    return crypto.createHash('sha256').update(text).digest('hex');
-}
 
 function send(r, status, obj, extra) {
     r.headersOut['Content-Type'] = 'application/json';
@@ -33,232 +47,167 @@ function send(r, status, obj, extra) {
     r.return(status, JSON.stringify(obj) + '\n');
 }
 
-function fail(r, status, message, type, code, param, extra) {
-    send(r, status, {error: {message: message, type: type, param: param || null, code: code || null}}, extra);
+// One of the gateway's own error answers, by its OpenAI `code`: its status and type are
+// statuses.py's (cfg.answers), the one place that decides every status a caller can get.
+function refuse(r, code, message, param, extra) {
+    const answer = cfg.answers[code];
+    send(r, answer.status, {error: {message: message, type: answer.type, param: param || null, code: code}}, extra);
 }
 
 function unavailable(r, message) {
-    fail(r, 503, message, 'service_unavailable', 'service_unavailable', null,
-         {'Retry-After': String(cfg.retryAfterSeconds)});
+    refuse(r, 'service_unavailable', message, null, {'Retry-After': String(cfg.retryAfterSeconds)});
 }
 
 // ---- tenants ------------------------------------------------------------------------------
 
-function bearer(r) {
-    const auth = r.headersIn['Authorization'] || '';
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1] : '';
-}
 
-// js_set $gw_tenant: the tenant of the request's API key, or '' (no keys configured, no key, or
-// an unknown key). Hashes only: the Secret holds `<sha256 hex> <tenant>` lines.
-function tenant(r) {
-    if (!cfg.apiKeys) {
-        return '';
-    }
-    const key = bearer(r);
-    if (!key) {
-        return '';
-    }
-    const digest = sha256(key);
-    let text;
-    try {
-        text = fs.readFileSync(cfg.apiKeys.file, 'utf8');
-    } catch (e) {
-        r.error('gateway: cannot read the API key file ' + cfg.apiKeys.file + ': ' + e.message);
-        return '';
-    }
-    const lines = text.split('\n');
-    for (let i = 0; i < lines.length; i++) {
-        const parts = lines[i].trim().split(/\s+/);
-        if (parts.length >= 2 && parts[0].toLowerCase() === digest && tenantConfig(parts[1])) {
-            return parts[1];
-        }
-    }
-    return '';
-}
 
-// A configured tenant's settings, or null. Own properties only: a key line naming `constructor`,
-// `__proto__` or `toString` must not find Object.prototype's members through cfg.tenants.
-function tenantConfig(name) {
-    return name && Object.prototype.hasOwnProperty.call(cfg.tenants, name) ? cfg.tenants[name] : null;
-}
 
 // auth_request's subrequest (/_gw/auth): 204 for a known key, 401 otherwise. It runs in the
 // access phase with the headers only, so nginx answers an unknown key before reading the body.
 function authorize(r) {
-    r.return(tenant(r) ? 204 : 401);
+    r.return(tenants.tenant(r) ? 204 : 401);
 }
 
-// The body as text. nginx writes every body to a named temp file (client_body_in_file_only
-// clean; a small memory buffer, so slow uploads do not hold memory; an unnamed temp file is
-// unlinked at once and njs cannot read it), removed when the request ends. It is read only once
-// whole and after the key was checked.
-function requestText(r) {
+// The body, read once it is whole and after the key was checked, for what routing needs
+// (body.js: one pass over its bytes through one buffer, nothing per value). nginx writes every
+// body to a named temp file (client_body_in_file_only clean; a small memory buffer, so slow
+// uploads do not hold memory; an unnamed temp file is unlinked at once and njs cannot read it),
+// removed when the request ends; streams and embeddings are sent on from that file by nginx.
+//
+// Read in slices: after each read that took the worker longer than SCAN_SLICE_MS (a large body
+// made of small values inside the message content is read value by value, about 1.2 µs a byte on
+// njs), the handler yields, so the worker's other requests (another tenant's streams) are served
+// between the slices rather than after the whole body.
+const SCAN_SLICE_MS = 20;
+
+async function scanRequest(r, kind) {
+    const leading = (cfg.affinity || cfg.splitKey || {maxLeadingMessages: 4}).maxLeadingMessages;
     const file = r.variables.request_body_file;
-    return file ? fs.readFileSync(file, 'utf8') : r.requestText;
+    if (!file) {
+        const bytes = r.requestBuffer || Buffer.alloc(0);
+        return body.scanBody(body.bufferReader(bytes), kind, leading, bytes.length);
+    }
+    const scan = body.startScan(kind, leading, Number(r.variables.content_length) || 0);
+    const fd = fs.openSync(file, 'r');
+    let at = 0;
+    let n;
+    let since = Date.now();
+    try {
+        for (;;) {
+            n = fs.readSync(fd, scan.buf, 0, scan.buf.length, at);
+            at += n;
+            if (!n || !body.scanChunk(scan, n)) {
+                break;
+            }
+            if (Date.now() - since > SCAN_SLICE_MS) {
+                // 1 ms, not 0: njs posts a 0 ms timer's event, which nginx runs before it looks
+                // at its connections again.
+                await sleep(1);
+                since = Date.now();
+            }
+        }
+    } finally {
+        fs.closeSync(fd);
+    }
+    return body.endScan(scan);
 }
 
-function allowedModels(tenantName) {
-    const t = tenantConfig(tenantName);
-    if (t && t.models) {
-        return t.models;
+// The whole body's bytes (the fold's, which rewrites the stream members).
+function requestBytes(r) {
+    const file = r.variables.request_body_file;
+    return file ? fs.readFileSync(file) : (r.requestBuffer || Buffer.alloc(0));
+}
+
+
+// How long a full fold share is looked at again before a 429 (handle).
+const FOLD_WAIT_MS = 200;
+const FOLD_WAIT_STEP_MS = 10;
+
+// js_set $gw_admit (admission.js).
+function admitRequest(r) {
+    return admission.admitRequest(r);
+}
+
+// The answer when a budget is full: the tenant's share (429: its own requests must end first)
+// or, without keys, the replica's (503: another replica may have room).
+function inFlightFull(r, what) {
+    const names = {requests: 'requests open', bodyBytes: 'bytes of request bodies open', folds: 'non-streaming answers being assembled'};
+    if (cfg.apiKeys) {
+        refuse(r, 'too_many_requests_in_flight', 'Too many ' + names[what] + ' for your API key on this gateway '
+               + 'replica at once (its share); retry when some have ended.', null, {'Retry-After': '1'});
+    } else {
+        unavailable(r, 'The gateway replica has too many ' + names[what] + ' at once; retry later.');
     }
-    return cfg.models;
 }
 
 // ---- request checks -----------------------------------------------------------------------
 
-// Returns {body, text, model, tenant} or null after answering with an OpenAI error.
-function admit(r) {
+// Returns {scan, model, stream, tenant} or null after answering with an OpenAI error.
+async function admit(r, kind) {
     if (r.method !== 'POST') {
-        fail(r, 405, r.method + ' is not allowed on ' + r.uri + '; use POST', 'invalid_request_error',
-             'method_not_allowed', null, {'Allow': 'POST'});
+        refuse(r, 'method_not_allowed', r.method + ' is not allowed on ' + r.uri + '; use POST', null, {'Allow': 'POST'});
         return null;
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
-        const message = bearer(r) ? 'Incorrect API key provided.'
+        const message = tenants.bearer(r) ? 'Incorrect API key provided.'
             : 'You did not provide an API key: send it as `Authorization: Bearer <key>`.';
-        fail(r, 401, message, 'invalid_request_error', 'invalid_api_key', null,
-             {'WWW-Authenticate': 'Bearer'});
+        refuse(r, 'invalid_api_key', message, null, {'WWW-Authenticate': 'Bearer'});
         return null;
     }
-    const text = requestText(r);
-    if (text === undefined || text === null || text === '') {
-        fail(r, 400, 'The request body is empty; send a JSON object.', 'invalid_request_error', 'invalid_json');
+    const scan = await scanRequest(r, kind);
+    if (scan.error) {
+        const message = scan.error === 'it is empty' ? 'The request body is empty; send a JSON object.'
+            : (scan.error === 'it is not a JSON object' ? 'The request body must be a JSON object.'
+               : 'We could not parse the JSON body of your request: ' + scan.error + '.');
+        refuse(r, 'invalid_json', message);
         return null;
     }
-    let body;
-    try {
-        body = JSON.parse(text);
-    } catch (e) {
-        fail(r, 400, 'We could not parse the JSON body of your request: ' + e.message,
-             'invalid_request_error', 'invalid_json');
+    if (scan.modelTooLong) {
+        refuse(r, 'model_not_found', 'The model does not exist or you do not have access to it.', 'model');
         return null;
     }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-        fail(r, 400, 'The request body must be a JSON object.', 'invalid_request_error', 'invalid_json');
+    if (typeof scan.model !== 'string' || scan.model === '') {
+        refuse(r, 'missing_model', 'You must provide a model parameter.', 'model');
         return null;
     }
-    if (typeof body.model !== 'string' || body.model === '') {
-        fail(r, 400, 'You must provide a model parameter.', 'invalid_request_error', 'missing_model', 'model');
+    if (tenants.allowedModels(who).indexOf(scan.model) < 0) {
+        refuse(r, 'model_not_found', 'The model `' + scan.model + '` does not exist or you do not have access to it.',
+               'model');
         return null;
     }
-    if (allowedModels(who).indexOf(body.model) < 0) {
-        fail(r, 404, 'The model `' + body.model + '` does not exist or you do not have access to it.',
-             'invalid_request_error', 'model_not_found', 'model');
+    if (scan.stream === 'invalid') {
+        refuse(r, 'invalid_value', '`stream` must be true or false.', 'stream');
         return null;
     }
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
-        fail(r, 400, '`stream` must be true or false.', 'invalid_request_error', 'invalid_value', 'stream');
-        return null;
-    }
-    return {body: body, text: text, model: body.model, tenant: who};
+    return {scan: scan, model: scan.model, stream: scan.stream === true, tenant: who};
 }
 
 // ---- the contract headers -----------------------------------------------------------------
 
-// x-input-tokens: an estimate, ceil(characters of text / 4) plus 4 per chat message or input item
-// (the role and framing tokens of a chat template); token-id arrays count one per id.
-function textChars(value) {
-    if (typeof value === 'string') {
-        return value.length;
-    }
-    if (typeof value === 'number') {
-        return 0;
-    }
-    if (Array.isArray(value)) {
-        let n = 0;
-        for (let i = 0; i < value.length; i++) {
-            n += textChars(value[i]);
-        }
-        return n;
-    }
-    if (value && typeof value === 'object') {
-        let n = 0;
-        for (const k in value) {
-            if (k === 'text' || k === 'content' || k === 'arguments' || k === 'input' || k === 'output'
-                || k === 'instructions' || k === 'name' || k === 'function' || k === 'tool_calls'
-                || k === 'refusal' || k === 'summary') {
-                n += textChars(value[k]);
-            }
-        }
-        return n;
-    }
-    return 0;
-}
-
-function tokenIds(value) {
-    // Embeddings input given as token ids: [1, 2, 3] or [[1, 2], [3]].
-    if (!Array.isArray(value) || value.length === 0) {
-        return -1;
-    }
-    let n = 0;
-    for (let i = 0; i < value.length; i++) {
-        if (typeof value[i] === 'number') {
-            n += 1;
-        } else if (Array.isArray(value[i]) && value[i].every(function (x) { return typeof x === 'number'; })) {
-            n += value[i].length;
-        } else {
-            return -1;
-        }
-    }
-    return n;
-}
-
-function inputTokens(kind, body) {
-    if (kind === 'chat') {
-        const messages = Array.isArray(body.messages) ? body.messages : [];
-        return Math.ceil(textChars(messages) / 4) + 4 * messages.length;
-    }
-    if (kind === 'responses') {
-        const items = Array.isArray(body.input) ? body.input.length : 1;
-        return Math.ceil((textChars(body.input) + textChars(body.instructions || '')) / 4) + 4 * items;
-    }
-    const ids = tokenIds(body.input);
-    return ids >= 0 ? ids : Math.ceil(textChars(body.input) / 4);
-}
+// x-input-tokens: an estimate, ceil(UTF-8 bytes of text / 4) plus 4 per chat message or input
+// item (the role and framing tokens of a chat template); token-id arrays count one per id
+// (body.js, which reads it from the body).
 
 // x-cache-affinity-key: the platform-allowed session header's value when present, else the
 // conversation's leading messages (system/developer ones up to and including the first user
-// message), hashed with the tenant and model: every turn of one chat repeats that prefix, so it
-// keeps one key and lands where its prefix is cached. `settings`: maxLeadingMessages,
-// sessionHeader (router.gateway.affinity's; cfg.splitKey when affinity is off).
-function leading(list, settings) {
-    const out = [];
-    for (let i = 0; i < list.length && out.length < settings.maxLeadingMessages; i++) {
-        out.push(list[i]);
-        if (list[i] && list[i].role === 'user') {
-            break;
-        }
-    }
-    return out;
-}
-
-function conversationKey(r, kind, body, who, settings) {
+// message, their bytes as the client sent them: body.js hashes them as it reads), hashed with
+// the tenant and model: every turn of one chat repeats that prefix, so it keeps one key and lands
+// where its prefix is cached. `settings`: maxLeadingMessages, sessionHeader
+// (router.gateway.affinity's; cfg.splitKey when affinity is off).
+function conversationKey(r, admitted, settings) {
     if (settings.sessionHeader) {
         const session = r.headersIn[settings.sessionHeader];
         if (session) {
-            return sha256(JSON.stringify(['session', who, body.model, session])).slice(0, 32);
+            return tenants.sha256(JSON.stringify(['session', admitted.tenant, admitted.model, session])).slice(0, 32);
         }
     }
-    let prefix;
-    if (kind === 'embeddings') {
-        // No conversation: the input keys it (a load balancer may require a key for every request).
-        prefix = [Array.isArray(body.input) ? body.input[0] : body.input];
-    } else if (kind === 'chat') {
-        prefix = leading(Array.isArray(body.messages) ? body.messages : [], settings);
-    } else {
-        const input = typeof body.input === 'string' ? [{role: 'user', content: body.input}]
-            : (Array.isArray(body.input) ? body.input : []);
-        prefix = [body.instructions || null].concat(leading(input, settings));
-    }
-    return sha256(JSON.stringify(['prefix', who, body.model, prefix])).slice(0, 32);
+    return tenants.sha256(JSON.stringify(['prefix', admitted.tenant, admitted.model, admitted.scan.prefix])).slice(0, 32);
 }
 
-function affinityKey(r, kind, body, who) {
-    return cfg.affinity ? conversationKey(r, kind, body, who, cfg.affinity) : '';
+function affinityKey(r, admitted) {
+    return cfg.affinity ? conversationKey(r, admitted, cfg.affinity) : '';
 }
 
 // ---- a next revision's share (models[].next) ----------------------------------------------
@@ -271,35 +220,9 @@ function affinityKey(r, kind, body, who) {
 // router has no server for sends its share to the serving one (hold, foldAnswer): it gets traffic
 // only once its pods serve, which is after its weights were pulled and verified.
 
-function splitBucket(key) {
-    return parseInt(sha256(JSON.stringify(['split', key])).slice(0, 8), 16) % 100;
-}
 
-function routedModel(model, key) {
-    const split = cfg.splits && cfg.splits[model];
-    if (!split || split.percent <= 0) {
-        return model;
-    }
-    return split.percent >= 100 || splitBucket(key) < split.percent ? split.revision : model;
-}
 
-// The serving revision of a next revision's router id ('' for any other id).
-function servingOf(model) {
-    const splits = cfg.splits || {};
-    for (const name in splits) {
-        if (splits[name].revision === model) {
-            return name;
-        }
-    }
-    return '';
-}
 
-function countFallback(model) {
-    const m = ngx.shared.gw_metrics;
-    if (m) {
-        m.incr('gateway_next_revision_fallbacks_total{model="' + labelValue(model) + '"}', 1, 0);
-    }
-}
 
 // x-stargate-max-wait-ms: the request's remaining deadline, the gateway's own or the client's
 // shorter one (the OpenAI SDKs send their read timeout in seconds as x-stainless-read-timeout).
@@ -312,20 +235,19 @@ function maxWaitMs(r) {
     return Math.max(ms, 1);
 }
 
-function setHeaders(r, kind, admitted, body) {
-    const t = tenantConfig(admitted.tenant);
-    const affinity = affinityKey(r, kind, admitted.body, admitted.tenant);
+function setHeaders(r, admitted) {
+    const t = tenants.tenantConfig(admitted.tenant);
+    const affinity = affinityKey(r, admitted);
     const split = cfg.splits && cfg.splits[admitted.model];
     // x-model: the router id of the revision that serves this conversation (the model's own, or
     // its next revision's for the share that goes there).
     r.variables.gw_model = split
-        ? routedModel(admitted.model, affinity || conversationKey(r, kind, admitted.body, admitted.tenant, cfg.splitKey))
+        ? shares.routedModel(admitted.model, affinity || conversationKey(r, admitted, cfg.splitKey))
         : admitted.model;
-    r.variables.gw_input_tokens = String(inputTokens(kind, admitted.body));
+    r.variables.gw_input_tokens = String(admitted.scan.inputTokens);
     r.variables.gw_max_wait = String(maxWaitMs(r));
     r.variables.gw_routing_key = t && t.routingKey ? t.routingKey : '';
     r.variables.gw_affinity = affinity;
-    r.variables.gw_body = body;
 }
 
 // ---- requests held while their model has no server (router.gateway.hold) -----------------
@@ -370,46 +292,56 @@ async function listed(r, model) {
     }
 }
 
-function heldKey(model) {
-    return 'model:' + model;
-}
 
-function countHold(model, outcome) {
-    const m = ngx.shared.gw_metrics;
-    if (m) {
-        m.incr('gateway_held_total{model="' + labelValue(model) + '",outcome="' + outcome + '"}', 1, 0);
-    }
-}
 
 // Holds until the router lists `model`, `deadline` (ms since the epoch) passes, or `gone()` says
-// the client left: 'released', 'timeout', 'full' (over a bound: not held) or 'gone'.
-async function holdFor(r, model, deadline, gone) {
+// the client left (looked at every 50 ms: a client that left leaves the pool at once): 'released',
+// 'timeout', 'full' (over a bound: not held), 'gone' or 'preempted' (gave way to another tenant).
+async function holdFor(r, model, who, deadline, gone) {
     const held = ngx.shared.gw_held;
-    const perModel = held.incr(heldKey(model), 1, 0);
-    const total = held.incr('total', 1, 0);
+    const list = pools.holdPools(model);
+    const entered = [];
     let outcome = 'full';
     try {
-        if (perModel <= cfg.hold.maxPerModel && total <= cfg.hold.maxTotal) {
+        for (let i = 0; i < list.length; i++) {
+            if (!pools.enterPool(held, list[i][0], list[i][1], who)) {
+                break;
+            }
+            entered.push(list[i][0]);
+        }
+        if (entered.length === list.length) {
             outcome = 'timeout';
+            let nextList = Date.now();
             while (Date.now() < deadline) {
-                await sleep(Math.max(1, Math.min(cfg.hold.pollMs, deadline - Date.now())));
+                await sleep(Math.max(1, Math.min(HOLD_LOOK_MS, deadline - Date.now())));
                 if (gone && gone()) {
                     outcome = 'gone';
                     break;
                 }
-                if (await listed(r, model)) {
-                    outcome = 'released';
+                if (entered.some(function (pool) { return pools.evicted(held, pool, who); })) {
+                    outcome = 'preempted';
                     break;
+                }
+                if (Date.now() >= nextList) {
+                    nextList = Date.now() + cfg.hold.pollMs;
+                    if (await listed(r, model)) {
+                        outcome = 'released';
+                        break;
+                    }
                 }
             }
         }
     } finally {
-        held.incr(heldKey(model), -1, 0);
-        held.incr('total', -1, 0);
+        for (let i = 0; i < entered.length; i++) {
+            pools.leavePool(held, entered[i], who);
+        }
     }
-    countHold(model, outcome);
+    counters.countHold(model, outcome);
     return outcome;
 }
+
+// How often a held request looks whether its client left or it is to give way.
+const HOLD_LOOK_MS = 50;
 
 // May this request be held (again)? The hold is on, the tenant unscoped, and it was held fewer
 // than perRequest times (a held request counts against nginx's internal redirects).
@@ -418,19 +350,25 @@ function holdable(routingKey, holds) {
 }
 
 function notHeld(r, model, outcome) {
-    const message = outcome === 'full'
-        ? 'Too many requests are waiting for model `' + model + '` to start; retry later.'
-        : 'No server for model `' + model + '` started in time; retry later.';
+    let message = 'No server for model `' + model + '` started in time; retry later.';
+    if (outcome === 'full') {
+        message = 'Too many requests are waiting for model `' + model + '` to start; retry later.';
+    } else if (outcome === 'preempted') {
+        message = 'Too many of your requests are waiting for model `' + model + '` to start, more than your share; '
+            + 'retry later.';
+    }
     unavailable(r, message);
 }
 
-// @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for.
-async function hold(r) {
+// @gw_hold (nginx.conf): a streaming call or embeddings the router had no server for. The wait
+// itself is proxied to the loopback fold server (@gw_wait, waitHold): a proxied request notices
+// its client leaving at once, a js_content handler never does.
+function hold(r) {
     const model = r.variables.gw_model;
-    const serving = servingOf(model);
+    const serving = shares.servingOf(model);
     if (serving) {
         // A next revision with no server (not yet, or not any more): its share goes to the serving one.
-        countFallback(model);
+        counters.countFallback(model);
         r.variables.gw_model = serving;
         r.internalRedirect('@gw_stream');
         return;
@@ -442,128 +380,86 @@ async function hold(r) {
     }
     r.variables.gw_holds = String(holds + 1);
     // The request's deadline counts from its start (request_time: seconds since its first byte).
-    const started = Date.now() - Math.floor(parseFloat(r.variables.request_time || '0') * 1000);
-    const deadline = Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWaitMs(r));
-    const outcome = await holdFor(r, model, deadline, null);
-    if (outcome !== 'released') {
+    const started = requestStart(r);
+    r.variables.gw_hold_until = String(Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWaitMs(r)));
+    r.internalRedirect('@gw_wait');
+}
+
+function requestStart(r) {
+    return Date.now() - Math.floor(parseFloat(r.variables.request_time || '0') * 1000);
+}
+
+// js_content of the fold server's /_gw/wait (from the front's @gw_wait): holds, then answers 409
+// (released: the front sends the call again, @gw_released) or the 503 the client gets.
+async function waitHold(r) {
+    const id = r.headersIn[cfg.foldHeaders.requestId] || '';
+    const model = r.headersIn[cfg.routerHeaders.model] || '';
+    const deadline = Number(r.headersIn[cfg.foldHeaders.holdUntil]) || Date.now();
+    const gone = ngx.shared.gw_gone;
+    const outcome = await holdFor(r, model, r.headersIn[cfg.foldHeaders.tenant] || '', deadline, function () {
+        return Boolean(gone && gone.get(id));
+    });
+    if (outcome === 'released') {
+        r.return(409);
+    } else if (outcome === 'gone') {
+        r.return(503);  // nobody reads it
+    } else {
         notHeld(r, model, outcome);
-        return;
     }
-    r.variables.gw_max_wait = String(Math.max(1, started + maxWaitMs(r) - Date.now()));
+}
+
+// @gw_released: sent again, with what is left of the deadline.
+function released(r) {
+    r.variables.gw_max_wait = String(Math.max(1, requestStart(r) + maxWaitMs(r) - Date.now()));
     r.internalRedirect('@gw_stream');
 }
 
 // ---- endpoints ----------------------------------------------------------------------------
 
-function handle(r, kind) {
-    const admitted = admit(r);
+const PATHS = {chat: '/v1/chat/completions', responses: '/v1/responses', embeddings: '/v1/embeddings',
+               models: '/v1/models'};
+
+// Whether the request line named the endpoint's path exactly ($gw_path, nginx.conf: a query is
+// dropped, any other form is not ours); else answered 404. Only that path is sent to the router.
+function canonical(r, kind) {
+    if (r.variables.gw_path === PATHS[kind]) {
+        return true;
+    }
+    unsupported(r);
+    return false;
+}
+
+async function handle(r, kind) {
+    if (!canonical(r, kind)) {
+        return;
+    }
+    const admitted = await admit(r, kind);
     if (!admitted) {
         return;
     }
-    if (kind === 'embeddings' || admitted.body.stream === true) {
-        // Unchanged body; the router and pylon see exactly what the client sent.
-        setHeaders(r, kind, admitted, admitted.text);
+    setHeaders(r, admitted);
+    if (kind === 'embeddings' || admitted.stream) {
+        // nginx sends the client's body from its temp file: the router and pylon see exactly what
+        // the client sent, and the script holds none of it.
         r.internalRedirect('@gw_stream');
         return;
     }
-    setHeaders(r, kind, admitted, asStream(kind, admitted.text, admitted.body));
+    // The client's bytes with `"stream": true` (chat: and stream_options.include_usage) in place
+    // of its own members (body.js, streamBody): re-serialising would round every integer above
+    // 2^53 (a `seed`) and rewrite every number and escape the client sent.
+    // A fold is given back in its request's log phase, which a client's next call can overtake on
+    // a loaded machine (its answer went out just before): a full share is looked at again for a
+    // moment before the call is refused.
+    for (let waited = 0; !admission.admitFold(r, admitted.tenant); waited += FOLD_WAIT_STEP_MS) {
+        if (waited >= FOLD_WAIT_MS) {
+            inFlightFull(r, 'folds');
+            return;
+        }
+        await sleep(FOLD_WAIT_STEP_MS);
+    }
+    r.variables.gw_body = body.streamBody(requestBytes(r), admitted.scan, kind).toString();
     r.variables.gw_kind = kind;
     r.internalRedirect('@gw_fold');
-}
-
-// The client's body with `"stream": true` (chat: and stream_options.include_usage), spliced into
-// its own text: re-serialising the parsed body would round every integer above 2^53 (a `seed`)
-// and rewrite every number and escape the client sent. Only stream_options is re-serialised.
-function asStream(kind, text, body) {
-    const add = ['"stream":true'];
-    const drop = ['stream'];
-    if (kind === 'chat') {
-        const options = body.stream_options && typeof body.stream_options === 'object'
-            && !Array.isArray(body.stream_options) ? body.stream_options : {};
-        options.include_usage = true;
-        add.push('"stream_options":' + JSON.stringify(options));
-        drop.push('stream_options');
-    }
-    return spliceMembers(text, drop, add);
-}
-
-// The top-level members of a JSON object text (already valid: JSON.parse accepted it) as
-// [{key, start, end}], `start` at the key's opening quote, `end` after the value.
-function topMembers(text) {
-    const members = [];
-    let i = text.indexOf('{') + 1;
-    const n = text.length;
-    function space() {
-        while (i < n && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) {
-            i++;
-        }
-    }
-    function string() {
-        const from = i;
-        i++;
-        while (text[i] !== '"') {
-            i += text[i] === '\\' ? 2 : 1;
-        }
-        i++;
-        return text.slice(from, i);
-    }
-    function value() {
-        let depth = 0;
-        while (i < n) {
-            const c = text[i];
-            if (c === '"') {
-                string();
-                if (depth === 0) {
-                    return;
-                }
-                continue;
-            }
-            if (c === '{' || c === '[') {
-                depth++;
-            } else if (c === '}' || c === ']') {
-                if (depth === 0) {
-                    return;
-                }
-                depth--;
-                if (depth === 0) {
-                    i++;
-                    return;
-                }
-            } else if (depth === 0 && (c === ',' || c === ' ' || c === '\t' || c === '\n' || c === '\r')) {
-                return;
-            }
-            i++;
-        }
-    }
-    space();
-    while (i < n && text[i] === '"') {
-        const start = i;
-        const key = JSON.parse(string());
-        space();
-        i++; // ':'
-        space();
-        value();
-        members.push({key: key, start: start, end: i});
-        space();
-        if (text[i] === ',') {
-            i++;
-        }
-        space();
-    }
-    return members;
-}
-
-// `text` without the top-level members named in `drop` and with the `add` members ("name":value
-// texts) first; everything else is the client's text, byte for byte.
-function spliceMembers(text, drop, add) {
-    const kept = [];
-    const members = topMembers(text);
-    for (let i = 0; i < members.length; i++) {
-        if (drop.indexOf(members[i].key) < 0) {
-            kept.push(text.slice(members[i].start, members[i].end));
-        }
-    }
-    return '{' + add.concat(kept).join(',') + '}';
 }
 
 // The non-streaming answer, folded from the event stream by two filters on @gw_fold. The
@@ -597,7 +493,7 @@ function foldHeaders(r) {
             delete folds[ids[i]];
         }
     }
-    folds[r.variables.request_id] = newFold(r.variables.gw_fold, cfg.maxResponseBytes, now);
+    folds[r.variables.request_id] = fold.newFold(r.variables.gw_fold, cfg.maxResponseBytes, now);
 }
 
 function foldBody(r, data, flags) {
@@ -610,7 +506,10 @@ function foldBody(r, data, flags) {
     if (!st) {
         return;
     }
-    feed(st, data);
+    fold.feed(st, data);
+    // For foldAnswer, which charges what was streamed when the client leaves (the subrequest
+    // shares the request's variables).
+    r.variables.gw_events_seen = String(st.events);
     // A subrequest's body filter never sees its last buffer (njs's flags.last is last_buf, which
     // only a main request's last buffer has), so the answer is handed over at the stream's
     // terminal event: chat's [DONE], the final Responses event, an error, or the cap.
@@ -618,8 +517,8 @@ function foldBody(r, data, flags) {
         return;
     }
     delete folds[id];
-    const answer = finish(st);
-    foldUsage(r, st, answer);
+    const answer = fold.finish(st);
+    charges.foldUsage(r, st, answer);
     // To foldAnswer in variables, not as the subrequest's body: it chooses the status from them.
     r.variables.gw_answer = JSON.stringify(answer) + '\n';
     r.variables.gw_answer_status = String(answer.error ? errorStatus(st, answer.error) : 200);
@@ -637,7 +536,7 @@ function errorStatus(st, error) {
     if (!st.tooLarge && typeof error.code === 'number' && error.code >= 400 && error.code <= 599) {
         return error.code;
     }
-    return 502;
+    return cfg.answers[st.tooLarge ? 'response_too_large' : 'bad_gateway'].status;
 }
 
 // js_content of the loopback fold server (nginx.conf): the front server proxies a non-streaming
@@ -666,11 +565,15 @@ function foldAnswer(r) {
             return;
         }
         if (clientLeft()) {
+            // What was streamed before the client left is charged (the engine did that work).
+            if (r.variables.gw_fold) {
+                charges.charge(r, r.headersIn[cfg.foldHeaders.tenant] || '', charges.promptEstimate(r));
+            }
             throw new Error('gateway: the client left; request ' + id + ' cancelled at the router');
         }
         if (gone && gone.get('answered:' + id)) {
             st.done = true;
-            fail(r, 502, tooLargeError(cfg.maxResponseBytes).message, 'server_error', 'response_too_large');
+            refuse(r, 'response_too_large', fold.tooLargeError(cfg.maxResponseBytes).message);
             setTimeout(function () {
                 throw new Error('gateway: request ' + id + ' over maxResponseBytes; cancelled at the router');
             }, 100);
@@ -687,7 +590,8 @@ function foldAnswer(r) {
     async function holdThenSend() {
         st.holds += 1;
         st.holding = true;
-        const outcome = await holdFor(r, model, Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWait), clientLeft);
+        const outcome = await holdFor(r, model, r.headersIn[cfg.foldHeaders.tenant] || '',
+                                      Math.min(Date.now() + cfg.hold.timeoutMs, started + maxWait), clientLeft);
         st.holding = false;
         if (outcome === 'released') {
             r.variables.gw_max_wait = String(Math.max(1, started + maxWait - Date.now()));
@@ -709,10 +613,10 @@ function foldAnswer(r) {
         if (st.done) {
             return;
         }
-        if (reply.status === 404 && servingOf(model)) {
+        if (reply.status === 404 && shares.servingOf(model)) {
             // A next revision with no server: its share goes to the serving one (as hold does).
-            countFallback(model);
-            model = servingOf(model);
+            counters.countFallback(model);
+            model = shares.servingOf(model);
             r.variables.gw_model = model;
             sendToRouter();
             return;
@@ -736,8 +640,7 @@ function foldAnswer(r) {
             r.headersOut['Content-Type'] = 'application/json';
             r.return(Number(v.gw_answer_status) || 200, v.gw_answer);
         } else if (reply.status === 200) {
-            fail(r, 502, 'The upstream stream ended before its end ([DONE] or the final event).', 'server_error',
-                 'bad_gateway');
+            refuse(r, 'bad_gateway', 'The upstream stream ended before its end ([DONE] or the final event).');
         } else if (reply.status === 404 || reply.status === 502 || reply.status === 503) {
             // No serving target or the router unreachable: nginx's error_page makes the OpenAI error.
             r.return(503);
@@ -751,381 +654,6 @@ function foldAnswer(r) {
     }
 }
 
-// ---- the fold (pure: no nginx objects; tests/gateway/js runs these on node) -----------------
-
-function newFold(kind, maxBytes, since) {
-    return {kind: kind, maxBytes: maxBytes, since: since || 0, bytes: 0, events: 0, error: null, tooLarge: false, complete: false,
-            sse: newReader(kind === 'responses' ? responsesWanted : null),
-            // chat
-            head: null, usage: null, choices: {},
-            // Responses
-            last: null};
-}
-
-// What one request costs is what its stream allocates: njs's legacy engine frees nothing before
-// the request ends. So the stream is read line by line from its buffers (indexOf on bytes, no
-// regular expressions: njs's regex split took 2.4 ms per 1 KiB event, measured), each data line
-// decoded once from the bytes (a newline never sits inside a multi-byte character), and the
-// Responses events that do not make the answer (every delta) are not decoded at all.
-function feed(st, data) {
-    if (st.tooLarge || st.error) {
-        return;
-    }
-    st.bytes += data.length;
-    if (st.bytes > st.maxBytes) {
-        st.tooLarge = true;
-        st.sse = newReader(null);
-        st.choices = {};
-        st.last = null;
-        return;
-    }
-    readBuffer(st.sse, typeof data === 'string' ? Buffer.from(data) : data, function (ev) {
-        foldEvent(st, ev);
-        return !st.error;
-    });
-}
-
-// ---- server-sent events: {event, data} from buffers --------------------------------------------
-
-// wanted(name) says whether an event named `name` is decoded (null: every event).
-function newReader(wanted) {
-    // data: the event's data lines joined (null: none yet; events have one data line, as a rule).
-    return {partial: [], name: '', data: null, skip: false, wanted: wanted};
-}
-
-// Calls onEvent({event, data}) for every event the buffer completes; stops when it returns false.
-function readBuffer(rd, buf, onEvent) {
-    let pos = 0;
-    while (pos < buf.length) {
-        const nl = buf.indexOf(10, pos);
-        if (nl < 0) {
-            rd.partial.push(buf.subarray(pos));
-            return;
-        }
-        let ok;
-        if (rd.partial.length) {
-            rd.partial.push(buf.subarray(pos, nl));
-            const line = Buffer.concat(rd.partial);
-            rd.partial = [];
-            ok = readLine(rd, line, 0, line.length, onEvent);
-        } else {
-            // The common case: the line is read where it lies (no Buffer made for it).
-            ok = readLine(rd, buf, pos, nl, onEvent);
-        }
-        pos = nl + 1;
-        if (ok === false) {
-            return;
-        }
-    }
-}
-
-// The end of the stream: an unterminated last line and event count as complete.
-function readEnd(rd, onEvent) {
-    if (rd.partial.length) {
-        const line = Buffer.concat(rd.partial);
-        rd.partial = [];
-        if (readLine(rd, line, 0, line.length, onEvent) === false) {
-            return;
-        }
-    }
-    readLine(rd, line0, 0, 0, onEvent);
-}
-
-const line0 = Buffer.alloc(0);
-
-const DATA = Buffer.from('data:');
-const EVENT_FIELD = Buffer.from('event:');
-
-function startsWith(buf, start, end, prefix) {
-    if (end - start < prefix.length) {
-        return false;
-    }
-    for (let i = 0; i < prefix.length; i++) {
-        if (buf[start + i] !== prefix[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-// The line buf[start, end) (its newline excluded).
-function readLine(rd, buf, start, end, onEvent) {
-    if (end > start && buf[end - 1] === 13) {
-        end--;
-    }
-    if (end === start) {
-        // A blank line ends the event.
-        if (rd.data === null) {
-            rd.name = '';
-            rd.skip = false;
-            return true;
-        }
-        const ev = {event: rd.name, data: rd.data};
-        rd.name = '';
-        rd.data = null;
-        rd.skip = false;
-        return onEvent(ev);
-    }
-    if (startsWith(buf, start, end, DATA)) {
-        if (!rd.skip) {
-            const from = start + (end - start > 5 && buf[start + 5] === 32 ? 6 : 5);
-            const text = buf.toString('utf8', from, end);
-            rd.data = rd.data === null ? text : rd.data + '\n' + text;
-        }
-    } else if (startsWith(buf, start, end, EVENT_FIELD)) {
-        rd.name = buf.toString('utf8', start + 6, end).trim();
-        rd.skip = rd.wanted !== null && !rd.wanted(rd.name);
-    }
-    return true;
-}
-
-function parseEvents(text) {
-    const events = [];
-    const rd = newReader(null);
-    function take(ev) {
-        events.push(ev);
-        return true;
-    }
-    readBuffer(rd, Buffer.from(text), take);
-    readEnd(rd, take);
-    return events;
-}
-
-// Responses: only the final events (and errors, and unnamed ones) are decoded.
-function responsesWanted(name) {
-    return name === '' || name === 'error' || name === 'response.completed' || name === 'response.incomplete'
-        || name === 'response.failed';
-}
-
-function foldEvent(st, ev) {
-    st.events++;
-    if (ev.data === '[DONE]') {
-        st.complete = true;
-        return;
-    }
-    let obj;
-    try {
-        obj = JSON.parse(ev.data);
-    } catch (e) {
-        st.error = {message: 'The upstream stream could not be read: ' + e.message, type: 'server_error',
-                    param: null, code: 'bad_gateway'};
-        return;
-    }
-    if (st.kind === 'chat') {
-        foldChatChunk(st, obj);
-    } else {
-        foldResponsesEvent(st, obj);
-    }
-}
-
-function tooLargeError(maxBytes) {
-    return {message: 'The answer is larger than the gateway assembles (' + maxBytes + ' bytes); use stream: true.',
-            type: 'server_error', param: null, code: 'response_too_large'};
-}
-
-// The answer at the end of the stream: the folded object, or an OpenAI error object.
-function finish(st) {
-    if (st.tooLarge) {
-        return {error: tooLargeError(st.maxBytes)};
-    }
-    if (!st.error) {
-        readEnd(st.sse, function (ev) {
-            foldEvent(st, ev);
-            return !st.error;
-        });
-    }
-    if (st.error) {
-        return {error: st.error};
-    }
-    const folded = st.kind === 'chat' ? chatAnswer(st) : responsesAnswer(st);
-    return folded.error ? {error: folded.error} : folded.answer;
-}
-
-function streamError(obj) {
-    if (obj.error) {
-        return typeof obj.error === 'object' ? obj.error : {message: String(obj.error), type: 'server_error', param: null, code: 500};
-    }
-    if (obj.object === 'error') {
-        return {message: obj.message, type: obj.type || 'server_error', param: obj.param || null, code: obj.code || 500};
-    }
-    return null;
-}
-
-// Chat: the chunks' deltas joined per choice, the last chunk's usage; vLLM's non-streaming
-// ChatCompletionResponse fields (vllm/entrypoints/openai/protocol.py) in its order.
-// Shared empty defaults (read only): a fresh `[]` or `{}` per event would stay allocated until the
-// request ends.
-const NONE = [];
-const NO_DELTA = {};
-const REASONING_KEYS = ['reasoning_content', 'reasoning'];
-
-function foldChatChunk(st, chunk) {
-    const err = streamError(chunk);
-    if (err) {
-        st.error = err;
-        return;
-    }
-    if (!st.head) {
-        st.head = {id: chunk.id, created: chunk.created, model: chunk.model,
-                   system_fingerprint: chunk.system_fingerprint,
-                   promptTokenIds: chunk.prompt_token_ids === undefined ? null : chunk.prompt_token_ids};
-    }
-    if (chunk.usage) {
-        st.usage = chunk.usage;
-    }
-    // vLLM 0.32 names its build in the usage chunk only, 0.11 in none: the last one sent.
-    if (chunk.system_fingerprint) {
-        st.head.system_fingerprint = chunk.system_fingerprint;
-    }
-    const list = chunk.choices || NONE;
-    for (let j = 0; j < list.length; j++) {
-        const c = list[j];
-        let ch = st.choices[c.index];
-        if (!ch) {
-            ch = st.choices[c.index] = {index: c.index, role: 'assistant', content: null, reasoning: null,
-                                        reasoningKey: null, tools: [], finish: null, stopReason: null,
-                                        logprobs: null, tokenIds: null};
-        }
-        const d = c.delta || NO_DELTA;
-        if (d.role) {
-            ch.role = d.role;
-        }
-        // Deltas are kept as pieces and joined once at the end: njs's legacy engine frees no
-        // string before the request ends, so `text += delta` kept every prefix (2 MB of content
-        // in 1 KiB deltas grew nginx by 2 GiB, measured; tests/gateway/test_gateway_memory.py).
-        if (typeof d.content === 'string') {
-            (ch.content = ch.content || []).push(d.content);
-        }
-        // The reasoning text under the name the engine streams it: vLLM 0.11 `reasoning_content`,
-        // later lines `reasoning` (their non-streaming message has only that one).
-        for (let k = 0; k < REASONING_KEYS.length; k++) {
-            const key = REASONING_KEYS[k];
-            if (typeof d[key] === 'string') {
-                ch.reasoningKey = key;
-                (ch.reasoning = ch.reasoning || []).push(d[key]);
-            }
-        }
-        const calls = d.tool_calls || NONE;
-        for (let k = 0; k < calls.length; k++) {
-            const tc = calls[k];
-            const at = typeof tc.index === 'number' ? tc.index : k;
-            let call = ch.tools[at];
-            if (!call) {
-                call = ch.tools[at] = {id: null, type: 'function', function: {name: [], arguments: []}};
-            }
-            if (tc.id) {
-                call.id = tc.id;
-            }
-            if (tc.type) {
-                call.type = tc.type;
-            }
-            if (tc.function) {
-                if (tc.function.name) {
-                    call.function.name.push(tc.function.name);
-                }
-                if (tc.function.arguments) {
-                    call.function.arguments.push(tc.function.arguments);
-                }
-            }
-        }
-        if (c.logprobs && Array.isArray(c.logprobs.content)) {
-            ch.logprobs = ch.logprobs || {content: []};
-            for (let k = 0; k < c.logprobs.content.length; k++) {
-                ch.logprobs.content.push(c.logprobs.content[k]);
-            }
-        }
-        // vLLM streams each chunk's token ids when asked (return_token_ids); joined, they are the
-        // non-streaming answer's list.
-        if (Array.isArray(c.token_ids)) {
-            ch.tokenIds = (ch.tokenIds || []).concat(c.token_ids);
-        }
-        if (c.finish_reason) {
-            ch.finish = c.finish_reason;
-        }
-        if (c.stop_reason !== undefined && c.stop_reason !== null) {
-            ch.stopReason = c.stop_reason;
-        }
-    }
-}
-
-function joined(parts) {
-    return parts ? parts.join('') : null;
-}
-
-function chatAnswer(st) {
-    if (!st.head) {
-        return {error: {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}};
-    }
-    const out = [];
-    const indexes = Object.keys(st.choices).map(Number).sort(function (a, b) { return a - b; });
-    for (let i = 0; i < indexes.length; i++) {
-        const ch = st.choices[indexes[i]];
-        const tools = ch.tools.filter(Boolean).map(function (call) {
-            return {id: call.id, type: call.type,
-                    function: {name: call.function.name.join(''), arguments: call.function.arguments.join('')}};
-        });
-        const message = {role: ch.role, content: joined(ch.content), refusal: null, annotations: null, audio: null,
-                         function_call: null};
-        // As OpenAI and vLLM after 0.11 answer: no `tool_calls` field without a tool call (0.11
-        // sends an empty list).
-        if (tools.length) {
-            message.tool_calls = tools;
-        }
-        // No reasoning streamed: the engine's own null field is left out rather than guessed, as
-        // its name depends on the engine's line.
-        if (ch.reasoningKey) {
-            message[ch.reasoningKey] = joined(ch.reasoning);
-        }
-        out.push({
-            index: ch.index,
-            message: message,
-            logprobs: ch.logprobs,
-            finish_reason: ch.finish,
-            stop_reason: ch.stopReason,
-            token_ids: ch.tokenIds,
-        });
-    }
-    const head = st.head;
-    return {answer: {
-        id: head.id, object: 'chat.completion', created: head.created, model: head.model, choices: out,
-        service_tier: null, system_fingerprint: head.system_fingerprint || null, usage: st.usage,
-        prompt_logprobs: null, prompt_token_ids: head.promptTokenIds, kv_transfer_params: null,
-    }};
-}
-
-// Responses: the final event (response.completed, .incomplete or .failed) carries the whole
-// Response object, which is exactly the non-streaming answer; only that one is kept.
-function foldResponsesEvent(st, ev) {
-    if (ev.type === 'error') {
-        st.error = {message: ev.message || 'error', type: 'server_error', param: ev.param || null, code: ev.code || 500};
-        return;
-    }
-    const err = ev.type ? null : streamError(ev);
-    if (err) {
-        st.error = err;
-        return;
-    }
-    if ((ev.type === 'response.completed' || ev.type === 'response.incomplete' || ev.type === 'response.failed')
-        && ev.response) {
-        st.last = ev.response;
-        st.complete = true;
-    }
-}
-
-function responsesAnswer(st) {
-    if (!st.last) {
-        return {error: {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}};
-    }
-    return {answer: st.last};
-}
-
-// Folds a whole event stream text at once (what the filters do buffer by buffer).
-function foldText(kind, text, maxBytes) {
-    const st = newFold(kind, maxBytes || Infinity, 0);
-    feed(st, Buffer.from(text));
-    return finish(st);
-}
-
 // ---- token limits: usage read from answers, charged at the limiter ---------------------------
 // Per-request state lives in js_var variables (not module variables), so it holds on njs engines
 // that reuse a VM between requests. The usage numbers are the engine's (chat: `prompt_tokens`,
@@ -1133,287 +661,91 @@ function foldText(kind, text, maxBytes) {
 // stream's final usage is its total). A stream that carries none (a client that did not ask for
 // `stream_options.include_usage`) is charged the x-input-tokens estimate plus one token per event.
 
-const PROMPT_USED = /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g;
-const COMPLETION_USED = /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g;
-const EVENT = /(?:^|\n)data:/g;
 
-function lastMatch(re, text) {
-    let found = '';
-    let m;
-    re.lastIndex = 0;
-    while ((m = re.exec(text)) !== null) {
-        found = m[1];
-    }
-    return found;
-}
 
-function countUsage(r, data, last) {
-    const chunk = data.length ? data.toString() : '';
-    // The previous chunk's end joins this one: a number split between two buffers still matches.
-    const text = (r.variables.gw_usage_tail || '') + chunk;
-    const prompt = lastMatch(PROMPT_USED, text);
-    const completion = lastMatch(COMPLETION_USED, text);
-    if (prompt) {
-        r.variables.gw_prompt_used = prompt;
-    }
-    if (completion) {
-        r.variables.gw_completion_used = completion;
-    }
-    const events = (chunk.match(EVENT) || []).length;
-    if (events) {
-        r.variables.gw_events_seen = String(Number(r.variables.gw_events_seen || 0) + events);
-    }
-    r.variables.gw_usage_tail = text.slice(-64);
-    if (last) {
-        charge(r, r.variables.gw_tenant);
-    }
-}
 
-// The folded answer's usage (chat: usage.prompt_tokens / completion_tokens; Responses:
-// usage.input_tokens / output_tokens), read once at the end instead of scanning every buffer
-// of the stream: each scan's text stays allocated until the request ends on njs's legacy engine.
-function foldUsage(r, st, answer) {
-    const u = answer && answer.usage;
-    if (u) {
-        const prompt = u.prompt_tokens !== undefined ? u.prompt_tokens : u.input_tokens;
-        const completion = u.completion_tokens !== undefined ? u.completion_tokens : u.output_tokens;
-        if (typeof prompt === 'number') {
-            r.variables.gw_prompt_used = String(prompt);
-        }
-        if (typeof completion === 'number') {
-            r.variables.gw_completion_used = String(completion);
-        }
-    }
-    r.variables.gw_events_seen = String(st.events);
-    // The tenant as the front server resolved it (this subrequest has no key to resolve).
-    charge(r, r.headersIn[cfg.foldHeaders.tenant] || '');
-}
 
-// A token-limited tenant's usage of this answer, added to what the limiter is owed.
-function charge(r, tenantName) {
-    const t = tenantConfig(tenantName);
-    if (!t || !t.tokenLimited || !ngx.shared.gw_pending) {
-        return;
-    }
-    let used;
-    if (r.variables.gw_prompt_used || r.variables.gw_completion_used) {
-        used = Number(r.variables.gw_prompt_used || 0) + Number(r.variables.gw_completion_used || 0);
-    } else {
-        used = Number(r.variables.gw_input_tokens || 0) + Number(r.variables.gw_events_seen || 0);
-    }
-    if (used > 0) {
-        ngx.shared.gw_pending.incr(tenantName, used, 0);
-    }
-}
 
-// js_body_filter of @gw_stream (streams and embeddings): bytes pass unchanged, usage is read.
-function countStream(r, data, flags) {
-    if (r.status === 200) {
-        countUsage(r, data, flags.last);
-    }
-    r.sendBuffer(data, flags);
-}
+
 
 // js_body_filter of @gw_fold: the fold, whose usage is counted from the answer (foldUsage).
 function foldCounted(r, data, flags) {
     foldBody(r, data, flags);
 }
 
-// js_set $gw_charge, read by the limit check: this tenant's usage not yet charged, taken (an
-// atomic decrement, so usage added meanwhile by another worker stays for the next check).
+
+
+
+// ---- handlers nginx.conf names that live in modules ---------------------------------------------
+
+// js_set $gw_tenant (tenants.js).
+function tenant(r) {
+    return tenants.tenant(r);
+}
+
+// js_body_filter of @gw_stream (charges.js).
+function countStream(r, data, flags) {
+    charges.countStream(r, data, flags);
+}
+
+// js_set $gw_charge (charges.js).
 function takeCharge(r) {
-    const tenantName = r.variables.gw_tenant;
-    const pending = ngx.shared.gw_pending;
-    if (!tenantName || !pending) {
-        return '0';
-    }
-    const owed = pending.get(tenantName) || 0;
-    if (owed > 0) {
-        pending.incr(tenantName, -owed, 0);
-    }
-    return String(owed);
+    return charges.takeCharge(r);
 }
 
-// The limiter's header names come from the settings (limiter.py, LIMITER_HEADERS).
-function chargeHeaders(tenantName, owed) {
-    const headers = {};
-    headers[cfg.limiterHeaders.tenant] = tenantName;
-    headers[cfg.limiterHeaders.tokens] = String(owed);
-    return headers;
+// js_periodic (charges.js).
+function flushCharges() {
+    return charges.flushCharges();
 }
 
-// js_periodic (every second): usage of tenants that sent no further request from this replica
-// goes to the limiter through the loopback server (nginx.conf, /_gw/charge).
-async function flushCharges() {
-    const pending = ngx.shared.gw_pending;
-    if (!pending) {
-        return;
-    }
-    const names = pending.keys();
-    for (let i = 0; i < names.length; i++) {
-        const owed = pending.get(names[i]) || 0;
-        if (owed <= 0) {
-            continue;
-        }
-        pending.incr(names[i], -owed, 0);
-        try {
-            await ngx.fetch('http://' + cfg.internalListen + '/_gw/charge', {
-                method: 'POST', headers: chargeHeaders(names[i], owed)});
-        } catch (e) {
-            ngx.log(ngx.WARN, 'gateway: the limiter did not take ' + owed + ' tokens of ' + names[i] + ': ' + e.message);
-        }
-    }
-}
-
-// ---- metrics: Prometheus counters of this replica ------------------------------------------
+// ---- the log phase ---------------------------------------------------------------------------
 // js_set $gw_observe is referenced only by an access log (nginx.conf), so it runs once per
 // request in the log phase, when status and times are final; every answer passes there (429s,
-// nginx's own errors, clients that left). Labels are bounded: the tenant comes from the config,
-// the model is set only once admitted ('' before: 401, 429, bad bodies).
-
-const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
-const FAMILIES = [
-    ['gateway_requests_total', 'counter', 'Requests answered, by tenant, model and HTTP status.'],
-    ['gateway_rate_limited_total', 'counter', 'Requests answered 429 by the limits, by the limit reached.'],
-    ['gateway_time_to_first_byte_seconds', 'histogram', "Time until the router's first byte (its response header)."],
-    ['gateway_request_duration_seconds', 'histogram', 'Time from the request to the end of its answer.'],
-    ['gateway_prompt_tokens_total', 'counter', 'Prompt (input) tokens, as the engine reported them.'],
-    ['gateway_completion_tokens_total', 'counter', 'Completion (output) tokens, as the engine reported them.'],
-    ['gateway_held_total', 'counter', 'Requests held while their model had no server, by how the hold ended '
-        + '(released, timeout, full: over a bound, gone: the client left).'],
-    ['gateway_next_revision_fallbacks_total', 'counter', "Requests of a next revision's share sent to the serving "
-        + 'revision, its router having no server for the next one (model: the next revision).'],
-];
-
-function labelValue(v) {
-    return String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-}
-
-function histogram(m, name, series, seconds) {
-    // Every bucket is written (0 adds nothing but creates it): a histogram lists all of them.
-    for (let i = 0; i < BUCKETS.length; i++) {
-        m.incr(name + '_bucket' + series + ',le="' + BUCKETS[i] + '"}', seconds <= BUCKETS[i] ? 1 : 0, 0);
-    }
-    m.incr(name + '_bucket' + series + ',le="+Inf"}', 1, 0);
-    m.incr(name + '_sum' + series + '}', seconds, 0);
-    m.incr(name + '_count' + series + '}', 1, 0);
-}
-
-// What the fold server said of a folded answer, in its response header named by the settings
-// (foldHeaders; the front hides them from the client): nginx's $upstream_http_<name>.
-function foldAnswerHeader(r, which) {
-    return r.variables['upstream_http_' + cfg.foldHeaders[which].replace(/-/g, '_')] || '';
-}
-
+// nginx's own errors, clients that left): the stream's charge, the budgets given back, the
+// metrics (metrics.js).
 function observe(r) {
-    const m = ngx.shared.gw_metrics;
-    if (!m) {
-        return '';
-    }
-    const series = '{tenant="' + labelValue(r.variables.gw_tenant || '') + '",model="'
-        + labelValue(r.variables.gw_model || '') + '"';
-    const status = r.variables.status;
-    if (status === '499' && r.variables.gw_kind && ngx.shared.gw_gone) {
-        // A non-streaming call whose client left: its fold request (foldAnswer) ends itself.
+    if (r.variables.status === '499' && (r.variables.gw_kind || r.variables.gw_holds) && ngx.shared.gw_gone) {
+        // A non-streaming call whose client left: its fold request (foldAnswer) ends itself; a
+        // held one: its wait (waitHold) leaves the pool.
         ngx.shared.gw_gone.set(r.variables.request_id, 1);
     }
-    m.incr('gateway_requests_total' + series + ',status="' + status + '"}', 1, 0);
-    if (status === '429') {
-        m.incr('gateway_rate_limited_total' + series + ',limit="' + (r.variables.gw_limit_kind || 'requests') + '"}', 1, 0);
-    }
-    // Folded answers: the router's first byte as the fold server saw it.
-    const first = parseFloat(foldAnswerHeader(r, 'firstByte') || r.variables.upstream_header_time || '');
-    if (first >= 0) {
-        histogram(m, 'gateway_time_to_first_byte_seconds', series, first);
-    }
-    histogram(m, 'gateway_request_duration_seconds', series, parseFloat(r.variables.request_time) || 0);
-    const prompt = Number(r.variables.gw_prompt_used || foldAnswerHeader(r, 'promptUsed') || 0);
-    const completion = Number(r.variables.gw_completion_used || foldAnswerHeader(r, 'completionUsed') || 0);
-    if (prompt > 0) {
-        m.incr('gateway_prompt_tokens_total' + series + '}', prompt, 0);
-    }
-    if (completion > 0) {
-        m.incr('gateway_completion_tokens_total' + series + '}', completion, 0);
-    }
+    charges.chargeStream(r);
+    admission.release(r);
+    counters.count(r);
     return '';
 }
 
-// A histogram's buckets in increasing `le` order (as text, "10" would sort before "2.5").
-function bySeriesThenBucket(x, y) {
-    const le = /,le="([^"]*)"\}$/;
-    const mx = le.exec(x);
-    const my = le.exec(y);
-    const bx = mx ? x.slice(0, mx.index) : x;
-    const by = my ? y.slice(0, my.index) : y;
-    if (bx !== by || !mx || !my) {
-        return bx < by ? -1 : (bx > by ? 1 : (x < y ? -1 : 1));
-    }
-    const vx = mx[1] === '+Inf' ? Infinity : parseFloat(mx[1]);
-    const vy = my[1] === '+Inf' ? Infinity : parseFloat(my[1]);
-    return vx - vy;
-}
-
-// The held requests now, one series per admitted model (0 too: a scaler's query then always finds
-// its series, and a model asleep with nobody waiting reads 0, not "no data").
-function heldLines(lines) {
-    const held = ngx.shared.gw_held;
-    if (!cfg.hold || !held) {
-        return;
-    }
-    lines.push('# HELP gateway_held_requests Requests held now while their model has no server (this replica).',
-               '# TYPE gateway_held_requests gauge');
-    for (let i = 0; i < cfg.models.length; i++) {
-        lines.push('gateway_held_requests{model="' + labelValue(cfg.models[i]) + '"} '
-                   + Math.max(0, held.get(heldKey(cfg.models[i])) || 0));
-    }
-}
-
-// GET /metrics on the health port: the counters in Prometheus' text format.
+// GET /metrics on the health port.
 function metrics(r) {
-    const m = ngx.shared.gw_metrics;
-    const keys = m ? m.keys().sort(bySeriesThenBucket) : [];
-    const lines = [];
-    for (let f = 0; f < FAMILIES.length; f++) {
-        const name = FAMILIES[f][0];
-        lines.push('# HELP ' + name + ' ' + FAMILIES[f][2], '# TYPE ' + name + ' ' + FAMILIES[f][1]);
-        const prefixes = FAMILIES[f][1] === 'histogram' ? [name + '_bucket{', name + '_sum{', name + '_count{'] : [name + '{'];
-        for (let p = 0; p < prefixes.length; p++) {
-            for (let k = 0; k < keys.length; k++) {
-                if (keys[k].indexOf(prefixes[p]) === 0) {
-                    lines.push(keys[k] + ' ' + m.get(keys[k]));
-                }
-            }
-        }
-    }
-    heldLines(lines);
-    r.headersOut['Content-Type'] = 'text/plain; version=0.0.4';
-    r.return(200, lines.join('\n') + '\n');
+    counters.page(r);
 }
 
 function chat(r) {
-    handle(r, 'chat');
+    return handle(r, 'chat');
 }
 
 function responses(r) {
-    handle(r, 'responses');
+    return handle(r, 'responses');
 }
 
 function embeddings(r) {
-    handle(r, 'embeddings');
+    return handle(r, 'embeddings');
 }
 
 // GET /v1/models: the router's {"model_ids": [...]} (the models routable on the router pod that
 // answers) as OpenAI's list, narrowed to what the caller may use.
 async function models(r) {
+    if (!canonical(r, 'models')) {
+        return;
+    }
     if (r.method !== 'GET') {
-        fail(r, 405, r.method + ' is not allowed on /v1/models; use GET', 'invalid_request_error',
-             'method_not_allowed', null, {'Allow': 'GET'});
+        refuse(r, 'method_not_allowed', r.method + ' is not allowed on /v1/models; use GET', null, {'Allow': 'GET'});
         return;
     }
     const who = cfg.apiKeys ? r.variables.gw_tenant : '';
     if (cfg.apiKeys && !who) {
-        fail(r, 401, bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.',
-             'invalid_request_error', 'invalid_api_key', null, {'WWW-Authenticate': 'Bearer'});
+        refuse(r, 'invalid_api_key', tenants.bearer(r) ? 'Incorrect API key provided.' : 'You did not provide an API key.', null,
+               {'WWW-Authenticate': 'Bearer'});
         return;
     }
     let ids;
@@ -1423,7 +755,7 @@ async function models(r) {
         unavailable(r, e.message);
         return;
     }
-    const allowed = allowedModels(who);
+    const allowed = tenants.allowedModels(who);
     const created = Math.floor(Date.now() / 1000);
     // A model asleep (no server, so not in the router's list) is still one clients may call.
     for (let i = 0; i < cfg.sleepers.length; i++) {
@@ -1442,12 +774,12 @@ function unsupported(r) {
     const message = (completions
         ? 'The legacy /v1/completions endpoint is not served here (the router cannot route it); use /v1/chat/completions.'
         : 'Unknown endpoint ' + r.method + ' ' + r.uri + '.') + ' Supported: ' + SUPPORTED + '.';
-    fail(r, 404, message, 'invalid_request_error', 'unsupported_endpoint');
+    refuse(r, 'unsupported_endpoint', message);
 }
 
 export default {tenant, authorize, chat, responses, embeddings, models, unsupported, foldHeaders, foldBody, foldAnswer, hold,
+                waitHold, released, admitRequest,
                 countStream, foldCounted, takeCharge, flushCharges, observe, metrics,
                 // Not handlers: the pure functions, for the script's own tests (njs exports only a
                 // default object).
-                pure: {inputTokens, affinityKey, routedModel, splitBucket, maxWaitMs, parseEvents, streamError, asStream, topMembers,
-                       spliceMembers, newFold, feed, finish, foldText}};
+                pure: {affinityKey, routedModel: shares.routedModel, splitBucket: shares.splitBucket, maxWaitMs}};

@@ -51,23 +51,27 @@ function check(r) {
     const dict = ngx.shared.gw_limits;
     const now = Date.now();
     charge(dict, name, limits, tokensOf(r.headersIn[cfg.headers.tokens]), now);
+    // Both limits are asked before either refuses, and Retry-After is the later of the two times
+    // at which each admits the request again: told only one, a client retrying then would be
+    // refused by the other.
+    let tokensWait = 0;
     if (limits.tokenIntervalMs) {
+        // Empty (or overdrawn): admitted again once it has refilled above zero.
         const owed = Math.max(dict.get('t:' + name) || 0, now) - limits.tokenToleranceMs - now;
-        if (owed >= 0) {
-            // Empty (or overdrawn): admitted again once it has refilled above zero.
-            refuse(r, 'tokens', owed + 1);
-            return;
-        }
+        tokensWait = owed >= 0 ? owed + 1 : 0;
+    }
+    let requestsWait = 0;
+    let due = 0;
+    if (limits.requestIntervalMs) {
+        due = Math.max(dict.get('r:' + name) || 0, now);
+        requestsWait = Math.max(0, due - limits.requestToleranceMs - now);
+    }
+    if (tokensWait > 0 || requestsWait > 0) {
+        refuse(r, tokensWait >= requestsWait ? 'tokens' : 'requests', Math.max(tokensWait, requestsWait));
+        return;
     }
     if (limits.requestIntervalMs) {
-        const key = 'r:' + name;
-        const due = Math.max(dict.get(key) || 0, now);
-        const wait = due - limits.requestToleranceMs - now;
-        if (wait > 0) {
-            refuse(r, 'requests', wait);
-            return;
-        }
-        dict.set(key, due + limits.requestIntervalMs);
+        dict.set('r:' + name, due + limits.requestIntervalMs);
     }
     r.return(204);
 }

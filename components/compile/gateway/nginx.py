@@ -45,6 +45,7 @@ from typing import Optional
 from ...config.gateway import GatewayConfig
 from . import limiter as lim
 from . import nginx_syntax as syntax
+from . import statuses
 from .nginx_syntax import BLANK, Block, Node, block, comment, d
 from .resolver import RESOLVER_FILE
 
@@ -76,6 +77,9 @@ HEALTH_PATH = "/healthz"
 INTERNAL_PORT = 8082
 # Loopback only: the fold server, where a non-streaming call is folded before its status is chosen.
 FOLD_PORT = 8083
+# The API server's answers to errors raised before nginx has a URI (_unparsed_error_locations).
+BAD_REQUEST_URI = "/_gw/error/bad_request"
+INTERNAL_ERROR_URI = "/_gw/error/internal"
 # Prometheus text format, on the health port (never on the API port clients reach).
 METRICS_PATH = "/metrics"
 
@@ -86,6 +90,9 @@ TLS12_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDH
 TLS_SESSION_CACHE = "2m"
 
 SCRIPT = "gateway.js"
+# The modules gateway.js imports (by bare name, from js_path: the config directory).
+MODULES = ("body.js", "usage.js", "fold.js", "admission.js", "pools.js", "metrics.js", "tenants.js", "split.js",
+           "charges.js")
 SETTINGS = "gateway_config.js"
 NGINX_CONF = "nginx.conf"
 
@@ -103,10 +110,18 @@ ROUTER_REQUEST_HEADERS = (
 # key resolved to (its subrequest has no key to resolve); it answers with the usage and the
 # router's first-byte time for the front's metrics, which the front keeps from the client.
 FOLD_HEADERS = {"kind": "x-gw-fold-kind", "tenant": "x-gw-fold-tenant", "promptUsed": "x-gw-fold-prompt-used",
-                "completionUsed": "x-gw-fold-completion-used", "firstByte": "x-gw-fold-first-byte"}
+                "completionUsed": "x-gw-fold-completion-used", "firstByte": "x-gw-fold-first-byte",
+                # A held streaming call's wait (@gw_wait): when it ends at the latest (ms since the epoch).
+                "holdUntil": "x-gw-hold-until"}
 FOLD_ANSWER_HEADERS = tuple(FOLD_HEADERS[k] for k in ("promptUsed", "completionUsed", "firstByte"))
 # The front's deadline for the fold server: the router's, and a little for the fold itself.
 FOLD_EXTRA_SECONDS = 10
+# The fold server's location where a held streaming call waits (_wait_locations).
+WAIT_PATH = "/_gw/wait"
+# How much of a stream the gateway reads for its usage (gateway.js, countStream): njs keeps what a
+# body filter is given until the request ends, about three times the bytes read; past this the
+# rest of the stream passes unread and its events are estimated from the bytes sent.
+STREAM_READ_BYTES = 128 * 1024
 # How often a held request asks the router whether its model is listed (router.gateway.hold): the
 # most a wake adds to the first byte.
 HOLD_POLL_MS = 250
@@ -182,6 +197,21 @@ class GatewaySettings:
     # Models with a next revision (models[].next): model -> (the revision's router id, percent of
     # new conversations it gets).
     splits: tuple[tuple[str, str, int], ...] = ()
+    # router.gateway.inFlight: what one replica holds at once, each tenant its share.
+    in_flight_requests: int = 128
+    in_flight_body_bytes: int = 64 * 1024 * 1024
+    in_flight_folds: int = 2
+
+    def in_flight(self) -> dict[str, int]:
+        """The replica's budgets and each tenant's share of them (gateway.js, admitRequest): the
+        budget over the tenants, so one tenant at its share leaves the others theirs; at least one
+        request, one largest body and one fold (with more tenants than that, the replica's budget
+        still holds: the last units go to whoever asks first)."""
+        tenants = max(1, len(self.tenants)) if self.keys_file else 1
+        return {"requests": self.in_flight_requests, "bodyBytes": self.in_flight_body_bytes,
+                "folds": self.in_flight_folds, "tenantRequests": max(1, self.in_flight_requests // tenants),
+                "tenantBodyBytes": max(min(self.max_body_bytes, self.in_flight_body_bytes), self.in_flight_body_bytes // tenants),
+                "tenantFolds": max(1, self.in_flight_folds // tenants)}
 
     @classmethod
     def of(cls, gateway: GatewayConfig, upstream: str, models: tuple[str, ...],
@@ -213,13 +243,15 @@ class GatewaySettings:
             hold_timeout_seconds=gateway.hold.timeout_seconds, hold_max_per_model=gateway.hold.max_per_model,
             hold_max_total=gateway.hold.max_total, sleepers=tuple(n for n in sleepers if n in models),
             splits=tuple(split for split in splits if split[0] in models),
+            in_flight_requests=gateway.in_flight.max_requests, in_flight_body_bytes=gateway.in_flight.max_body_bytes,
+            in_flight_folds=gateway.in_flight.max_folds,
         )
 
 
 @cache
-def script() -> str:
-    """gateway.js, shipped beside this module."""
-    return resources.files(__package__).joinpath(SCRIPT).read_text(encoding="utf-8")
+def script(name: str = SCRIPT) -> str:
+    """gateway.js (or one of the MODULES it imports), shipped beside this module."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def settings_module(s: GatewaySettings) -> str:
@@ -235,6 +267,11 @@ def settings_module(s: GatewaySettings) -> str:
         "timeoutMs": s.timeout_seconds * 1000,
         "retryAfterSeconds": s.retry_after_seconds,
         "maxResponseBytes": s.max_response_bytes,
+        "maxBodyBytes": s.max_body_bytes,
+        "inFlight": s.in_flight(),
+        # Each error answer's status and type by its code (statuses.py): the script's refuse().
+        "answers": statuses.settings(),
+        "streamReadBytes": STREAM_READ_BYTES,
         "internalListen": s.internal_listen,
         "limiterHeaders": lim.LIMITER_HEADERS,
         # The fold server's (the front's request id is how it knows its front request).
@@ -258,8 +295,17 @@ def settings_module(s: GatewaySettings) -> str:
             f"export default {json.dumps(settings, indent=2, sort_keys=True)};\n")
 
 
-def _error_json(message: str, kind: str, code: str) -> str:
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+def _error_json(code: str, message: str) -> str:
+    """One of the gateway's own error answers (statuses.py: its type and status by code)."""
+    return json.dumps({"error": {"message": message, "type": statuses.answer(code).type, "param": None, "code": code}})
+
+
+def _busy_json(s: GatewaySettings, what: str) -> str:
+    """A full in-flight budget: the tenant's share (429), or without keys the replica's (503)."""
+    if s.keys_file:
+        return _error_json("too_many_requests_in_flight", f"Too many {what} for your API key on this gateway "
+                           "replica at once (its share); retry when some have ended.") + "\n"
+    return _error_json("service_unavailable", f"The gateway replica has too many {what} at once; retry later.") + "\n"
 
 
 def _ids() -> list[Node]:
@@ -268,9 +314,10 @@ def _ids() -> list[Node]:
             d("add_header", "x-client-request-id", "$gw_client_request_id", "always")]
 
 
-def _error_location(name: str, status: int, body: str, *headers: Node) -> Block:
-    """A named location answering one of the gateway's own errors as OpenAI error JSON."""
-    return block("location", name, body=[_ids(), headers, d("return", status, body + "\n")])
+def _error_location(name: str, code: str, body: str, *headers: Node) -> Block:
+    """A named location answering one of the gateway's own errors as OpenAI error JSON, with the
+    status statuses.py gives its code."""
+    return block("location", name, body=[_ids(), headers, d("return", statuses.answer(code).status, body + "\n")])
 
 
 def _to_limiter() -> list[Node]:
@@ -297,10 +344,10 @@ def _limiter_http(s: GatewaySettings) -> list[Node]:
     limited = _limited(s)
     if not limited:
         return []
-    requests = _error_json("Rate limit reached for your API key (requests per minute); retry after the time "
-                           "in Retry-After.", "rate_limit_error", "rate_limit_exceeded")
-    tokens = _error_json("Token limit reached for your API key (tokens per minute); retry after the time in "
-                         "Retry-After.", "rate_limit_error", "rate_limit_exceeded")
+    requests = _error_json("rate_limit_exceeded", "Rate limit reached for your API key (requests per minute); "
+                           "retry after the time in Retry-After.")
+    tokens = _error_json("rate_limit_exceeded", "Token limit reached for your API key (tokens per minute); retry "
+                         "after the time in Retry-After.")
     out: list[Node] = [
         BLANK,
         comment("Tenants with limits ask the limiter; the others pass without a call."),
@@ -343,7 +390,7 @@ def _limiter_locations(s: GatewaySettings) -> list[Node]:
             d("error_page", 500, 502, 503, 504, "=", "@gw_limit_open"),
         ]),
         block("location", "@gw_limit_open", body=[d("return", 204)]),
-        _error_location("@gw_rate_limited", 429, "$gw_limited_body",
+        _error_location("@gw_rate_limited", "rate_limit_exceeded", "$gw_limited_body",
                         d("add_header", "Retry-After", "$gw_limit_retry", "always")),
     ]
 
@@ -450,8 +497,17 @@ def _script(s: GatewaySettings) -> list[Node]:
         # A mark outlives the longest fold (the deadline and the fold's own extra).
         d("js_shared_dict_zone", "zone=gw_gone:1m", "type=number", f"timeout={s.timeout_seconds + 60}s", "evict"),
         comment("Usage read from answers (countStream / foldCounted) for the metrics and token limits."),
-        [d("js_var", f"$gw_{name}") for name in ("usage_tail", "prompt_used", "completion_used", "events_seen")],
+        [d("js_var", f"$gw_{name}") for name in ("prompt_used", "completion_used", "events_seen")],
         d("js_set", "$gw_observe", "gw.observe"),
+        comment("What the replica holds at once, per tenant and in all (gateway.js, admitRequest): taken in the\n"
+                "rewrite phase of the API locations, given back in the log phase."),
+        d("js_shared_dict_zone", "zone=gw_admit:1m", "type=number"),
+        d("js_set", "$gw_admit", "gw.admitRequest"),
+        [d("js_var", f"$gw_{name}") for name in ("admitted", "busy", "fold_admitted")],
+        block("map", "$gw_busy", "$gw_busy_body", body=[
+            d("bodyBytes", _busy_json(s, "bytes of request bodies open")),
+            d("default", _busy_json(s, "requests open")),
+        ]),
         d("js_shared_dict_zone", "zone=gw_metrics:4m", "type=number"),
         _hold_zone(s),
     ]
@@ -463,7 +519,9 @@ def _hold_zone(s: GatewaySettings) -> list[Node]:
     return [comment("Requests held now, per model and in all (router.gateway.hold): the bounds, and the demand\n"
                     "the metrics show. $gw_holds: how often this request was held."),
             d("js_shared_dict_zone", "zone=gw_held:256k", "type=number"),
-            d("js_var", "$gw_holds")]
+            d("js_var", "$gw_holds"), d("js_var", "$gw_hold_until"),
+            comment("A named location's proxy_pass takes a URI only through a variable (@gw_wait)."),
+            block("map", "", "$gw_wait_path", body=[d("default", WAIT_PATH)])]
 
 
 def _client_request_id() -> list[Node]:
@@ -474,6 +532,25 @@ def _client_request_id() -> list[Node]:
                 "when a plain token, is kept for correlation: logged and echoed as x-client-request-id."),
         block("map", "$http_x_request_id", "$gw_client_request_id", body=[
             d("~^[A-Za-z0-9._:-]{1,128}$", "$http_x_request_id"),
+            d("default", ""),
+        ]),
+    ]
+
+
+# The paths the gateway serves, each exactly as a client must send it (the raw request line, not
+# nginx's normalised $uri: `/v1//chat/completions` or `/v1/x/../chat/completions` would match a
+# location after normalisation). What reaches the router is the path itself, never the caller's
+# text or query.
+API_PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/models")
+
+
+def _canonical_path() -> list[Node]:
+    return [
+        BLANK,
+        comment("$gw_path: the canonical path the request line names exactly (a query is allowed and dropped);\n"
+                "empty for any other form, which the script answers 404 (gateway.js, canonical)."),
+        block("map", "$request_uri", "$gw_path", body=[
+            [d(f"~^{path}(?:\\?|$)", path) for path in API_PATHS],
             d("default", ""),
         ]),
     ]
@@ -496,11 +573,13 @@ def _router_upstream(s: GatewaySettings) -> list[Node]:
     ]
 
 
-def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds: int = 0) -> list[Node]:
+def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds: int = 0,
+              spliced: bool = False) -> list[Node]:
     """A model call: only the contract's headers, no retry, the deadline, internal answers hidden.
 
     ``relayed``: the fold server's subrequest, which forwards the headers (and the body) the
-    front server sent it; otherwise the script's variables and spliced body are sent."""
+    front server sent it; otherwise the script's variables are sent, with the client's body as
+    nginx holds it (its temp file) or, ``spliced``, the script's rewrite of it (the fold's)."""
     timeout = f"{s.timeout_seconds + extra_seconds}s"
     return [
         d("proxy_pass", to),
@@ -510,7 +589,7 @@ def _contract(s: GatewaySettings, to: str, relayed: bool = False, extra_seconds:
         d("proxy_set_header", "Content-Type", "application/json"),
         d("proxy_set_header", "Accept", "$http_accept"),
         [d("proxy_set_header", name, _relayed(name, s) if relayed else value) for name, value in ROUTER_REQUEST_HEADERS],
-        None if relayed else d("proxy_set_body", "$gw_body"),
+        d("proxy_set_body", "$gw_body") if spliced else None,
         d("proxy_next_upstream", "off"),
         d("proxy_connect_timeout", "5s"),
         d("proxy_read_timeout", timeout),
@@ -531,8 +610,9 @@ def _relayed(name: str, s: GatewaySettings) -> str:
 
 
 def _to_router(s: GatewaySettings) -> list[Node]:
-    """A model call to the router, from the front server."""
-    return _contract(s, "http://$gw_router")
+    """A model call to the router, from the front server: to the canonical path the request was
+    classified by (a URI given with variables is sent as it is, without the caller's query)."""
+    return _contract(s, "http://$gw_router$gw_path")
 
 
 def _upstream_errors(s: GatewaySettings) -> list[Node]:
@@ -560,16 +640,22 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
     # one auth_request per location: with limited tenants the limiter's check (``/_gw/limit``)
     # refuses a keyless request first, else ``/_gw/auth`` only checks the key.
     auth = [d("auth_request", "/_gw/auth")] if s.keys_file else []
-    # The model list and unknown paths need the key only; the model calls the limits too.
+    # Every endpoint counts against the tenant's rate (the model list and unknown paths too).
     limits = [d("auth_request", "/_gw/limit"),
               d("auth_request_set", "$gw_limit_retry", "$upstream_http_retry_after"),
               d("auth_request_set", "$gw_limit_kind", lim.header_variable("upstream_http", LIMIT_KIND))] if _limited(s) else auth
+    # Before the key check and the body: the replica's budgets (gateway.js, admitRequest). Answered
+    # here, in the rewrite phase: a content handler (js_content) would read the body first.
+    admit = block("if", "$gw_admit", body=[
+        _ids(), d("add_header", "Retry-After", 1 if s.keys_file else s.retry_after_seconds, "always"),
+        d("return", statuses.answer("too_many_requests_in_flight" if s.keys_file else "service_unavailable").status,
+          "$gw_busy_body")])
     return [
-        block("location", "=", "/v1/chat/completions", body=[limits, d("js_content", "gw.chat")]),
-        block("location", "=", "/v1/responses", body=[limits, d("js_content", "gw.responses")]),
-        block("location", "=", "/v1/embeddings", body=[limits, d("js_content", "gw.embeddings")]),
-        block("location", "=", "/v1/models", body=[auth, d("js_content", "gw.models")]),
-        block("location", "/", body=[auth, d("js_content", "gw.unsupported")]),
+        block("location", "=", "/v1/chat/completions", body=[admit, limits, d("js_content", "gw.chat")]),
+        block("location", "=", "/v1/responses", body=[admit, limits, d("js_content", "gw.responses")]),
+        block("location", "=", "/v1/embeddings", body=[admit, limits, d("js_content", "gw.embeddings")]),
+        block("location", "=", "/v1/models", body=[admit, limits, d("js_content", "gw.models")]),
+        block("location", "/", body=[admit, limits, d("js_content", "gw.unsupported")]),
         comment("auth_request's subrequest: headers only (a subrequest never reads the client's body)."),
         block("location", "=", "/_gw/auth", body=[d("internal"), d("js_content", "gw.authorize")]),
         BLANK,
@@ -586,12 +672,15 @@ def _api_locations(s: GatewaySettings) -> list[Node]:
                 "once the answer is folded, its status chosen then. Proxied, so a client that leaves closes\n"
                 "this request at once, and its log phase tells the fold server (gateway.js, foldAnswer)."),
         block("location", "@gw_fold", body=[
-            _contract(s, f"http://{s.fold_listen}", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds),
+            _contract(s, f"http://{s.fold_listen}$gw_path", extra_seconds=FOLD_EXTRA_SECONDS + s.hold_timeout_seconds,
+                      spliced=True),
             d("proxy_set_header", FOLD_HEADERS["kind"], "$gw_kind"),
             d("proxy_set_header", FOLD_HEADERS["tenant"], "$gw_tenant"),
             [d("proxy_hide_header", name) for name in FOLD_ANSWER_HEADERS],
             d("proxy_hide_header", "x-client-request-id"),
             d("proxy_buffering", "on"),
+            comment("In memory only (the answer is folded, at most maxResponseBytes): /tmp holds request bodies."),
+            d("proxy_max_temp_file_size", 0),
             comment("The fold server's answers are final (OpenAI errors included); only a failure to reach\n"
                     "it is turned into one here."),
             d("proxy_intercept_errors", "off"),
@@ -633,32 +722,73 @@ def _hold_location(s: GatewaySettings) -> list[Node]:
         return []
     return [comment("Streaming calls and embeddings the router had no server for: held (or, a next revision's,\n"
                     "sent to the serving one), then sent again."),
-            block("location", "@gw_hold", body=[d("js_content", "gw.hold")])]
+            block("location", "@gw_hold", body=[d("js_content", "gw.hold")]),
+            _wait_locations(s)]
+
+
+def _wait_locations(s: GatewaySettings) -> list[Node]:
+    """The wait of a held streaming call, proxied to the fold server (gateway.js, waitHold): a
+    proxied request notices its client leaving at once (its log phase marks it in gw_gone, and
+    the wait leaves the pool at its next look); the js_content handler that holds it could not.
+    The wait answers 409 when the model is listed (the call is sent again) or the client's 503."""
+    if not s.hold_timeout_seconds:
+        return []
+    return [
+        block("location", "@gw_wait", body=[
+            d("proxy_pass", f"http://{s.fold_listen}$gw_wait_path"),
+            d("proxy_http_version", "1.0"),
+            d("proxy_pass_request_headers", "off"),
+            d("proxy_pass_request_body", "off"),
+            d("proxy_set_header", "Content-Length", ""),
+            [d("proxy_set_header", name, value) for name, value in ROUTER_REQUEST_HEADERS[:2]],  # the id, the model
+            d("proxy_set_header", FOLD_HEADERS["tenant"], "$gw_tenant"),
+            d("proxy_set_header", FOLD_HEADERS["holdUntil"], "$gw_hold_until"),
+            d("proxy_connect_timeout", "5s"),
+            d("proxy_read_timeout", f"{s.hold_timeout_seconds + FOLD_EXTRA_SECONDS}s"),
+            [d("proxy_hide_header", name) for name in ("x-request-id", "x-client-request-id")],
+            comment("409: released. The wait's 503s pass as they are; failing to reach it is a 503 too."),
+            d("proxy_intercept_errors", "on"),
+            d("recursive_error_pages", "on"),
+            d("error_page", 409, "=", "@gw_released"),
+            d("error_page", 502, 504, "=", "@gw_unavailable"),
+        ]),
+        block("location", "@gw_released", body=[d("js_content", "gw.released")]),
+    ]
 
 
 def _error_locations(s: GatewaySettings) -> list[Node]:
     """The gateway's own errors, as OpenAI error JSON."""
     return [
-        _error_location("@gw_unauthorized", 401, _error_json(
-            "Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`.",
-            "invalid_request_error", "invalid_api_key"),
+        _error_location("@gw_unauthorized", "invalid_api_key", _error_json(
+            "invalid_api_key", "Incorrect API key provided, or none: send it as `Authorization: Bearer <key>`."),
             d("add_header", "WWW-Authenticate", "Bearer", "always")),
-        _error_location("@gw_unavailable", 503, _error_json(
-            "No server can take requests for this model right now; retry later.",
-            "service_unavailable", "service_unavailable"),
+        _error_location("@gw_unavailable", "service_unavailable", _error_json(
+            "service_unavailable", "No server can take requests for this model right now; retry later."),
             d("add_header", "Retry-After", s.retry_after_seconds, "always")),
-        _error_location("@gw_timeout", 504, _error_json("The request timed out upstream.", "timeout", "timeout")),
-        _error_location("@gw_too_large", 413, _error_json(
-            f"The request body is larger than {s.max_body_bytes} bytes.", "invalid_request_error",
-            "request_too_large")),
-        _error_location("@gw_too_many_connections", 429, _error_json(
-            f"Too many open connections from your address (at most {s.connections_per_address}); close some and "
-            "retry.", "rate_limit_error", "too_many_connections"),
+        _error_location("@gw_timeout", "timeout", _error_json("timeout", "The request timed out upstream.")),
+        _error_location("@gw_too_large", "request_too_large", _error_json(
+            "request_too_large", f"The request body is larger than {s.max_body_bytes} bytes.")),
+        _error_location("@gw_too_many_connections", "too_many_connections", _error_json(
+            "too_many_connections", f"Too many open connections from your address (at most "
+            f"{s.connections_per_address}); close some and retry."),
             d("add_header", "Retry-After", 1, "always")),
-        _error_location("@gw_bad_request", 400, _error_json(
-            "The request could not be read.", "invalid_request_error", "bad_request")),
-        _error_location("@gw_internal", 500, _error_json(
-            "The gateway failed to handle the request.", "server_error", "internal_error")),
+        _error_location("@gw_internal", "internal_error", _error_json(
+            "internal_error", "The gateway failed to handle the request.")),
+    ]
+
+
+def _unparsed_error_locations() -> list[Node]:
+    """Errors nginx raises before it has a URI (a malformed request line or URI: `/%zz`,
+    `/../x`), answered by URI: a redirect to a named location needs the request's URI and fails
+    with a 500 without one."""
+    def by_uri(uri: str, code: str, message: str) -> Block:
+        return block("location", "=", uri, body=[d("internal"), _ids(),
+                                                 d("return", statuses.answer(code).status, _error_json(code, message) + "\n")])
+
+    return [
+        comment("Malformed request lines and URIs (and HTTP versions nginx does not speak): a 400, never a 5xx."),
+        by_uri(BAD_REQUEST_URI, "bad_request", "The request could not be read: a malformed request line, URI or header."),
+        by_uri(INTERNAL_ERROR_URI, "internal_error", "The gateway failed to handle the request."),
     ]
 
 
@@ -698,8 +828,8 @@ def _tls_server(s: GatewaySettings) -> list[Node]:
 def _tls_location(s: GatewaySettings) -> list[Node]:
     if s.tls_dir is None:
         return []
-    return [_error_location("@gw_plain_http", 400, _error_json(
-        "This port serves HTTPS only; call it with https://.", "invalid_request_error", "https_required"))]
+    return [_error_location("@gw_plain_http", "https_required", _error_json(
+        "https_required", "This port serves HTTPS only; call it with https://."))]
 
 
 def _api_server(s: GatewaySettings) -> Block:
@@ -715,11 +845,12 @@ def _api_server(s: GatewaySettings) -> Block:
         d("error_page", 429, "=", "@gw_too_many_connections"),
         # The limiter's "limited" (auth_request passes only 401 and 403 through) becomes 429.
         d("error_page", 403, "=", "@gw_rate_limited") if _limited(s) else None,
-        d("error_page", 400, "=", "@gw_bad_request"),
-        d("error_page", 500, "=", "@gw_internal"),
+        d("error_page", 400, 505, "=400", BAD_REQUEST_URI),
+        d("error_page", 500, INTERNAL_ERROR_URI),
         BLANK,
         _api_locations(s),
         _error_locations(s),
+        _unparsed_error_locations(),
         _tls_location(s),
         _limiter_locations(s),
     ])
@@ -755,6 +886,7 @@ def _fold_server(s: GatewaySettings) -> list[Node]:
             fold_location("chat", "/v1/chat/completions"),
             fold_location("responses", "/v1/responses"),
             _router_models() if s.hold_timeout_seconds else None,
+            block("location", "=", WAIT_PATH, body=[d("js_content", "gw.waitHold")]) if s.hold_timeout_seconds else None,
             block("location", "/", body=[d("return", 404)]),
             _error_locations(s),
         ])
@@ -789,6 +921,7 @@ def nginx_tree(s: GatewaySettings) -> list[Node]:
             _script(s),
             _tls_http(s),
             _client_request_id(),
+            _canonical_path(),
             _limiter_http(s),
             _router_upstream(s),
             BLANK,
@@ -806,7 +939,8 @@ def nginx_conf(s: GatewaySettings) -> str:
 
 def render_files(s: GatewaySettings) -> dict[str, str]:
     """The ConfigMap's data: file name -> text."""
-    files = {NGINX_CONF: nginx_conf(s), SCRIPT: script(), SETTINGS: settings_module(s)}
+    files = {NGINX_CONF: nginx_conf(s), SCRIPT: script(), **{name: script(name) for name in MODULES},
+             SETTINGS: settings_module(s)}
     if s.limiter:
         files.update(limiter_files(s))
     return files

@@ -4,9 +4,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import gw from '../../../components/compile/gateway/gateway.js';
+import body from 'body.js';
+import fold from 'fold.js';
 import cfg from 'gateway_config.js';
 
 const P = gw.pure;
+const F = fold;
 
 function sse(objects, names) {
     return objects.map(function (o, i) {
@@ -31,7 +34,7 @@ test('chat fold joins deltas per choice, keeps usage and vLLM field order', func
         chunk([], {usage: {prompt_tokens: 3, completion_tokens: 2, total_tokens: 5}, system_fingerprint: 'vllm-0.32.0'}),
         '[DONE]',
     ]);
-    const answer = P.foldText('chat', text);
+    const answer = F.foldText('chat', text);
     // vLLM 0.32 names its build in the usage chunk only.
     assert.equal(answer.system_fingerprint, 'vllm-0.32.0');
     assert.equal('tool_calls' in answer.choices[0].message, false, 'no tool call: no tool_calls field');
@@ -62,7 +65,7 @@ test('chat fold keeps the reasoning field name and the token ids the engine stre
         chunk([{index: 0, delta: {reasoning: 'ink', content: 'ok'}, token_ids: [6, 7], finish_reason: 'stop'}]),
         '[DONE]',
     ]);
-    const answer = P.foldText('chat', text);
+    const answer = F.foldText('chat', text);
     const message = answer.choices[0].message;
     assert.equal(message.reasoning, 'think');
     assert.equal('reasoning_content' in message, false);
@@ -76,7 +79,7 @@ test('chat fold joins tool-call deltas by index', function () {
         chunk([{index: 0, delta: {tool_calls: [{index: 1, id: 'c2', function: {name: 'put', arguments: '{}'}}]}}]),
         chunk([{index: 0, delta: {tool_calls: [{index: 0, function: {arguments: '{"a": 1}'}}]}, finish_reason: 'tool_calls'}]),
     ]);
-    assert.deepEqual(P.foldText('chat', text).choices[0].message.tool_calls, [
+    assert.deepEqual(F.foldText('chat', text).choices[0].message.tool_calls, [
         {id: 'c1', type: 'function', function: {name: 'get', arguments: '{"a": 1}'}},
         {id: 'c2', type: 'function', function: {name: 'put', arguments: '{}'}},
     ]);
@@ -89,15 +92,15 @@ test('errors in the stream become OpenAI error objects', function () {
         ['chat', sse([{object: 'error', message: 'bad', type: 'BadRequestError', code: 400}]),
          {message: 'bad', type: 'BadRequestError', param: null, code: 400}],
         ['chat', sse([{error: 'plain'}]), {message: 'plain', type: 'server_error', param: null, code: 500}],
-        ['chat', 'data: [DONE]\n\n', {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 502}],
+        ['chat', 'data: [DONE]\n\n', {message: 'The upstream stream ended without an answer.', type: 'server_error', param: null, code: 'bad_gateway'}],
         ['chat', 'data: {not json\n\n', null],
         ['responses', sse([{type: 'error', message: 'engine died', code: 'engine_error'}], ['error']),
          {message: 'engine died', type: 'server_error', param: null, code: 'engine_error'}],
         ['responses', sse([{type: 'response.created', response: {id: 'r'}}], ['response.created']),
-         {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 502}],
+         {message: 'The upstream stream ended without a completed response.', type: 'server_error', param: null, code: 'bad_gateway'}],
     ];
     for (const [kind, text, error] of cases) {
-        const out = P.foldText(kind, text);
+        const out = F.foldText(kind, text);
         assert.deepEqual(Object.keys(out), ['error'], text);
         if (error) {
             assert.deepEqual(out.error, error);
@@ -113,7 +116,7 @@ test('responses fold answers with the final response object', function () {
         const text = sse([{type: 'response.created', response: {id: 'resp_1', status: 'in_progress'}},
                           {type: 'response.output_text.delta', delta: 'x'},
                           {type: last, response: final}], ['response.created', 'response.output_text.delta', last]);
-        assert.deepEqual(P.foldText('responses', text), final);
+        assert.deepEqual(F.foldText('responses', text), final);
     }
 });
 
@@ -121,77 +124,52 @@ test('the fold is the same however the stream is cut into buffers, multi-byte ch
     const text = sse([chunk([{index: 0, delta: {role: 'assistant', content: 'caf\u00e9 \u{1F600} '}}]),
                       chunk([{index: 0, delta: {content: '\u4e2d\u6587'}, finish_reason: 'stop'}]), '[DONE]'])
         .replace(/\n\n/g, '\r\n\r\n');
-    const whole = P.foldText('chat', text);
+    const whole = F.foldText('chat', text);
     assert.equal(whole.choices[0].message.content, 'caf\u00e9 \u{1F600} \u4e2d\u6587');
     const bytes = Buffer.from(text);
     for (const size of [1, 2, 3, 7, 64]) {
-        const st = P.newFold('chat', Infinity, 0);
+        const st = F.newFold('chat', Infinity, 0);
         for (let i = 0; i < bytes.length; i += size) {
-            P.feed(st, bytes.subarray(i, i + size));
+            F.feed(st, bytes.subarray(i, i + size));
         }
-        assert.deepEqual(P.finish(st), whole, 'buffers of ' + size);
+        assert.deepEqual(F.finish(st), whole, 'buffers of ' + size);
     }
 });
 
 test('a stream over the bound is refused and its state dropped', function () {
-    const st = P.newFold('chat', 100, 0);
-    P.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
-    assert.equal(P.finish(st).error.code, 'response_too_large');
+    const st = F.newFold('chat', 100, 0);
+    F.feed(st, Buffer.from(sse([chunk([{index: 0, delta: {content: 'x'.repeat(200)}}])])));
+    assert.equal(F.finish(st).error.code, 'response_too_large');
     assert.deepEqual(st.choices, {});
     assert.deepEqual(st.sse.partial, []);
 });
 
 test('two folds never share state', function () {
-    const a = P.newFold('chat', Infinity, 0);
-    const b = P.newFold('chat', Infinity, 0);
-    P.feed(a, Buffer.from(sse([chunk([{index: 0, delta: {content: 'A'}}])])));
-    P.feed(b, Buffer.from(sse([chunk([{index: 0, delta: {content: 'B'}}])])));
-    assert.equal(P.finish(a).choices[0].message.content, 'A');
-    assert.equal(P.finish(b).choices[0].message.content, 'B');
+    const a = F.newFold('chat', Infinity, 0);
+    const b = F.newFold('chat', Infinity, 0);
+    F.feed(a, Buffer.from(sse([chunk([{index: 0, delta: {content: 'A'}}])])));
+    F.feed(b, Buffer.from(sse([chunk([{index: 0, delta: {content: 'B'}}])])));
+    assert.equal(F.finish(a).choices[0].message.content, 'A');
+    assert.equal(F.finish(b).choices[0].message.content, 'B');
 });
 
 test('parseEvents reads names, joins data lines, skips comments and blank blocks', function () {
-    assert.deepEqual(P.parseEvents(': ping\n\nevent: x\ndata: a\ndata:b\n\n\n\ndata: [DONE]\n\n'),
+    assert.deepEqual(F.parseEvents(': ping\n\nevent: x\ndata: a\ndata:b\n\n\n\ndata: [DONE]\n\n'),
                      [{event: 'x', data: 'a\nb'}, {event: '', data: '[DONE]'}]);
-});
-
-test('the body sent upstream is the client text with stream members spliced in', function () {
-    const cases = [
-        ['chat', '{"model": "m", "seed": 9223372036854775807, "x": 1.50, "stream": false}',
-         '{"stream":true,"stream_options":{"include_usage":true},"model": "m","seed": 9223372036854775807,"x": 1.50}'],
-        ['chat', '{ "stream_options" : {"continuous_usage_stats": true} , "n": [1, {"a": "}"}], "s": "q\\"," }',
-         '{"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true},"n": [1, {"a": "}"}],"s": "q\\","}'],
-        ['responses', '{"input":"hi","stream":null,"max_output_tokens":18446744073709551615}',
-         '{"stream":true,"input":"hi","max_output_tokens":18446744073709551615}'],
-        ['chat', '{}', '{"stream":true,"stream_options":{"include_usage":true}}'],
-    ];
-    for (const [kind, text, expected] of cases) {
-        const out = P.asStream(kind, text, JSON.parse(text));
-        assert.equal(out, expected);
-        JSON.parse(out);
-    }
-});
-
-test('input token estimates', function () {
-    const cases = [
-        ['chat', {messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content: 'Hi there'}]}, 5 + 8],
-        ['chat', {messages: [{role: 'user', content: [{type: 'text', text: 'abcd'}, {type: 'image_url', image_url: {url: 'http://x'}}]}]}, 1 + 4],
-        ['chat', {messages: [{role: 'assistant', tool_calls: [{function: {name: 'ab', arguments: '{"x":1}'}}]}]}, 3 + 4],
-        ['chat', {}, 0],
-        ['responses', {input: 'abcdefgh', instructions: 'abcd'}, 3 + 4],
-        ['responses', {input: [{role: 'user', content: 'ab'}, {role: 'user', content: 'cd'}]}, 1 + 8],
-        ['embeddings', {input: [[1, 2, 3], [4, 5]]}, 5],
-        ['embeddings', {input: [1, 2]}, 2],
-        ['embeddings', {input: ['abcd', 'efgh']}, 2],
-        ['embeddings', {input: 'abcde'}, 2],
-    ];
-    for (const [kind, body, tokens] of cases) {
-        assert.equal(P.inputTokens(kind, body), tokens, JSON.stringify(body));
-    }
 });
 
 function request(headers) {
     return {headersIn: headers || {}};
+}
+
+// What handle() gives affinityKey: the body as body.js read it, the tenant.
+function admitted(kind, obj, tenant) {
+    const scan = body.scanBody(body.bufferReader(Buffer.from(JSON.stringify(obj))), kind, cfg.affinity.maxLeadingMessages);
+    return {scan: scan, model: scan.model, tenant: tenant};
+}
+
+function key(r, kind, obj, tenant) {
+    return P.affinityKey(r, admitted(kind, obj, tenant));
 }
 
 test('affinity keys: one per conversation prefix, tenant and model; the session header wins', function () {
@@ -199,23 +177,26 @@ test('affinity keys: one per conversation prefix, tenant and model; the session 
     const turn1 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}]};
     const turn2 = {model: 'm', messages: [sys, {role: 'user', content: 'U1'}, {role: 'assistant', content: 'A'},
                                           {role: 'user', content: 'U2'}]};
-    const key = P.affinityKey(request(), 'chat', turn1, 't');
-    assert.match(key, /^[0-9a-f]{32}$/);
-    assert.equal(P.affinityKey(request(), 'chat', turn2, 't'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', turn1, 'other-tenant'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', Object.assign({}, turn1, {model: 'n'}), 't'), key);
-    assert.notEqual(P.affinityKey(request(), 'chat', {model: 'm', messages: [sys, {role: 'user', content: 'U9'}]}, 't'), key);
+    const first = key(request(), 'chat', turn1, 't');
+    assert.match(first, /^[0-9a-f]{32}$/);
+    assert.equal(key(request(), 'chat', turn2, 't'), first);
+    assert.notEqual(key(request(), 'chat', turn1, 'other-tenant'), first);
+    assert.notEqual(key(request(), 'chat', Object.assign({}, turn1, {model: 'n'}), 't'), first);
+    assert.notEqual(key(request(), 'chat', {model: 'm', messages: [sys, {role: 'user', content: 'U9'}]}, 't'), first);
     // At most maxLeadingMessages (4) messages: a fifth system message changes nothing.
     const many = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'X'}]};
     const fewer = {model: 'm', messages: [sys, sys, sys, sys, {role: 'system', content: 'Y'}]};
-    assert.equal(P.affinityKey(request(), 'chat', many, 't'), P.affinityKey(request(), 'chat', fewer, 't'));
-    const session = P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn1, 't');
-    assert.notEqual(session, key);
-    assert.equal(P.affinityKey(request({'x-session-id': 's1'}), 'chat', turn2, 't'), session);
-    assert.equal(P.affinityKey(request(), 'responses', {model: 'm', input: 'U1'}, 't'),
-                 P.affinityKey(request(), 'responses', {model: 'm', input: [{role: 'user', content: 'U1'}]}, 't'));
-    assert.equal(P.affinityKey(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
-                 P.affinityKey(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
+    assert.equal(key(request(), 'chat', many, 't'), key(request(), 'chat', fewer, 't'));
+    const session = key(request({'x-session-id': 's1'}), 'chat', turn1, 't');
+    assert.notEqual(session, first);
+    assert.equal(key(request({'x-session-id': 's1'}), 'chat', turn2, 't'), session);
+    // Responses: the instructions and the leading input items.
+    const r1 = {model: 'm', instructions: 'I', input: [{role: 'user', content: 'U1'}]};
+    assert.equal(key(request(), 'responses', r1, 't'),
+                 key(request(), 'responses', Object.assign({}, r1, {input: r1.input.concat([{role: 'user', content: 'U2'}])}), 't'));
+    assert.notEqual(key(request(), 'responses', r1, 't'), key(request(), 'responses', Object.assign({}, r1, {instructions: 'J'}), 't'));
+    assert.equal(key(request(), 'embeddings', {model: 'm', input: ['a', 'b']}, 't'),
+                 key(request(), 'embeddings', {model: 'm', input: 'a'}, 't'));
 });
 
 // models[].next: the rendered settings give model `m` a next revision `m-next` at 30 percent
@@ -223,7 +204,7 @@ test('affinity keys: one per conversation prefix, tenant and model; the session 
 function conversations(n) {
     const keys = [];
     for (let i = 0; i < n; i++) {
-        keys.push(P.affinityKey(request(), 'chat', {model: 'm', messages: [{role: 'user', content: 'conversation ' + i}]}, 't'));
+        keys.push(key(request(), 'chat', {model: 'm', messages: [{role: 'user', content: 'conversation ' + i}]}, 't'));
     }
     return keys;
 }
