@@ -40,7 +40,8 @@ NODE_IP=10.88.0.1
 # nodes (10.240.0.<n>, stages/10-node-initialize.yaml). kube-proxy programs every Service's
 # endpoints, fake ones too: a connection to such a Service must end here, not leave the machine.
 FAKE_RANGES=(10.244.0.0/16 10.240.0.0/16)
-GUARD=LLM-SERVING-NODE-GUARD
+GUARD_FWD=LLM-SERVING-NODE-FWD
+GUARD_OUT=LLM-SERVING-NODE-OUT
 NODE_LABEL=llm-serving.dev/real-node
 LOCAL_PVS=${LLM_SERVING_REAL_NODE_PVS:-2}
 KUBELET_PORT=10250
@@ -120,17 +121,21 @@ make_bridge() {
 }
 
 guard_rules() {
-  # Pods reach only the bridge (other pods, the host's address on it); nothing from elsewhere is
-  # forwarded to them; and no connection to KWOK's made-up addresses leaves the machine.
-  local ipt=iptables r
-  $ipt -N "$GUARD" 2>/dev/null || $ipt -F "$GUARD"
-  $ipt -A "$GUARD" -i "$BRIDGE" ! -o "$BRIDGE" -j REJECT -m comment --comment "llm-serving real node: pods talk only on their bridge"
-  $ipt -A "$GUARD" -o "$BRIDGE" ! -i "$BRIDGE" -j REJECT -m comment --comment "llm-serving real node: nothing forwarded to pods from outside"
+  # Pods reach only the bridge (other pods, the host's address on it), nothing from elsewhere is
+  # forwarded to them, and no connection to KWOK's made-up addresses leaves the machine. In the
+  # mangle table, which the node's other pieces leave alone: kube-router ACCEPTs policy-compliant
+  # pod traffic in filter FORWARD ahead of any rule of ours there. FORWARD sees a pod's packets
+  # after kube-proxy's DNAT; POSTROUTING sees the host's own (mangle OUTPUT comes before DNAT).
+  local r
+  iptables -t mangle -N "$GUARD_FWD" 2>/dev/null || iptables -t mangle -F "$GUARD_FWD"
+  iptables -t mangle -A "$GUARD_FWD" -i "$BRIDGE" ! -o "$BRIDGE" -j DROP -m comment --comment "llm-serving real node: pods talk only on their bridge"
+  iptables -t mangle -A "$GUARD_FWD" ! -i "$BRIDGE" -o "$BRIDGE" -j DROP -m comment --comment "llm-serving real node: nothing forwarded to pods from elsewhere"
+  iptables -t mangle -N "$GUARD_OUT" 2>/dev/null || iptables -t mangle -F "$GUARD_OUT"
   for r in "${FAKE_RANGES[@]}"; do
-    $ipt -A "$GUARD" -d "$r" -j REJECT -m comment --comment "llm-serving real node: KWOK's made-up addresses stay here"
+    iptables -t mangle -A "$GUARD_OUT" -d "$r" -j DROP -m comment --comment "llm-serving real node: KWOK's made-up addresses stay here"
   done
-  $ipt -C FORWARD -j "$GUARD" 2>/dev/null || $ipt -I FORWARD 1 -j "$GUARD"
-  $ipt -C OUTPUT -j "$GUARD" 2>/dev/null || $ipt -I OUTPUT 1 -j "$GUARD"
+  iptables -t mangle -C FORWARD -j "$GUARD_FWD" 2>/dev/null || iptables -t mangle -I FORWARD 1 -j "$GUARD_FWD"
+  iptables -t mangle -C POSTROUTING -j "$GUARD_OUT" 2>/dev/null || iptables -t mangle -I POSTROUTING 1 -j "$GUARD_OUT"
 }
 
 # Chains the node's pieces make: kubelet and kube-proxy (KUBE-*), the CNI plugins (CNI-*),
@@ -493,7 +498,8 @@ cleanup() {
   remove_ipsets
   remove_cgroups
   restore_sysctls
-  rm -rf "$STATE" "$RUN/kubelet" "$RUN/cni" "$RUN/volumes" "$RUN/pids"
+  # --one-file-system: never through a mount that outlived the unmounts above.
+  rm -rf --one-file-system "$STATE" "$RUN/kubelet" "$RUN/cni" "$RUN/volumes" "$RUN/pids"
   # The shims' sockets live under containerd's fixed /run/containerd/s (not its state dir); the
   # shims remove them, the empty directories stay: no other containerd runs here.
   [[ -d /run/containerd ]] && find /run/containerd -depth -type d -empty -delete 2>/dev/null || true
@@ -537,10 +543,12 @@ drain_node() { # delete the node's pods and wait until its kubelet has stopped t
 cmd_stop() {
   local cluster=$1 owner name
   export KUBECONFIG_PATH=${2:-}
+  # Not this cluster's node: nothing to do, and no wait on the lock (another cluster may be
+  # starting its node).
+  [[ "$(cat "$OWNER" 2>/dev/null)" == "$cluster" ]] || return 0
   take_lock
   owner=$(cat "$OWNER" 2>/dev/null || true)
-  [[ -n $owner ]] || return 0
-  if [[ $owner != "$cluster" ]]; then return 0; fi
+  [[ $owner == "$cluster" ]] || return 0
   local env_file; env_file="$(bash "$HERE/build.sh" --env-path 2>/dev/null)" && source "$env_file"
   mkdir -p "$RUN/logs"
   : >"$RUN/logs/stop.log"
