@@ -6,7 +6,8 @@
 #   scripts/node/build.sh --env-path  print the env file to source (fails if not built)
 #
 # - Debian packages (apt-get): containerd, runc, the CNI plugins, iptables, ipset, conntrack,
-#   busybox-static (the check image), gcc + libc6-dev (the pause program);
+#   nftables (`nft`: a stop deletes the iptables tables a start created), busybox-static (the
+#   check image), gcc + libc6-dev (the pause program);
 # - bin/kubelet, bin/kube-proxy: built in a wrapper module that copies the toolchain's Kubernetes
 #   wrapper (scripts/toolchain/bootstrap.sh: the same k8s.io/kubernetes pin and staging
 #   replaces), with the same version stamps, so they match the control plane;
@@ -43,7 +44,7 @@ case "${1:-}" in
   *) die "unknown argument: $1 (use --env-path)" ;;
 esac
 
-PACKAGES=(containerd runc containernetworking-plugins iptables ipset conntrack busybox-static gcc libc6-dev)
+PACKAGES=(containerd runc containernetworking-plugins iptables ipset conntrack nftables busybox-static gcc libc6-dev)
 have_packages() {
   local p
   for p in "${PACKAGES[@]}"; do
@@ -64,6 +65,10 @@ if have_packages && have_kube && have_coredns && have_router && have_pause && ha
 fi
 
 mkdir -p "$BIN" "$IMAGES" "$SRC" "$LOGS"
+# One build at a time (scripts/test.sh starts one early in the background; the real-node group's
+# `cluster.sh start` then waits here and finds everything built).
+exec 6>"$REAL_NODE_DIR/build.lock"
+flock 6
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 export GOMODCACHE="${LLM_SERVING_GOMODCACHE:-$TOOLCHAIN_ROOT/go/mod}"

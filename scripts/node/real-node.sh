@@ -98,6 +98,30 @@ stop_piece() { local pid; if pid=$(piece_pid "$1"); then stop_pid "$pid" "${2:-1
 
 # --- host networking ---------------------------------------------------------------------------
 SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables)
+# iptables here is iptables-nft: the first rule in a table creates that nftables table, and
+# removing the rules leaves it (empty, every chain ACCEPT). A start records the tables there were;
+# a stop deletes the ones it made once they hold no rule.
+record_tables() {
+  local ipt
+  for ipt in iptables ip6tables; do
+    [[ -f $RUN/$ipt.tables ]] || "$ipt-save" 2>/dev/null | awk '/^\*/ {print substr($1, 2)}' >"$RUN/$ipt.tables"
+  done
+}
+remove_new_tables() {
+  local ipt family table
+  for ipt in iptables ip6tables; do
+    [[ -f $RUN/$ipt.tables ]] || continue
+    if [[ $ipt == iptables ]]; then family=ip; else family=ip6; fi
+    for table in $("$ipt-save" 2>/dev/null | awk '/^\*/ {print substr($1, 2)}'); do
+      grep -qx "$table" "$RUN/$ipt.tables" && continue
+      # Only a table with nothing in it: no rule, no chain of its own.
+      [[ -z $("$ipt" -t "$table" -S | grep -v '^-P ') ]] || continue
+      nft delete table "$family" "$table" 2>/dev/null || true
+    done
+    rm -f "$RUN/$ipt.tables"
+  done
+}
+
 set_sysctls() {
   local key saved="$RUN/sysctl.saved"
   [[ -f $saved ]] || for key in "${SYSCTLS[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$saved"
@@ -291,7 +315,7 @@ start_kubelet() {
   kubelet_config "$dns" "$address" "$kwok_dir/pki/ca.crt" >"$RUN/kubelet/config.yaml"
   launch kubelet "$LLM_SERVING_REAL_NODE_BIN/kubelet" --config "$RUN/kubelet/config.yaml" \
     --kubeconfig "$KUBECONFIG_PATH" --hostname-override "$name" --node-ip "$NODE_IP" \
-    --node-labels "$NODE_LABEL=true,node-role.kubernetes.io/real-worker=" \
+    --node-labels "$NODE_LABEL=true" \
     --root-dir "$RUN/kubelet/root" --cert-dir "$RUN/kubelet/pki" -v 1
   wait_for 90 "node $name Ready (log: $RUN/logs/kubelet.log)" \
     bash -c "[[ \$(kubectl --kubeconfig '$KUBECONFIG_PATH' get node '$name' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}') == True ]]"
@@ -441,6 +465,7 @@ cmd_start() {
   trap 'start_failed' EXIT
   log "starting the real node $name ($NODE_IP on bridge $BRIDGE) for cluster $cluster"
   dns=$(dns_ip) || die "cannot read the kubernetes Service of cluster $cluster"
+  record_tables
   set_sysctls
   make_bridge
   guard_rules
@@ -496,6 +521,7 @@ cleanup() {
   remove_chains iptables
   remove_chains ip6tables
   remove_ipsets
+  remove_new_tables
   remove_cgroups
   restore_sysctls
   # --one-file-system: never through a mount that outlived the unmounts above.
@@ -599,6 +625,7 @@ cmd_status() {
   return $rc
 }
 
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0  # sourced: the functions only
 case "${1:-}" in
   start) [[ $# == 4 ]] || die "usage: $0 start <cluster> <kubeconfig> <kwok cluster dir>"; cmd_start "$2" "$3" "$4" ;;
   stop) [[ $# -ge 2 ]] || die "usage: $0 stop <cluster> [<kubeconfig>]"; cmd_stop "$2" "${3:-}" ;;
