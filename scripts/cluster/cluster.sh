@@ -544,7 +544,7 @@ cmd_start() {
     else
       log "cluster $CLUSTER_NAME was made by another toolchain version; recreating"
     fi
-    bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH"
+    bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" --forget-volumes
     stop_lws
     delete_cluster
   fi
@@ -575,7 +575,7 @@ cmd_start() {
 cmd_stop() {
   need_toolchain
   # First, while the API server still answers (the node's pods are deleted through it).
-  bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH"
+  bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" --forget-volumes
   stop_lws
   if cluster_exists; then
     delete_cluster

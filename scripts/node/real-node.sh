@@ -5,7 +5,9 @@
 # called alone, but it can be:
 #
 #   real-node.sh start <cluster> <kubeconfig> <kwok cluster dir>   start it for that cluster
-#   real-node.sh stop <cluster> [<kubeconfig>]   stop it if that cluster owns it, clean everything
+#   real-node.sh stop <cluster> [<kubeconfig> [--forget-volumes]]
+#                                                stop it if that cluster owns it, clean everything
+#                                                (and delete its volumes' data: the cluster goes)
 #   real-node.sh owner                           print the cluster that owns it (exit 1: none)
 #   real-node.sh status                          one line per piece (exit 1 unless all run)
 #   real-node.sh verify <kubeconfig>             prove a real pod (see cmd_verify)
@@ -240,6 +242,7 @@ cni_conflist() {
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$NODE_IP"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "$RUN/cni/ipam"
       }
     }
@@ -452,6 +455,7 @@ cmd_start() {
     fi
     log "cluster '$owner' owned a real node that is no longer running: cleaning up after it"
     KUBECONFIG_PATH="" cleanup
+    forget_volumes
   fi
   if [[ $owner == "$cluster" ]] && all_running \
       && [[ $(kc get node "$name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; then
@@ -525,18 +529,19 @@ cleanup() {
   remove_cgroups
   restore_sysctls
   # --one-file-system: never through a mount that outlived the unmounts above.
-  rm -rf --one-file-system "$STATE" "$RUN/kubelet" "$RUN/cni" "$RUN/volumes" "$RUN/pids"
+  rm -rf --one-file-system "$STATE" "$RUN/kubelet" "$RUN/cni" "$RUN/pids"
   # The shims' sockets live under containerd's fixed /run/containerd/s (not its state dir); the
   # shims remove them, the empty directories stay: no other containerd runs here.
   [[ -d /run/containerd ]] && find /run/containerd -depth -type d -empty -delete 2>/dev/null || true
-  # The Node object and its PVs go with it (its pods were deleted before; a later start registers it again).
+  # The Node object goes (its pods were deleted before; a later start registers it again). Its
+  # PVs and their directories stay while the cluster does: a claim bound to one finds its data
+  # when the node is back (forget_volumes, when the cluster is deleted or another takes the node).
   if [[ -n ${KUBECONFIG_PATH:-} && -f $KUBECONFIG_PATH ]] && kc get --raw=/readyz >/dev/null 2>&1; then
     name=$(hostname | tr '[:upper:]' '[:lower:]')
-    kc delete pv -l "$NODE_LABEL=true" --wait=false >/dev/null 2>&1 || true
     kc delete node "$name" --wait=false >/dev/null 2>&1 || true
-    kc -n kube-system delete service kube-dns --ignore-not-found >/dev/null 2>&1 || true
   fi
 }
+forget_volumes() { rm -rf --one-file-system "$RUN/volumes"; }
 
 our_shims() { # pids of containerd-shim processes serving our containerd
   local p
@@ -547,8 +552,15 @@ our_shims() { # pids of containerd-shim processes serving our containerd
 }
 our_mounts() { awk -v a="$STATE" -v b="$RUN" -v c="$CONTAINERD_ROOT" \
   'index($5, a"/") == 1 || index($5, b"/") == 1 || index($5, c"/") == 1 {print $5}' /proc/self/mountinfo; }
-# CRI makes a pod's network namespace as /var/run/netns/cni-<uuid>; no one else here names one so.
-our_netns() { ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'; }
+# CRI makes a pod's network namespace as /var/run/netns/cni-<uuid>; ours hold an address of the
+# node's pod range (another CRI on the machine would make cni-* namespaces too).
+our_netns() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'); do
+    ip netns exec "$ns" ip -4 -o addr show 2>/dev/null | grep -q " inet ${POD_SUBNET%.*}\." && echo "$ns"
+  done
+  return 0
+}
 remove_cgroups() { # the kubelet's pod cgroups (cgroupfs driver): /sys/fs/cgroup/<controller>/kubepods
   local d
   for d in /sys/fs/cgroup/*/kubepods; do
@@ -567,7 +579,7 @@ drain_node() { # delete the node's pods and wait until its kubelet has stopped t
 }
 
 cmd_stop() {
-  local cluster=$1 owner name
+  local cluster=$1 owner name forget=${3:-}
   export KUBECONFIG_PATH=${2:-}
   # Not this cluster's node: nothing to do, and no wait on the lock (another cluster may be
   # starting its node).
@@ -582,6 +594,7 @@ cmd_stop() {
   name=$(hostname | tr '[:upper:]' '[:lower:]')
   [[ -n $KUBECONFIG_PATH && -f $KUBECONFIG_PATH ]] && piece_pid kubelet >/dev/null && drain_node "$name"
   cleanup
+  [[ $forget == --forget-volumes ]] && forget_volumes
   rm -f "$OWNER"
   if cmd_leftovers >"$RUN/logs/leftovers.log" 2>&1; then
     log "real node stopped in $((SECONDS - t0))s; nothing left behind"
@@ -594,12 +607,18 @@ cmd_stop() {
 # What a stop must have removed; one line each, exit 1 if anything is there.
 cmd_leftovers() {
   local found=0 p comm line
+  # The node's processes: its binaries, containerd with its config, the shims of its socket, and
+  # whatever runs in a pod's cgroup (pause, the containers). Not another containerd of the machine.
   for p in /proc/[0-9]*; do
     comm=$(cat "$p/comm" 2>/dev/null) || continue
     case "$comm" in
-      kubelet|kube-proxy|containerd|coredns|kube-router|containerd-shim*|pause)
-        echo "process ${p#/proc/} $comm"; found=1 ;;
+      kubelet|kube-proxy|containerd|coredns|kube-router|containerd-shim*|pause) ;;
+      *) grep -q /kubepods "$p/cgroup" 2>/dev/null || continue ;;
     esac
+    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -e "$NODE_ROOT/" -e "$STATE" \
+        || grep -q /kubepods "$p/cgroup" 2>/dev/null; then
+      echo "process ${p#/proc/} $comm"; found=1
+    fi
   done
   while read -r line; do echo "mount $line"; found=1; done < <(our_mounts)
   while read -r line; do echo "netns $line"; found=1; done < <(our_netns)
@@ -628,7 +647,7 @@ cmd_status() {
 [[ ${BASH_SOURCE[0]} == "$0" ]] || return 0  # sourced: the functions only
 case "${1:-}" in
   start) [[ $# == 4 ]] || die "usage: $0 start <cluster> <kubeconfig> <kwok cluster dir>"; cmd_start "$2" "$3" "$4" ;;
-  stop) [[ $# -ge 2 ]] || die "usage: $0 stop <cluster> [<kubeconfig>]"; cmd_stop "$2" "${3:-}" ;;
+  stop) [[ $# -ge 2 ]] || die "usage: $0 stop <cluster> [<kubeconfig> [--forget-volumes]]"; cmd_stop "$2" "${3:-}" "${4:-}" ;;
   owner) cat "$OWNER" 2>/dev/null || exit 1 ;;
   status) cmd_status ;;
   leftovers) cmd_leftovers ;;

@@ -28,13 +28,14 @@ wait_until() {
   until "$@" >/dev/null 2>&1; do ((SECONDS < end)) || return 1; sleep 0.5; done
 }
 
-# http_from <pod> <host> <port>: the body of GET / from inside a pod (busybox nc: its wget
-# segfaults in a static build's name lookups), 3 s at most.
+# http_from <pod> <host> <port>: the answer to GET /index.html from inside a pod (busybox nc: its
+# wget segfaults in a static build's name lookups), 3 s at most, then nc's exit status: a line
+# `nc-exit=N` says the pod ran the request, whatever came back.
 http_from() {
-  kc -n "$NS" exec "$1" -- sh -c "printf 'GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n' | nc -w 3 $2 $3" 2>/dev/null
+  kc -n "$NS" exec "$1" -- sh -c "printf 'GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n' | nc -w 3 $2 $3; echo nc-exit=\$?" 2>/dev/null
 }
 answers() { http_from "$@" | grep -q "$BODY"; }
-refused() { ! http_from "$@" | grep -q "$BODY"; }
+refused() { local out; out=$(http_from "$@") && [[ $out == *nc-exit=* && $out != *"$BODY"* ]]; }
 
 t0=$SECONDS
 kc delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,9 @@ def test_a_second_cluster_is_refused_the_real_node(cluster):
 
 
 def leftovers() -> list[str]:
-    """What the real node puts on the host, listed without its own scripts."""
+    """What the real node puts on the host, listed without its own scripts. Processes by name, of
+    the node's own (their command names its directories: another containerd may run here), and
+    any process in a pod's cgroup."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -111,18 +114,23 @@ def leftovers() -> list[str]:
         try:
             comm = (proc / "comm").read_text().strip()
             cgroups = (proc / "cgroup").read_text()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if comm in NODE_PROCESSES or comm.startswith("containerd-shim"):
-            found.append(f"process {proc.name} {comm}")
-        elif "/kubepods" in cgroups:
+        if "/kubepods" in cgroups:
             found.append(f"process {proc.name} {comm} in a pod's cgroup")
+        elif (comm in NODE_PROCESSES or comm.startswith("containerd-shim")) and any(d in cmdline for d in NODE_DIRS):
+            found.append(f"process {proc.name} {comm}")
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4]
         if point.startswith(NODE_DIRS):
             found.append(f"mount {point}")
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    found += [f"netns {line.split()[0]}" for line in netns.splitlines() if line.startswith("cni-")]
+    for name in (line.split()[0] for line in netns.splitlines() if line.startswith("cni-")):
+        addresses = subprocess.run(["ip", "netns", "exec", name, "ip", "-4", "-o", "addr", "show"],
+                                   capture_output=True, text=True).stdout
+        if " inet 10.88.0." in addresses:  # the node's pod range: not another CRI's namespace
+            found.append(f"netns {name}")
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
         found.append(f"interface {BRIDGE}")
     for save in ("iptables-save", "ip6tables-save"):
@@ -149,20 +157,33 @@ spec:
     imagePullPolicy: Never
     command: [/bin/busybox, sleep, "600"]
     securityContext: {readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: sleeper-closed, namespace: default}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress]
 """
 
 
 def test_stop_leaves_nothing_behind(cluster):
-    # A pod still running when `stop` comes (its sandbox, shim, mounts and network namespace too).
+    # A pod still running when `stop` comes (its sandbox, shim, mounts and network namespace too),
+    # and a NetworkPolicy (kube-router's chains and ipsets).
     kubeconfig = cluster_sh(cluster, "kubeconfig", timeout=30).stdout.strip()
     kubectl = ["kubectl", "--kubeconfig", kubeconfig]
     subprocess.run([*kubectl, "apply", "-f", "-"], input=SLEEPER, text=True, check=True, timeout=60)
     subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=90s"], check=True, timeout=120)
+    # kube-router makes its ipsets for the policy within a sync (bounded wait).
+    deadline = time.monotonic() + 60
+    while not any(line.startswith("ipset ") for line in leftovers()) and time.monotonic() < deadline:
+        time.sleep(1)
     running = leftovers()
     # The listing sees the node while it runs (else an empty list after stop would prove nothing).
-    for piece in ("kubelet", "kube-proxy", "containerd", "containerd-shim", "pause", "coredns", "kube-router"):
+    for piece in ("kubelet", "kube-proxy", "containerd", "containerd-shim", "coredns", "kube-router"):
         assert any(line.startswith("process ") and line.endswith(f" {piece}") for line in running), (piece, running)
-    assert any(line.endswith("in a pod's cgroup") for line in running), running
+    assert any(line.endswith(" pause in a pod's cgroup") for line in running), running
+    assert any(line.endswith(" busybox in a pod's cgroup") for line in running), running
     assert any(line.startswith("mount /run/llm-serving-node/") for line in running), running
     assert any(line.startswith("netns cni-") for line in running), running
     assert f"interface {BRIDGE}" in running
