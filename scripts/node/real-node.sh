@@ -120,7 +120,6 @@ remove_new_tables() {
       [[ -z $("$ipt" -t "$table" -S | grep -v '^-P ') ]] || continue
       nft delete table "$family" "$table" 2>/dev/null || true
     done
-    rm -f "$RUN/$ipt.tables"
   done
 }
 
@@ -595,12 +594,13 @@ cmd_stop() {
   [[ -n $KUBECONFIG_PATH && -f $KUBECONFIG_PATH ]] && piece_pid kubelet >/dev/null && drain_node "$name"
   cleanup
   [[ $forget == --forget-volumes ]] && forget_volumes
-  rm -f "$OWNER"
+  # The owner stays until nothing is left: a later stop tries again.
   if cmd_leftovers >"$RUN/logs/leftovers.log" 2>&1; then
+    rm -f "$OWNER" "$RUN/iptables.tables" "$RUN/ip6tables.tables"
     log "real node stopped in $((SECONDS - t0))s; nothing left behind"
   else
     cat "$RUN/logs/leftovers.log" >&2
-    die "the real node's stop left the above behind"
+    die "the real node's stop left the above behind (stop again to retry; logs: $RUN/logs)"
   fi
 }
 
