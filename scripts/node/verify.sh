@@ -151,9 +151,12 @@ spec:
   - from: [{podSelector: {matchLabels: {role: allowed}}}]
     ports: [{port: 8080, protocol: TCP}]
 EOF
+# kube-router programs a policy in steps (the pod's chain, then the ipsets of its peers): wait for
+# both ends, then check the refusal again once the admission is in place.
 wait_until 30 refused client-denied "$ip" 8080 || die "the NetworkPolicy does not refuse client-denied (pod IP $ip)"
+wait_until 30 answers client-allowed "$svc_ip" 80 || die "the NetworkPolicy refuses client-allowed too"
 refused client-denied "$svc_ip" 80 || die "the NetworkPolicy does not refuse client-denied through the Service"
-answers client-allowed "$svc_ip" 80 || die "the NetworkPolicy refuses client-allowed too"
+refused client-denied "$ip" 8080 || die "the NetworkPolicy stopped refusing client-denied (pod IP $ip)"
 log "ok: NetworkPolicy web-allowed-only refuses client-denied and admits client-allowed"
 
 kc delete namespace "$NS" --wait=false >/dev/null
