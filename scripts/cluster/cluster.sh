@@ -534,7 +534,7 @@ cmd_start() {
     # Before anything changes: the node is one per machine, and its pieces are built once.
     local owner
     if owner=$(bash "$REAL_NODE_SH" owner) && [[ $owner != "$CLUSTER_NAME" ]] && bash "$REAL_NODE_SH" status >/dev/null; then
-      die "the real node runs for cluster '$owner' (one per machine). Stop it first: LLM_SERVING_CLUSTER=$owner bash scripts/cluster/cluster.sh stop-real-node"
+      die "the real node runs for cluster '$owner' (one per machine: one containerd, the host's iptables). Stop it first: LLM_SERVING_CLUSTER=$owner bash scripts/cluster/cluster.sh stop-real-node"
     fi
     bash "$HERE/../node/build.sh"
   fi

@@ -450,7 +450,7 @@ cmd_start() {
   owner=$(cat "$OWNER" 2>/dev/null || true)
   if [[ -n $owner && $owner != "$cluster" ]]; then
     if [[ -n $(piece_pid containerd || piece_pid kubelet || true) ]]; then
-      die "the real node belongs to cluster '$owner' (one per machine: one containerd, the host's iptables). Stop it first: LLM_SERVING_CLUSTER=$owner bash scripts/cluster/cluster.sh stop (or stop-real-node)"
+      die "the real node runs for cluster '$owner' (one per machine: one containerd, the host's iptables). Stop it first: LLM_SERVING_CLUSTER=$owner bash scripts/cluster/cluster.sh stop-real-node"
     fi
     log "cluster '$owner' owned a real node that is no longer running: cleaning up after it"
     KUBECONFIG_PATH="" cleanup
