@@ -89,9 +89,11 @@ ensure_nginx() { bash "$REPO/scripts/gateway/ensure-nginx-shipped.sh" >/dev/null
 setup_for() {  # what a tier needs beyond the venv
   case "$1" in
     # nginx + njs fetched before the workers start (each would fetch it into the same cache).
-    # The real node's pieces (scripts/node/build.sh, needs the toolchain) build in the background
-    # from here: the real-node group's cluster waits for them (build.sh's lock), not the tiers.
-    servers) setup_toolchain; start_real_node_build; setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
+    # In a whole run, the real node's pieces (scripts/node/build.sh, needs the toolchain) build in
+    # the background from here: the real-node group's cluster waits for them (build.sh's lock).
+    servers) setup_toolchain
+             if [ "$mode" = all ]; then start_real_node_build; fi
+             setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
     # The default cluster never takes the real node here; one that scripts/up-local.sh left on it
     # is stopped, for the real-node group's cluster (the default cluster is the test command's
     # own; up-local starts the node again).
