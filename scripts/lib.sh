@@ -107,6 +107,12 @@ wait_stargate() {
   if [ "$status" != 0 ]; then log "building the Stargate binaries failed (exit $status)"; return 1; fi
 }
 
+# The real node's pieces (docs/01-local-cluster.md#the-real-node), built once; its only user
+# waits for it through build.sh's lock, so nothing waits on this job.
+start_real_node_build() {
+  bg_start "$(mktemp)" bash "$REPO/scripts/node/build.sh"
+}
+
 setup_testtools() {
   # rclone and the S3-compatible servers for the weight-source tests (tests/puller), built from
   # the Go module proxy when missing (cached like the toolchain; warm run = instant).

@@ -89,8 +89,18 @@ ensure_nginx() { bash "$REPO/scripts/gateway/ensure-nginx-shipped.sh" >/dev/null
 setup_for() {  # what a tier needs beyond the venv
   case "$1" in
     # nginx + njs fetched before the workers start (each would fetch it into the same cache).
-    servers) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
-    cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs; start_cluster; pulumi_env ;;
+    # In a whole run, the real node's pieces (scripts/node/build.sh, needs the toolchain) build in
+    # the background from here: the real-node group's cluster waits for them (build.sh's lock).
+    servers) setup_toolchain
+             if [ "$mode" = all ]; then start_real_node_build; fi
+             setup_testtools; wait_stargate; wait_client_venvs; ensure_nginx ;;
+    # The default cluster never takes the real node here; one that scripts/up-local.sh left on it
+    # is stopped, for the real-node group's cluster (the default cluster is the test command's
+    # own; up-local starts the node again).
+    cluster) setup_toolchain; setup_testtools; wait_stargate; wait_client_venvs
+             LLM_SERVING_REAL_NODE=0 start_cluster
+             bash "$REPO/scripts/cluster/cluster.sh" stop-real-node
+             pulumi_env ;;
     # The whole-path tests put the real router, pylon and gateway in front of vLLM.
     engine) setup_testtools; wait_engine_kits; wait_stargate ;;
   esac
@@ -107,10 +117,15 @@ setup_for() {  # what a tier needs beyond the venv
 # after the others, one after the other. Each group's output is shown whole when it ends; the
 # tier fails if any pass failed.
 CLUSTER_BASE="${LLM_SERVING_CLUSTER:-llm-serving}"
+# The real node (scripts/node/) is one per machine: only the group named here gets it, on its own
+# cluster (tests/tiers.py CLUSTER_WIDE_GROUPS); the default cluster and the other groups run
+# without it, as before (setup_for cluster).
+REAL_NODE_GROUP=realnode
 run_cluster_tier() {
   local logs group files status=0 pid
   if [ "${LLM_SERVING_CLUSTER_GROUPS:-1}" = 0 ]; then
-    # One cluster only: the isolated modules side by side, then the cluster-wide ones alone.
+    # One cluster only: the isolated modules side by side, then the cluster-wide ones alone (the
+    # real-node module starts a cluster of its own, <default>-realnode, and stops it).
     # shellcheck disable=SC2046 # one word per file
     run_tier "cluster and not cluster_wide" "${CLUSTER_WORKERS[@]}" $(tier_paths cluster)
     # shellcheck disable=SC2046 # one word per file
@@ -126,6 +141,7 @@ run_cluster_tier() {
       export LLM_SERVING_CLUSTER="$CLUSTER_BASE-$group"
       # The default cluster's own overrides (a kubeconfig path, LWS ports) are not this one's.
       unset LLM_SERVING_KUBECONFIG LLM_SERVING_LWS_WEBHOOK_PORT LLM_SERVING_LWS_HEALTH_PORT
+      if [ "$group" = "$REAL_NODE_GROUP" ]; then export LLM_SERVING_REAL_NODE=1; else export LLM_SERVING_REAL_NODE=0; fi
       bash "$REPO/scripts/cluster/cluster.sh" start
       KUBECONFIG="$(bash "$REPO/scripts/cluster/cluster.sh" kubeconfig)"
       export KUBECONFIG LLM_SERVING_DURATIONS_NAME="cluster_wide_$group"

@@ -5,7 +5,9 @@ source "$(dirname "$0")/lib.sh"
 
 setup_python
 setup_toolchain
-start_cluster
+# The cluster of the main job has the real node (scripts/node/; docs/01-local-cluster.md) beside
+# the fake GPU nodes; LLM_SERVING_REAL_NODE=0 leaves it out.
+LLM_SERVING_REAL_NODE="${LLM_SERVING_REAL_NODE:-1}" start_cluster
 pulumi_env
 cd "$REPO"
 log "validating the local stack"

@@ -114,3 +114,13 @@ def test_the_cluster_scheduler_deals_the_longest_modules_first():
     assert weight_of(CLUSTER_WIDE, 1) > MODULE_SECONDS["tests/integration/test_autoscaling_on_cluster.py"]
     # Every measured module still exists (a renamed one would fall back to the guess silently).
     assert [m for m in MODULE_SECONDS if not (TESTS.parent / m).is_file()] == []
+
+
+def test_the_real_node_group_is_the_one_the_test_command_gives_the_real_node():
+    """scripts/test.sh starts the real node (one per machine) only on the cluster of the group it
+    names: a renamed group would run its module without the node, and the module would start a
+    second cluster of its own."""
+    script = (TESTS.parent / "scripts" / "test.sh").read_text()
+    named = [line.split("=", 1)[1] for line in script.splitlines() if line.startswith("REAL_NODE_GROUP=")]
+    assert named == ["realnode"] and "realnode" in CLUSTER_WIDE_GROUPS
+    assert CLUSTER_WIDE_GROUPS["realnode"] == ("test_real_node_cluster",)

@@ -7,7 +7,15 @@
 #   scripts/cluster/cluster.sh kubeconfig  print the kubeconfig path (export KUBECONFIG=$(... kubeconfig))
 #   scripts/cluster/cluster.sh verify      smoke test: pod Ready on a GPU node, Job Complete,
 #                                          EndpointSlice ready endpoints, PVC Bound
-#   scripts/cluster/cluster.sh reclaim     make Released local-weights / local-node PVs Available again
+#   scripts/cluster/cluster.sh reclaim     make Released local-weights / local-node / real-node PVs Available again
+#   scripts/cluster/cluster.sh start --real-node   also a real node (or LLM_SERVING_REAL_NODE=1)
+#   scripts/cluster/cluster.sh stop-real-node      stop only the real node (the cluster stays)
+#
+# The real node (scripts/node/): a kubelet, kube-proxy, containerd, CNI, CoreDNS and a
+# NetworkPolicy enforcer on this machine, beside the fake nodes, for pods that tolerate its taint
+# llm-serving.dev/real-node. One per machine, so one cluster at a time owns it: opt-in per
+# cluster, on for the cluster scripts/up-local.sh starts; `verify` then also proves a real pod
+# and `stop` removes everything it put on the host. See docs/01-local-cluster.md.
 #
 # Needs the toolchain from scripts/toolchain/bootstrap.sh (built into the cache dir) and the
 # operators from scripts/toolchain/operators.sh: `start` also installs the real LeaderWorkerSet
@@ -35,6 +43,10 @@ export KUBECONFIG_PATH="${LLM_SERVING_KUBECONFIG:-$TOOLCHAIN_ROOT/kubeconfig$CLU
 GPU_NODES=${LLM_SERVING_GPU_NODES:-2}
 CPU_NODES=${LLM_SERVING_CPU_NODES:-1}
 NUM_PVS=${LLM_SERVING_PVS:-20}
+REAL_NODE=${LLM_SERVING_REAL_NODE:-0}
+[[ $REAL_NODE == 0 || $REAL_NODE == 1 ]] \
+  || { echo "[cluster] ERROR: LLM_SERVING_REAL_NODE=$REAL_NODE: use 1 (a real node beside the fake ones) or 0" >&2; exit 2; }
+REAL_NODE_SH="$HERE/../node/real-node.sh"
 
 log() { echo "[cluster] $*"; }
 die() { echo "[cluster] ERROR: $*" >&2; exit 1; }
@@ -254,7 +266,7 @@ apply_manifests() {
 
 reclaim_pvs() {
   local pv
-  for pv in $(kc get pv -l 'llm-serving/volume-pool in (local-weights,local-node)' \
+  for pv in $(kc get pv -l 'llm-serving/volume-pool in (local-weights,local-node,real-node)' \
       -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
     kc patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null && log "reclaimed $pv"
   done
@@ -268,18 +280,49 @@ create_cluster() {
   # by unknown authority"). A create that waits finds the first cluster's ports bound.
   # 8>&- 9>&-: the control-plane processes outlive this script; they must not inherit (and hold
   # forever) either lock, or every later create or start would wait on it.
-  local status=0
+  local status=0 config="$HERE/kwokctl-config.yaml"
+  if [[ $REAL_NODE == 1 ]]; then
+    config="$KWOK_WORKDIR/$CLUSTER_NAME.kwokctl-config.yaml"
+    real_node_kwokctl_config >"$config"
+  fi
   {
     flock 8
     kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary 8>&- 9>&- \
       --kubeconfig "$KUBECONFIG_PATH" --wait 60s --quiet-pull \
-      --config "$HERE/kwokctl-config.yaml" >"$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" 2>&1 || status=$?
+      --config "$config" >"$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" 2>&1 || status=$?
   } 8>"$KWOK_WORKDIR/create.lock"
   if [ "$status" != 0 ]; then
     tail -n 30 "$KWOK_WORKDIR/create$CLUSTER_SUFFIX.log" >&2
     die "kwokctl create cluster failed (log: $KWOK_WORKDIR/create$CLUSTER_SUFFIX.log)"
   fi
-  echo "$TOOLCHAIN_VERSION_KEY" >"$STAMP"
+  if [[ $REAL_NODE == 1 ]]; then echo "$TOOLCHAIN_VERSION_KEY $REAL_NODE_STAMP" >"$STAMP"; else echo "$TOOLCHAIN_VERSION_KEY" >"$STAMP"; fi
+}
+
+# A cluster that can take the real node differs from the others in two settings, made when it is
+# created: KWOK plays only the nodes annotated kwok.x-k8s.io/node=fake (every node this script
+# makes; by default it plays every node, the real one too: its pods "ran" with made-up IPs), and
+# the API server presents the cluster's admin certificate to kubelets (the real kubelet accepts
+# only clients of the cluster's CA; KWOK's fake kubelet asks for none).
+REAL_NODE_STAMP=real-node-1
+real_node_kwokctl_config() {
+  local pki="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki"
+  cat "$HERE/kwokctl-config.yaml"
+  cat <<EOF
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false", override: true}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
+- name: kube-apiserver
+  extraArgs:
+  - {key: kubelet-client-certificate, value: $pki/admin.crt}
+  - {key: kubelet-client-key, value: $pki/admin.key}
+EOF
+}
+stamp_ok() { # the cluster was made by this toolchain (and, for a real node, with its settings)
+  local stamp; stamp="$(cat "$STAMP" 2>/dev/null)" || return 1
+  [[ ${stamp%% *} == "$TOOLCHAIN_VERSION_KEY" ]] || return 1
+  [[ $REAL_NODE == 0 || $stamp == *" $REAL_NODE_STAMP" ]]
 }
 
 delete_cluster() {
@@ -487,8 +530,21 @@ cmd_start() {
   need_toolchain
   local t0=$SECONDS
   mkdir -p "$KWOK_WORKDIR" "$(dirname "$KUBECONFIG_PATH")"
-  if cluster_exists && [[ "$(cat "$STAMP" 2>/dev/null)" != "$TOOLCHAIN_VERSION_KEY" ]]; then
-    log "cluster $CLUSTER_NAME was made by another toolchain version; recreating"
+  if [[ $REAL_NODE == 1 ]]; then
+    # Before anything changes: the node is one per machine, and its pieces are built once.
+    local owner
+    if owner=$(bash "$REAL_NODE_SH" owner) && [[ $owner != "$CLUSTER_NAME" ]] && bash "$REAL_NODE_SH" status >/dev/null; then
+      die "the real node runs for cluster '$owner' (one per machine: one containerd, the host's iptables). Stop it first: LLM_SERVING_CLUSTER=$owner bash scripts/cluster/cluster.sh stop-real-node"
+    fi
+    bash "$HERE/../node/build.sh"
+  fi
+  if cluster_exists && ! stamp_ok; then
+    if [[ $REAL_NODE == 1 && "$(cat "$STAMP" 2>/dev/null)" == "$TOOLCHAIN_VERSION_KEY" ]]; then
+      log "cluster $CLUSTER_NAME was made without the real node's settings; recreating"
+    else
+      log "cluster $CLUSTER_NAME was made by another toolchain version; recreating"
+    fi
+    bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" --forget-volumes
     stop_lws
     delete_cluster
   fi
@@ -510,11 +566,16 @@ cmd_start() {
   apply_manifests
   reclaim_pvs
   start_lws
+  if [[ $REAL_NODE == 1 ]]; then
+    bash "$REAL_NODE_SH" start "$CLUSTER_NAME" "$KUBECONFIG_PATH" "$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
+  fi
   log "ready in $((SECONDS - t0))s; export KUBECONFIG=$KUBECONFIG_PATH"
 }
 
 cmd_stop() {
   need_toolchain
+  # First, while the API server still answers (the node's pods are deleted through it).
+  bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" --forget-volumes
   stop_lws
   if cluster_exists; then
     delete_cluster
@@ -533,6 +594,9 @@ cmd_status() {
   kc version 2>/dev/null | sed 's/^/  /'
   kc get nodes -L nvidia.com/gpu.product -L node.kubernetes.io/instance-type | sed 's/^/  /'
   echo "  PVs: $(kc get pv --no-headers 2>/dev/null | awk '{print $5}' | sort | uniq -c | tr -s ' ' | paste -sd, -)"
+  if [[ "$(bash "$REAL_NODE_SH" owner 2>/dev/null)" == "$CLUSTER_NAME" ]]; then
+    bash "$REAL_NODE_SH" status | sed 's/^/  /'
+  fi
 }
 
 cmd_verify() {
@@ -598,6 +662,9 @@ EOF
   log "ok: EndpointSlice for svc gpu-server has ready endpoints: $(kc -n "$ns" get endpointslices -l kubernetes.io/service-name=gpu-server -o jsonpath='{.items[*].endpoints[*].addresses[*]}')"
   kc delete namespace "$ns" --wait=false >/dev/null
   log "verify passed in $((SECONDS - t0))s"
+  if [[ "$(bash "$REAL_NODE_SH" owner 2>/dev/null)" == "$CLUSTER_NAME" ]]; then
+    bash "$REAL_NODE_SH" verify "$KUBECONFIG_PATH"
+  fi
 }
 
 lock() { # serialize start/stop between concurrent callers (e.g. parallel test runs)
@@ -607,11 +674,18 @@ lock() { # serialize start/stop between concurrent callers (e.g. parallel test r
 }
 
 case "${1:-}" in
-  start) lock; cmd_start ;;
+  start)
+    case "${2:-}" in
+      --real-node) REAL_NODE=1 ;;
+      "") ;;
+      *) echo "usage: $0 start [--real-node]" >&2; exit 2 ;;
+    esac
+    lock; cmd_start ;;
   stop) lock; cmd_stop ;;
+  stop-real-node) lock; need_toolchain; bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" ;;
   status) cmd_status ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   verify) cmd_verify ;;
   reclaim) need_toolchain; reclaim_pvs ;;
-  *) echo "usage: $0 start|stop|status|kubeconfig|verify|reclaim" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--real-node]|stop|stop-real-node|status|kubeconfig|verify|reclaim" >&2; exit 2 ;;
 esac

@@ -42,3 +42,16 @@ OPERATORS_RECIPE=1
 OPERATORS_VERSION_KEY="lws${LWS_VERSION#v}-keda${KEDA_VERSION#v}-promop${PROMETHEUS_OPERATOR_VERSION#v}-certmanager${CERT_MANAGER_VERSION#v}-r${OPERATORS_RECIPE}"
 OPERATORS_DIR="$TOOLCHAIN_ROOT/operators/$OPERATORS_VERSION_KEY"
 OPERATORS_ENV="$OPERATORS_DIR/env.sh"
+
+# The real node (scripts/node/build.sh, started by scripts/cluster/cluster.sh with --real-node):
+# kubelet and kube-proxy from the control plane's Kubernetes pins above; CoreDNS and the test
+# cluster's NetworkPolicy enforcer (kube-router's policy controller: only v2.1.0 is served, and
+# security flaws are reported against it, so it only ever runs on the local test cluster, never
+# in what the program deploys) from their own modules; the pause image from scripts/node/pause.c;
+# containerd, runc, the CNI plugins, iptables, ipset and conntrack from Debian's packages.
+# A separate cache key: changing these never rebuilds the toolchain.
+COREDNS_VERSION=v1.15.0
+KUBE_ROUTER_VERSION=v2.1.0
+REAL_NODE_RECIPE=1
+REAL_NODE_VERSION_KEY="k8s${K8S_VERSION#v}-coredns${COREDNS_VERSION#v}-kuberouter${KUBE_ROUTER_VERSION#v}-r${REAL_NODE_RECIPE}"
+REAL_NODE_DIR="$TOOLCHAIN_ROOT/real-node/$REAL_NODE_VERSION_KEY"
