@@ -1,0 +1,22 @@
+"""A CPU model's server (``gpus: 0``): vLLM's CPU server settings, no GPU. Why each setting is
+what it is: ``components/config/cpu.py``."""
+
+from __future__ import annotations
+
+from ..config import cpu
+from ..config.model import ModelConfig
+
+
+def server_env(model: ModelConfig) -> list[dict]:
+    return [
+        {"name": "VLLM_CPU_KVCACHE_SPACE", "value": str(cpu.kv_cache_gib(model))},
+        {"name": "OMP_NUM_THREADS", "value": str(cpu.threads(model))},
+        {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": cpu.THREADS_BIND},
+    ]
+
+
+def server_resources(model: ModelConfig) -> dict:
+    """Requests = limits, CPU included: the engine's threads are the CPU limit, and a Guaranteed
+    pod gets cores of its own from a kubelet with the static CPU manager policy."""
+    amounts = {"cpu": model.resources.cpu, "memory": model.resources.memory}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
