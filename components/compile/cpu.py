@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from ..config import cpu
 from ..config.model import ModelConfig
+from ..config.platform import PlatformConfig
+from ..config.vllm_checks import line_of
 
 
-def server_env(model: ModelConfig) -> list[dict]:
+def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
     return [
         {"name": "VLLM_CPU_KVCACHE_SPACE", "value": str(cpu.kv_cache_gib(model))},
         {"name": "OMP_NUM_THREADS", "value": str(cpu.threads(model))},
-        {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": cpu.THREADS_BIND},
+        # No binding, in the words of the model's line.
+        {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": line_of(model, platform).cpu_unbound},
     ]
 
 

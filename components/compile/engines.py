@@ -98,7 +98,7 @@ def server_resources(model: ModelConfig) -> dict:
     }
 
 
-def server_env(model: ModelConfig) -> list[dict]:
+def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
     if model.engine == "nim":
         env = [
             {"name": "NIM_CACHE_PATH", "value": NIM_CACHE_MOUNT},
@@ -123,7 +123,7 @@ def server_env(model: ModelConfig) -> list[dict]:
         env = [] if streams(model) else [{"name": "HF_HUB_OFFLINE", "value": "1"}]
         env.append({"name": "HOME", "value": "/tmp"})
         if model.on_cpu:
-            env += cpu.server_env(model)
+            env += cpu.server_env(model, platform)
         if model.lora.enabled:
             env += [
                 # The resolver is consulted only with runtime LoRA updating on (vLLM v0.11.0,

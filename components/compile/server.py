@@ -161,7 +161,7 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
         "name": "server",
         "image": engines.server_image(model, platform),
         **engines.server_command(model),
-        "env": engines.server_env(model),
+        "env": engines.server_env(model, platform),
         "ports": [{"name": "http", "containerPort": common.SERVER_PORT, "protocol": "TCP"}],
         "resources": engines.server_resources(model),
         "volumeMounts": mounts,

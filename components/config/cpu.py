@@ -18,8 +18,10 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
   set, so it is refused.
 - ``OMP_NUM_THREADS`` = ``resources.cpu`` (a whole number), which is also the container's CPU
   limit (requests = limits: Guaranteed QoS, so a kubelet with the static CPU manager policy gives
-  the pod whole cores of its own), and ``VLLM_CPU_OMP_THREADS_BIND=nobind``: the engine runs that
-  many OpenMP threads and the kernel places them inside the pod's cpuset. Explicit core lists are
+  the pod whole cores of its own), and ``VLLM_CPU_OMP_THREADS_BIND`` set to the line's "no
+  binding" (``all`` on 0.11, ``nobind`` on 0.32: ``ReleaseLine.cpu_unbound``; 0.11 reads
+  ``nobind`` as a core list and fails): the engine runs that many OpenMP threads and the kernel
+  places them inside the pod's cpuset. Explicit core lists are
   not rendered: the kubelet picks the cores (the static policy hands out exclusive ones, often
   not from 0; binding outside the cpuset fails in ``sched_setaffinity``), and vLLM's binding also
   sets NUMA memory policy, which the runtime's default seccomp profile allows only with
@@ -51,7 +53,6 @@ GIB = 2**30
 RUNTIME_HEADROOM_GIB = 2
 # The smallest memory a derived KV cache fits in: 2 GiB headroom + 1 GiB KV + 1 GiB weights.
 MIN_MEMORY_GIB = RUNTIME_HEADROOM_GIB + 2
-THREADS_BIND = "nobind"
 
 _KV_FIX = "set from resources.memory (or resources.kvCache, to size it yourself); remove it"
 # Server environment the compiler sets on a CPU model -> what to do instead.
@@ -59,9 +60,9 @@ MANAGED_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": _KV_FIX,
     "OMP_NUM_THREADS": "one engine thread per CPU of the container: set resources.cpu",
     "VLLM_CPU_OMP_THREADS_BIND": (
-        "set to nobind: the threads (resources.cpu) run inside the cores the kubelet gives the pod; a core "
-        "list would have to name cores the kubelet picks, and binding needs CAP_SYS_NICE, which the pod "
-        "drops; remove it"),
+        "set to no binding: the threads (resources.cpu) run inside the cores the kubelet gives the pod; a "
+        "core list would have to name cores the kubelet picks, and binding needs CAP_SYS_NICE, which the "
+        "pod drops; remove it"),
 }
 _ONE_RANK = "a CPU model runs one engine per pod (the threads of resources.cpu); scale with replicas: remove it"
 # vLLM flags a CPU model cannot use -> why and the fix.

@@ -126,7 +126,8 @@ def _engine_settings(obj: K8sObject, path: str, container: Any) -> Iterator[Find
                         f"{int(limit)}; set {THREADS} to {int(limit)} (one engine thread per CPU)")
     if not values.get(BIND):
         yield violation(f"{obj.display}: {path} sets no {BIND}: vLLM's default binds a thread to every core of "
-                        "a NUMA node, whatever the CPU limit; set it (nobind: the threads run inside the pod's cores)")
+                        "a NUMA node, whatever the CPU limit; set it to no binding (`all` on vLLM 0.11, `nobind` "
+                        "later: the threads run inside the pod's cores)")
     kv_cache = values.get(KV_CACHE)
     if kv_cache is None or not str(kv_cache).isdigit() or int(kv_cache) < 1:
         yield violation(f"{obj.display}: {path} sets {KV_CACHE}={kv_cache!r}; vLLM's CPU server then sizes its KV "

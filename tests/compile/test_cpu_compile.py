@@ -55,7 +55,14 @@ def test_the_cpu_settings_come_from_the_resources(resources, kv_cache, threads):
     env = env_of(server(compiled(cpu_model(resources=resources), **PLATFORM)))
     assert env["VLLM_CPU_KVCACHE_SPACE"] == {"name": "VLLM_CPU_KVCACHE_SPACE", "value": kv_cache}
     assert env["OMP_NUM_THREADS"] == {"name": "OMP_NUM_THREADS", "value": threads}
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": "nobind"}
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": "all"}
+
+
+@pytest.mark.parametrize("release, unbound", [("0.11", "all"), ("0.32", "nobind")])
+def test_no_binding_is_said_in_the_lines_words(release, unbound):
+    # 0.11 reads anything but `auto` and `all` as a core list: `nobind` would fail to parse there.
+    env = env_of(server(compiled(cpu_model(), **PLATFORM, vllmRelease=release)))
+    assert env["VLLM_CPU_OMP_THREADS_BIND"]["value"] == unbound
 
 
 def test_a_gpu_server_gets_no_cpu_settings_and_no_cpu_limit():

@@ -47,7 +47,7 @@ REFUSED = [
      "resources.kvCache"),
     ("threads-env", cpu_model(env={"OMP_NUM_THREADS": "8"}), "models.0.env.OMP_NUM_THREADS", "set resources.cpu"),
     ("bind-env", cpu_model(env={"VLLM_CPU_OMP_THREADS_BIND": "0-3"}), "models.0.env.VLLM_CPU_OMP_THREADS_BIND",
-     "set to nobind"),
+     "set to no binding"),
     ("fractional-cpu", cpu_model(resources={"cpu": "1500m", "memory": "8Gi"}), "models.0.resources.cpu",
      "write a whole number of CPUs, e.g. '1'"),
     ("less-than-a-cpu", cpu_model(resources={"cpu": "500m", "memory": "8Gi"}), "models.0.resources.cpu",
@@ -132,4 +132,6 @@ def test_a_cpu_image_without_a_version_runs_the_platforms_line():
 
 
 def test_a_streamed_cpu_model_on_its_own_image_is_valid():
-    load(cpu_model(source=STREAMED, image="registry.example.com/ml/vllm-cpu-runai:v0.32.0", vllmRelease="0.32"))
+    (streamed,) = load(cpu_model(source=STREAMED, image="registry.example.com/ml/vllm-cpu-runai:v0.32.0",
+                                 vllmRelease="0.32")).models
+    assert streamed.on_cpu and streamed.source.streams
