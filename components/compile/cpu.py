@@ -19,7 +19,8 @@ def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
 
 
 def server_resources(model: ModelConfig) -> dict:
-    """Requests = limits, CPU included: the engine's threads are the CPU limit, and a Guaranteed
-    pod gets cores of its own from a kubelet with the static CPU manager policy."""
+    """Requests = limits, CPU included: the engine's threads are the CPU limit (and a pod with no
+    other container is Guaranteed: cores of its own from a kubelet with the static CPU manager
+    policy)."""
     amounts = {"cpu": model.resources.cpu, "memory": model.resources.memory}
     return {"requests": dict(amounts), "limits": dict(amounts)}

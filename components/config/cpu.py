@@ -17,8 +17,9 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
   rest for the KV cache and half for the weights and activations. ``--gpu-memory-utilization`` has no effect once it is
   set, so it is refused.
 - ``OMP_NUM_THREADS`` = ``resources.cpu`` (a whole number), which is also the container's CPU
-  limit (requests = limits: Guaranteed QoS, so a kubelet with the static CPU manager policy gives
-  the pod whole cores of its own), and ``VLLM_CPU_OMP_THREADS_BIND`` set to the line's "no
+  limit (requests = limits: the CPU quota is the threads' count; a pod whose every container does
+  the same — no LoRA init container, no pylon sidecar — is Guaranteed, and a kubelet with the
+  static CPU manager policy gives it whole cores of its own), and ``VLLM_CPU_OMP_THREADS_BIND`` set to the line's "no
   binding" (``all`` on 0.11, ``nobind`` on 0.32: ``ReleaseLine.cpu_unbound``; 0.11 reads
   ``nobind`` as a core list and fails): the engine runs that many OpenMP threads and the kernel
   places them inside the pod's cpuset. Explicit core lists are
