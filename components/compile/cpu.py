@@ -15,6 +15,11 @@ def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
         {"name": "OMP_NUM_THREADS", "value": str(cpu.threads(model))},
         # No binding, in the words of the model's line.
         {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": line_of(model, platform).cpu_unbound},
+        # vLLM's CPU image has no user but root, so the pod's uid has no passwd entry; torch asks
+        # getpass.getuser() for its compile cache's directory while vLLM imports its layers
+        # (torch.compile decorators), which reads USER before the passwd file: without it, KeyError
+        # "getpwuid(): uid not found" before the server starts (seen: tests/engine/test_cpu_model.py).
+        {"name": "USER", "value": cpu.USER},
     ]
 
 

@@ -12,10 +12,11 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
 - ``VLLM_CPU_KVCACHE_SPACE``, the KV cache in whole GiB. Unset, 0.11 takes 4 GiB whatever the
   container has, and 0.32 sizes it from ``--gpu-memory-utilization`` × the *node's* memory (not
   the container's limit): either way an OOM kill waiting for a node. So it is always rendered:
-  ``resources.kvCache``, else ``⌊(memory − 2 GiB) / 2⌋`` GiB — 2 GiB of headroom for the
-  runtime (the API server and engine core processes, each with torch loaded), then half of the
-  rest for the KV cache and half for the weights and activations. ``--gpu-memory-utilization`` has no effect once it is
-  set, so it is refused.
+  ``resources.kvCache``, else ``⌊(memory − 3 GiB) / 2⌋`` GiB — 3 GiB of headroom for the
+  runtime (the API server and engine core processes, each with torch loaded: 2.05 GiB resident
+  beside the KV cache on the tiny test model, 0.11 compiled, measured 2026-12-07), then half of the
+  rest for the KV cache and half for the weights and activations. ``--gpu-memory-utilization``
+  has no effect once it is set, so it is refused.
 - ``OMP_NUM_THREADS`` = ``resources.cpu`` (a whole number), which is also the container's CPU
   limit (requests = limits: the CPU quota is the threads' count; a pod whose every container does
   the same — no LoRA init container, no pylon sidecar — is Guaranteed, and a kubelet with the
@@ -28,6 +29,9 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
   sets NUMA memory policy, which the runtime's default seccomp profile allows only with
   CAP_SYS_NICE, a capability the pods drop. ``auto`` binds every core of the NUMA node, ignoring
   the CPU limit.
+- ``USER``: the upstream CPU image has root only, so the pod's uid has no passwd entry, and torch
+  asks ``getpass.getuser()`` (which reads ``USER`` first) for its compile cache while vLLM imports
+  its layers: without it the server dies with ``getpwuid(): uid not found``.
 
 Refused, each with its fix: NIM (its images need GPUs), multi-node and every parallel degree
 above one (the CPU backend runs Ray never and one rank per pod here), GGUF weights (the CPU
@@ -51,15 +55,19 @@ if TYPE_CHECKING:
 GIB = 2**30
 # Kept free of the KV cache for the runtime: the API server and the engine core, each a Python
 # process with torch loaded.
-RUNTIME_HEADROOM_GIB = 2
-# The smallest memory a derived KV cache fits in: 2 GiB headroom + 1 GiB KV + 1 GiB weights.
+RUNTIME_HEADROOM_GIB = 3
+# The smallest memory a derived KV cache fits in: the headroom + 1 GiB KV + 1 GiB weights.
 MIN_MEMORY_GIB = RUNTIME_HEADROOM_GIB + 2
+
+# The name getpass.getuser() reports in a CPU server (compile/cpu.py server_env says why).
+USER = "vllm"
 
 _KV_FIX = "set from resources.memory (or resources.kvCache, to size it yourself); remove it"
 # Server environment the compiler sets on a CPU model -> what to do instead.
 MANAGED_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": _KV_FIX,
     "OMP_NUM_THREADS": "one engine thread per CPU of the container: set resources.cpu",
+    "USER": "the name the pod's uid goes by (vLLM's CPU image has no passwd entry for it); remove it",
     "VLLM_CPU_OMP_THREADS_BIND": (
         "set to no binding: the threads (resources.cpu) run inside the cores the kubelet gives the pod; a "
         "core list would have to name cores the kubelet picks, and binding needs CAP_SYS_NICE, which the "

@@ -122,7 +122,7 @@ class Resources(Strict):
     )
     kv_cache: Optional[PositiveQuantity] = Field(
         None, description="CPU models (`gpus: 0`) only: the KV cache, whole GiB (`VLLM_CPU_KVCACHE_SPACE`), "
-        "at most `memory` − 2Gi. Unset: ⌊(memory − 2Gi) / 2⌋ (docs/02-models-and-weights.md, \"CPU models\").",
+        "at most `memory` − 3Gi. Unset: ⌊(memory − 3Gi) / 2⌋ (docs/02-models-and-weights.md, \"CPU models\").",
     )
 
 

@@ -47,8 +47,8 @@ def test_the_server_runs_the_cpu_image_with_requests_equal_to_limits():
 
 
 @pytest.mark.parametrize("resources, kv_cache, threads", [
-    ({"cpu": "2", "memory": "8Gi"}, "3", "2"),
-    ({"cpu": "4", "memory": "32Gi"}, "15", "4"),
+    ({"cpu": "2", "memory": "8Gi"}, "2", "2"),
+    ({"cpu": "4", "memory": "32Gi"}, "14", "4"),
     ({"cpu": "2000m", "memory": "16Gi", "kvCache": "4Gi"}, "4", "2"),
 ])
 def test_the_cpu_settings_come_from_the_resources(resources, kv_cache, threads):
@@ -56,6 +56,8 @@ def test_the_cpu_settings_come_from_the_resources(resources, kv_cache, threads):
     assert env["VLLM_CPU_KVCACHE_SPACE"] == {"name": "VLLM_CPU_KVCACHE_SPACE", "value": kv_cache}
     assert env["OMP_NUM_THREADS"] == {"name": "OMP_NUM_THREADS", "value": threads}
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": "all"}
+    # The CPU image has no passwd entry for uid 2000: torch's getpass.getuser() reads USER first.
+    assert env["USER"] == {"name": "USER", "value": "vllm"}
 
 
 @pytest.mark.parametrize("release, unbound", [("0.11", "all"), ("0.32", "nobind")])

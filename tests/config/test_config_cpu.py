@@ -52,12 +52,12 @@ REFUSED = [
      "write a whole number of CPUs, e.g. '1'"),
     ("less-than-a-cpu", cpu_model(resources={"cpu": "500m", "memory": "8Gi"}), "models.0.resources.cpu",
      "e.g. '1'"),
-    ("memory-too-small", cpu_model(resources={"cpu": "2", "memory": "3Gi"}), "models.0.resources.memory",
-     "set at least 4Gi"),
+    ("memory-too-small", cpu_model(resources={"cpu": "2", "memory": "4Gi"}), "models.0.resources.memory",
+     "set at least 5Gi"),
     ("kv-cache-not-whole", cpu_model(resources={"cpu": "2", "memory": "8Gi", "kvCache": "1536Mi"}),
      "models.0.resources.kvCache", "whole GiB"),
-    ("kv-cache-too-big", cpu_model(resources={"cpu": "2", "memory": "8Gi", "kvCache": "7Gi"}),
-     "models.0.resources.kvCache", "leaves less than 2Gi"),
+    ("kv-cache-too-big", cpu_model(resources={"cpu": "2", "memory": "8Gi", "kvCache": "6Gi"}),
+     "models.0.resources.kvCache", "leaves less than 3Gi"),
     ("kv-cache-on-gpu", model("g", resources={"memory": "16Gi", "kvCache": "4Gi"}), "models.0.resources.kvCache",
      "CPU models (gpus: 0) only"),
     ("cpu-env-on-gpu", model("g", resources={"memory": "16Gi"}, env={"VLLM_CPU_KVCACHE_SPACE": "4"}),
@@ -91,8 +91,8 @@ def test_a_cpu_model_with_lora_autoscaling_and_replicas_is_valid():
 
 
 @pytest.mark.parametrize("memory, kv_cache, expected", [
-    ("4Gi", None, 1), ("8Gi", None, 3), ("9Gi", None, 3), ("32Gi", None, 15), ("64Gi", None, 31),
-    ("8Gi", "6Gi", 6), ("16Gi", "2Gi", 2),
+    ("5Gi", None, 1), ("8Gi", None, 2), ("9Gi", None, 3), ("32Gi", None, 14), ("64Gi", None, 30),
+    ("8Gi", "5Gi", 5), ("16Gi", "2Gi", 2),
 ])
 def test_kv_cache_is_half_the_memory_beyond_the_runtime_headroom(memory, kv_cache, expected):
     resources = {"cpu": "2", "memory": memory, **({"kvCache": kv_cache} if kv_cache else {})}
