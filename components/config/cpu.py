@@ -25,9 +25,9 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
   ``nobind`` as a core list and fails): the engine runs that many OpenMP threads and the kernel
   places them inside the pod's cpuset. Explicit core lists are
   not rendered: the kubelet picks the cores (the static policy hands out exclusive ones, often
-  not from 0; binding outside the cpuset fails in ``sched_setaffinity``), and vLLM's binding also
-  sets NUMA memory policy, which the runtime's default seccomp profile allows only with
-  CAP_SYS_NICE, a capability the pods drop. ``auto`` binds every core of the NUMA node, ignoring
+  not from 0; binding outside the cpuset fails in ``sched_setaffinity``), and 0.11's binding
+  (``init_cpu_threads_env``) also sets the NUMA memory policy, which the runtime's default
+  seccomp profile allows only with CAP_SYS_NICE, a capability the pods drop. ``auto`` binds every core of the NUMA node, ignoring
   the CPU limit.
 - ``USER``: the upstream CPU image has root only, so the pod's uid has no passwd entry, and torch
   asks ``getpass.getuser()`` (which reads ``USER`` first) for its compile cache while vLLM imports
