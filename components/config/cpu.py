@@ -13,9 +13,10 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
   container has, and 0.32 sizes it from ``--gpu-memory-utilization`` × the *node's* memory (not
   the container's limit): either way an OOM kill waiting for a node. So it is always rendered:
   ``resources.kvCache``, else ``⌊(memory − 3 GiB) / 2⌋`` GiB — 3 GiB of headroom for the
-  runtime (the API server and engine core processes, each with torch loaded: 2.05 GiB resident
-  beside the KV cache on the tiny test model, 0.11 compiled, measured 2026-12-07), then half of the
-  rest for the KV cache and half for the weights and activations. ``--gpu-memory-utilization``
+  runtime (Python processes with torch loaded — API server and engine core on 0.11, and a worker
+  on 0.32 — resident beside the KV cache with the tiny test model, compiled: 2.05 GiB on 0.11,
+  2.8 GiB on 0.32, measured 2026-12-07), then half of the rest for the KV cache and half for the
+  weights and activations. ``--gpu-memory-utilization``
   has no effect once it is set, so it is refused.
 - ``OMP_NUM_THREADS`` = ``resources.cpu`` (a whole number), which is also the container's CPU
   limit (requests = limits: the CPU quota is the threads' count; a pod whose every container does
