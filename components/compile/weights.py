@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config import cpu
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.sources import source_type
 from ..config.streaming import streams
+from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
 from . import common, object_store
 
 PULLER_COMPONENT = "weights-puller"
@@ -168,11 +168,13 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
 
 
 def puller_image(model: ModelConfig, platform: PlatformConfig) -> str:
-    """``platform.pullerImage``; unset, a CPU model's pullers run its CPU image, the one its node
-    pulls for the server anyway (the default puller image is the GPU server's, many GB of CUDA a
-    CPU node would pull for the `hf` CLI alone). Both ship huggingface_hub's `hf`."""
+    """``platform.pullerImage``; unset, a CPU model's pullers run a CPU image (the default puller
+    image is the GPU server's, many GB of CUDA a CPU node would pull for the `hf` CLI alone; both
+    ship huggingface_hub's `hf`): ``vllmCpuImage`` when set (a mirror's), else the default line's
+    upstream CPU image, fixed like the default puller image, so moving the platform to another
+    line changes no puller Job and re-pulls nothing."""
     if model.on_cpu and "puller_image" not in platform.model_fields_set:
-        return cpu.cpu_image(platform)
+        return platform.vllm_cpu_image or RELEASES[DEFAULT_RELEASE].cpu_image
     return platform.puller_image
 
 

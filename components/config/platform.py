@@ -160,7 +160,8 @@ class PlatformConfig(Strict):
         VLLM_IMAGE,
         description="Weight-puller image; must ship the `hf` CLI of huggingface_hub. The vLLM "
         "image does, and it is already on the node for the server. Unset, a CPU model's puller and "
-        "LoRA init container run its CPU image (`vllmCpuImage`), which ships it too.",
+        "LoRA init container run a CPU image, which ships it too: `vllmCpuImage` when set, else "
+        f"`{RELEASES[DEFAULT_RELEASE].cpu_image}` (fixed, as this default is: a line move re-pulls nothing).",
     )
     busybox_image: Image = Field(
         "docker.io/library/busybox:1.37.0",

@@ -105,6 +105,10 @@ def test_the_pullers_run_the_cpu_image_unless_the_platform_names_one():
     assert container(manifests.deployment, "lora-cache-init")["image"] == CPU_IMAGE_011
     named = compiled(cpu_model(), **PLATFORM, pullerImage="registry.example.com/tools/hf:0.35.3")
     assert container(named.puller_job, "puller")["image"] == "registry.example.com/tools/hf:0.35.3"
+    # Not the line's CPU image: a line move changes no puller (nothing re-pulled); a set CPU image is used.
+    assert container(compiled(cpu_model(), **PLATFORM, vllmRelease="0.32").puller_job, "puller")["image"] == CPU_IMAGE_011
+    own = compiled(cpu_model(), **PLATFORM, vllmCpuImage="registry.example.com/ml/vllm-cpu:v0.11.0")
+    assert container(own.puller_job, "puller")["image"] == "registry.example.com/ml/vllm-cpu:v0.11.0"
     # A GPU model keeps the default puller image.
     gpu = compiled(model("big", resources={"memory": "16Gi"}), **PLATFORM)
     assert container(gpu.puller_job, "puller")["image"] == "docker.io/vllm/vllm-openai:v0.11.0"
