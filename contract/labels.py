@@ -11,6 +11,11 @@ ENGINE_LABEL = f"{DOMAIN}/engine"
 # On a next revision's objects (models[].next): the model it is the next revision of, whose
 # weights (and their gate) it may use.
 REVISION_OF_LABEL = f"{DOMAIN}/revision-of"
+# On a CPU model's objects (`gpus: 0`, vLLM's CPU server): `cpu`. GPU models carry none: a label
+# added to their pod templates would restart every deployed GPU server. The policy pack tells the
+# two kinds of server apart by it.
+DEVICE_LABEL = f"{DOMAIN}/device"
+CPU_DEVICE = "cpu"
 
 # Values of COMPONENT_LABEL on a model's pods: what the status projection tells apart.
 SERVER_COMPONENT = "server"

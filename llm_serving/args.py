@@ -67,13 +67,15 @@ Source = Union[HubSource, S3Source, VolumeSource]
 
 @dataclass(frozen=True)
 class Resources:
-    """The server container's requests (limits follow the config model's rules)."""
+    """The server container's requests (limits follow the config model's rules); ``kv_cache``: a
+    CPU model's (``gpus=0``) KV cache, whole GiB (unset: derived from ``memory``)."""
 
     cpu: Optional[str] = None
     memory: Optional[str] = None
+    kv_cache: Optional[str] = None
 
     def to_config(self) -> dict:
-        return _drop_none({"cpu": self.cpu, "memory": self.memory})
+        return _drop_none({"cpu": self.cpu, "memory": self.memory, "kvCache": self.kv_cache})
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from contract.labels import COMPONENT_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL, REVISION_OF_LABEL
+from contract.labels import COMPONENT_LABEL, CPU_DEVICE, DEVICE_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL, REVISION_OF_LABEL
 
 from ..children import WEIGHTS_GATE, child
 from ..config.model import ModelConfig
@@ -142,6 +142,7 @@ def labels(model: ModelConfig, component: str) -> dict[str, str]:
         "app.kubernetes.io/managed-by": "pulumi",
         MODEL_LABEL: model.name,
         ENGINE_LABEL: model.engine,
+        **({DEVICE_LABEL: CPU_DEVICE} if model.on_cpu else {}),
         # A next revision (models[].next): which model's weights and gate it waits on.
         **({REVISION_OF_LABEL: model.served_name} if model.is_next_revision else {}),
     }
@@ -195,9 +196,11 @@ def image_pull_secrets(platform: PlatformConfig) -> list[dict]:
 
 
 def scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
-    """Node selector and tolerations that place a pod on GPU nodes."""
-    selector = platform.gpu_node_selector if model.node_selector is None else model.node_selector
-    tolerations = platform.gpu_tolerations if model.tolerations is None else model.tolerations
+    """Node selector and tolerations that place a pod on GPU nodes; a CPU model's are its own only
+    (the platform's GPU placement would take a GPU node's place for a pod that uses none)."""
+    gpu_selector, gpu_tolerations = ({}, ()) if model.on_cpu else (platform.gpu_node_selector, platform.gpu_tolerations)
+    selector = gpu_selector if model.node_selector is None else model.node_selector
+    tolerations = gpu_tolerations if model.tolerations is None else model.tolerations
     spec: dict = {}
     if selector:
         spec["nodeSelector"] = dict(selector)

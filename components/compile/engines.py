@@ -5,11 +5,12 @@ Shared compilers call these; nothing engine-specific lives in ``server.py``.
 
 from __future__ import annotations
 
+from ..config import cpu as cpu_config
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
 from ..config.streaming import streams
-from . import common, streaming
+from . import common, cpu, streaming
 
 LORA_CACHE_MOUNT = "/lora-cache"
 # vLLM's filesystem resolver (vLLM v0.11.0, vllm/plugins/lora_resolvers/filesystem_resolver.py)
@@ -55,7 +56,7 @@ def server_image(model: ModelConfig, platform: PlatformConfig) -> str:
     if model.image:
         return model.image
     if model.engine == "vllm":
-        return platform.vllm_image
+        return cpu_config.cpu_image(platform) if model.on_cpu else platform.vllm_image
     # The config model requires an image on NIM models (NIM images are per model).
     raise ValueError(f"model '{model.name}': NIM models need an explicit image")
 
@@ -85,7 +86,19 @@ def server_command(model: ModelConfig) -> dict:
     return {"command": ["vllm", "serve"], "args": args + list(model.args)}
 
 
-def server_env(model: ModelConfig) -> list[dict]:
+def server_resources(model: ModelConfig) -> dict:
+    """The server container's requests and limits: the model's CPU, memory and GPUs (a CPU model:
+    no GPU, and a CPU limit: compile/cpu.py)."""
+    if model.on_cpu:
+        return cpu.server_resources(model)
+    gpus = str(model.gpus)
+    return {
+        "requests": {"cpu": model.resources.cpu, "memory": model.resources.memory, "nvidia.com/gpu": gpus},
+        "limits": {"memory": model.resources.memory, "nvidia.com/gpu": gpus},
+    }
+
+
+def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
     if model.engine == "nim":
         env = [
             {"name": "NIM_CACHE_PATH", "value": NIM_CACHE_MOUNT},
@@ -109,6 +122,8 @@ def server_env(model: ModelConfig) -> list[dict]:
         # stops at a second, unrelated check: see tests/engine/test_streamed_weights.py.)
         env = [] if streams(model) else [{"name": "HF_HUB_OFFLINE", "value": "1"}]
         env.append({"name": "HOME", "value": "/tmp"})
+        if model.on_cpu:
+            env += cpu.server_env(model, platform)
         if model.lora.enabled:
             env += [
                 # The resolver is consulted only with runtime LoRA updating on (vLLM v0.11.0,

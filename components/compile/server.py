@@ -135,7 +135,7 @@ def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
     ]
     return {
         "name": "lora-cache-init",
-        "image": stack.platform.puller_image,
+        "image": weights.puller_image(model, stack.platform),
         "command": ["sh", "-c", FETCH_ADAPTERS_SH, "fetch-adapters", *args],
         "env": env,
         "volumeMounts": [cache_mount, tmp_mount],
@@ -161,13 +161,9 @@ def compile_server_deployment(model: ModelConfig, stack: StackConfig) -> dict:
         "name": "server",
         "image": engines.server_image(model, platform),
         **engines.server_command(model),
-        "env": engines.server_env(model),
+        "env": engines.server_env(model, platform),
         "ports": [{"name": "http", "containerPort": common.SERVER_PORT, "protocol": "TCP"}],
-        "resources": {
-            "requests": {"cpu": model.resources.cpu, "memory": model.resources.memory,
-                         "nvidia.com/gpu": str(model.gpus)},
-            "limits": {"memory": model.resources.memory, "nvidia.com/gpu": str(model.gpus)},
-        },
+        "resources": engines.server_resources(model),
         "volumeMounts": mounts,
         "securityContext": common.container_security_context(ident),
         **probes(model, platform),

@@ -8,6 +8,7 @@ from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.sources import source_type
 from ..config.streaming import streams
+from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
 from . import common, object_store
 
 PULLER_COMPONENT = "weights-puller"
@@ -111,7 +112,8 @@ def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
     ReadWriteMany volume is reachable from every node.
     """
     spec = common.scheduling(model, platform)
-    if "nodeSelector" not in spec and model.weights.access_mode == "ReadWriteOnce":
+    # A CPU model's server goes wherever the volume is: nothing to hold the puller to.
+    if "nodeSelector" not in spec and model.weights.access_mode == "ReadWriteOnce" and not model.on_cpu:
         spec["affinity"] = common.gpu_node_affinity()
     return spec
 
@@ -165,10 +167,21 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
+def puller_image(model: ModelConfig, platform: PlatformConfig) -> str:
+    """``platform.pullerImage``; unset, a CPU model's pullers run a CPU image (the default puller
+    image is the GPU server's, many GB of CUDA a CPU node would pull for the `hf` CLI alone; both
+    ship huggingface_hub's `hf`): ``vllmCpuImage`` when set (a mirror's), else the default line's
+    upstream CPU image, fixed like the default puller image, so moving the platform to another
+    line changes no puller Job and re-pulls nothing."""
+    if model.on_cpu and "puller_image" not in platform.model_fields_set:
+        return platform.vllm_cpu_image or RELEASES[DEFAULT_RELEASE].cpu_image
+    return platform.puller_image
+
+
 def hub_container(model: ModelConfig, platform: PlatformConfig, ident: common.Identity, tmp_mount: dict) -> dict:
     return {
         "name": "puller",
-        "image": platform.puller_image,
+        "image": puller_image(model, platform),
         # The image's entrypoint may be the server; run the hub CLI explicitly.
         "command": ["hf"],
         "args": puller_args(model),

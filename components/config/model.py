@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Discriminator, Field, PrivateAttr, Tag, ValidationInfo, field_validator, model_validator
 
-from . import effect, kube, managed, rules, stack_secrets, values
+from . import cpu, effect, kube, managed, rules, stack_secrets, values
 from .autoscaling import Autoscaling, autoscaling_problems
 from .disruption import DisruptionOverride, DisruptionPolicy, resolve
 from .lora import Lora
@@ -114,10 +114,15 @@ class WeightsStorage(Strict):
 
 
 class Resources(Strict):
-    cpu: PositiveQuantity = Field("4", description="CPU request of the server container.")
+    cpu: PositiveQuantity = Field("4", description="CPU request of the server container. A CPU model "
+                                  "(`gpus: 0`): a whole number, also its CPU limit and its engine threads.")
     memory: PositiveQuantity = Field(
         "32Gi", description="Memory request and limit of the server container (kept equal, so "
         "the node never overcommits the memory a model needs)."
+    )
+    kv_cache: Optional[PositiveQuantity] = Field(
+        None, description="CPU models (`gpus: 0`) only: the KV cache, whole GiB (`VLLM_CPU_KVCACHE_SPACE`), "
+        "at most `memory` − 3Gi. Unset: ⌊(memory − 3Gi) / 2⌋ (docs/02-models-and-weights.md, \"CPU models\").",
     )
 
 
@@ -177,7 +182,9 @@ class ModelConfig(Strict):
     source: WeightSource = Field(
         description="Where the weights come from: `type: hf` (the default), `s3` or `pvc`; see "
         "docs/weight-sources.md.")
-    gpus: int = Field(1, ge=1, description="GPUs per pod (`nvidia.com/gpu` limit).")
+    gpus: int = Field(1, ge=0, description="GPUs per pod (`nvidia.com/gpu` limit). `0`: a CPU model, served by "
+                      "vLLM's CPU server (`platform.vllmCpuImage`) with no GPU and no GPU node placement; see "
+                      "docs/02-models-and-weights.md, \"CPU models\".")
     tensor_parallel_size: int = Field(
         1, ge=1, description="Tensor-parallel degree; must divide `gpus`. vLLM, and the NIM operator's ngc "
         "cache without `nim.profiles` (it selects the profiles to cache); refused where it has no effect "
@@ -209,10 +216,12 @@ class ModelConfig(Strict):
         "use `hfTokenSecret` / `nim.authSecret`.",
     )
     node_selector: Optional[kube.Labels] = Field(
-        None, description="Overrides `platform.gpuNodeSelector` for this model."
+        None, description="Overrides `platform.gpuNodeSelector` for this model; a CPU model (`gpus: 0`) "
+        "has this one only."
     )
     tolerations: Optional[tuple[Toleration, ...]] = Field(
-        None, description="Overrides `platform.gpuTolerations` for this model."
+        None, description="Overrides `platform.gpuTolerations` for this model; a CPU model (`gpus: 0`) "
+        "has these only."
     )
     image: Optional[Image] = Field(None, description="Overrides the engine's server image.")
     vllm_release: Optional[VllmRelease] = Field(
@@ -290,6 +299,11 @@ class ModelConfig(Strict):
     def on_operator(self) -> bool:
         return self.engine == "nim" and self.path == "operator"
 
+    @property
+    def on_cpu(self) -> bool:
+        """A CPU model (``gpus: 0``): vLLM's CPU server (config/cpu.py)."""
+        return self.gpus == 0
+
     @field_validator("engine")
     @classmethod
     def _supported_engine(cls, engine: str) -> str:
@@ -341,6 +355,7 @@ class ModelConfig(Strict):
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
+        problems.extend(cpu.model_problems(self))
         problems.extend(next_problems(self))
         problems.extend(rules.identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))

@@ -102,7 +102,7 @@ NIM_JSONL_LOGGING = "NIM_JSONL_LOGGING"
 def multinode_problems(model: ModelConfig) -> list[Problem]:
     """What a multi-node model cannot be (each with the fix)."""
     spec = model.multi_node
-    if spec is None:
+    if spec is None or model.gpus == 0:  # a CPU model's multiNode is refused whole (cpu.py)
         return []
     if model.engine == "nim" and not model.on_operator:
         # The NIM container's multi-node contract (NIM_LEADER_ROLE / NIM_NODE_RANK, the MPI ssh

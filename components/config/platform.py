@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from . import kube, values
+from . import cpu, kube, values
 from .autoscaling import AutoscalingPlatform
 from .disruption import DisruptionConfig
 from .metrics import MetricsConfig
@@ -151,10 +151,17 @@ class PlatformConfig(Strict):
         "before this setting. New stacks: `0.32` (docs/09-upgrading.md says what moving a deployed "
         "stack rolls). Per model: `vllmRelease`.",
     )
+    vllm_cpu_image: Optional[Image] = Field(
+        None, description="vLLM CPU server image of CPU models (`gpus: 0`), fully qualified and pinned, of "
+        "the platform's release line. Unset: the line's upstream CPU image (`0.11`: "
+        f"`{RELEASES['0.11'].cpu_image}`, `0.32`: `{RELEASES['0.32'].cpu_image}`).",
+    )
     puller_image: Image = Field(
         VLLM_IMAGE,
         description="Weight-puller image; must ship the `hf` CLI of huggingface_hub. The vLLM "
-        "image does, and it is already on the node for the server.",
+        "image does, and it is already on the node for the server. Unset, a CPU model's puller and "
+        "LoRA init container run a CPU image, which ships it too: `vllmCpuImage` when set, else "
+        f"`{RELEASES[DEFAULT_RELEASE].cpu_image}` (fixed, as this default is: a line move re-pulls nothing).",
     )
     busybox_image: Image = Field(
         "docker.io/library/busybox:1.37.0",
@@ -197,10 +204,12 @@ class PlatformConfig(Strict):
         (), description="Names of image pull Secrets attached to every pod."
     )
     gpu_node_selector: kube.Labels = Field(
-        default_factory=dict, description="Node selector that places serving pods on GPU nodes."
+        default_factory=dict, description="Node selector that places serving pods on GPU nodes (not "
+        "CPU models' pods, `gpus: 0`: theirs is the model's `nodeSelector`)."
     )
     gpu_tolerations: tuple[Toleration, ...] = Field(
-        GPU_TOLERATIONS, description="Tolerations of serving pods for GPU-node taints."
+        GPU_TOLERATIONS, description="Tolerations of serving pods for GPU-node taints (not CPU models' "
+        "pods, `gpus: 0`: theirs are the model's `tolerations`)."
     )
     teardown_identity: TeardownIdentity = Field(
         default_factory=TeardownIdentity, description="Least-privilege identity for in-cluster teardown."
@@ -243,6 +252,8 @@ class PlatformConfig(Strict):
         _, release_problem = resolve(self.vllm_release, self.vllm_image)
         if release_problem is not None:
             problems.append(Problem("vllmRelease" if self.vllm_release else "vllmImage", release_problem))
+        else:
+            problems.extend(cpu.platform_problems(self))
         teardown = self.teardown_identity
         if teardown.enabled and teardown.service_account_name == self.service_account_name:
             # Two ServiceAccounts of one name are one object: the serving pods would run with the

@@ -17,7 +17,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from . import effect, rules, secret_values, stack_secrets, values, vllm_checks
+from . import cpu, effect, rules, secret_values, stack_secrets, values, vllm_checks
 from .autoscaling import AutoscalingPlatform, may_sleep
 from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import ModelConfig
@@ -71,6 +71,7 @@ class StackConfig(Strict):
             problems.extend(problem.under(f"models.{index}") for problem in rules.auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
+            problems.extend(p.under(f"models.{index}") for p in cpu.stack_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in next_revision_line_problems(model, self.platform))
         problems.extend(effect.served_name_problems(self.models))
         problems.extend(metrics_problems(

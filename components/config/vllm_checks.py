@@ -12,7 +12,7 @@ import difflib
 from functools import cache
 from typing import TYPE_CHECKING, Optional
 
-from . import vllm_args
+from . import cpu, vllm_args
 from .values import Problem
 from .vllm_release import DEFAULT_RELEASE, RELEASES, ReleaseLine, image_version, resolve
 
@@ -31,16 +31,19 @@ def parser_of(line: str):
 
 
 def image_of(model: ModelConfig, platform: PlatformConfig) -> str:
-    return model.image or platform.vllm_image
+    return model.image or (cpu.cpu_image(platform) if model.on_cpu else platform.vllm_image)
 
 
 def setting_of(model: ModelConfig, platform: PlatformConfig) -> Optional[str]:
     """The model's own setting; else, unless the model's own image names its version, the
-    platform's (which describes the platform's image)."""
+    platform's (which describes the platform's image; a CPU model on the platform's CPU image
+    runs the platform's line, which that image was checked against)."""
     if model.vllm_release is not None:
         return model.vllm_release
     if model.image is not None and image_version(model.image) is not None:
         return None
+    if model.on_cpu and model.image is None:
+        return cpu.platform_line(platform)
     return platform.vllm_release
 
 

@@ -64,6 +64,12 @@ class ReleaseLine:
     name: str
     version: str
     image: str
+    # The line's upstream CPU server image (CPU models, `gpus: 0`): vLLM's `vllm-openai` target of
+    # docker/Dockerfile.cpu, ENTRYPOINT `vllm serve` like the GPU image's.
+    cpu_image: str
+    # VLLM_CPU_OMP_THREADS_BIND's value for "no binding" (the CPU worker's init_device): the
+    # threads (OMP_NUM_THREADS) then run wherever the kernel places them in the pod's cpuset.
+    cpu_unbound: str
     lora_ranks: tuple[int, ...]
     # Options a stack may have carried on another line that this one removed -> the fix.
     removed: tuple[tuple[str, str], ...] = ()
@@ -100,11 +106,20 @@ def load_facts(name: str) -> dict:
 RELEASES: dict[str, ReleaseLine] = {
     "0.11": ReleaseLine(
         name="0.11", version="0.11.0", image="docker.io/vllm/vllm-openai:v0.11.0",
+        # The release pipeline's CPU repository (vLLM's docs of the line, "Pre-built images").
+        cpu_image="public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0",
+        # vllm/v1/worker/cpu_worker.py: anything but `auto` and `all` is a core list (`nobind`
+        # reaches init_cpu_threads_env as one and fails to parse).
+        cpu_unbound="all",
         # vllm/config/lora.py LoRAConfig.__post_init__ possible_max_ranks (checked after parsing).
         lora_ranks=(8, 16, 32, 64, 128, 256, 320, 512),
     ),
     "0.32": ReleaseLine(
         name="0.32", version="0.32.0", image="docker.io/vllm/vllm-openai:v0.32.0",
+        # Docker Hub's CPU repository (x86_64 + arm64 manifest), where the release pipeline
+        # republishes the CPU release image (vLLM's docs, installation/cpu, "Pre-built images").
+        cpu_image="docker.io/vllm/vllm-openai-cpu:v0.32.0",
+        cpu_unbound="nobind",
         # vllm/config/lora.py MaxLoRARanks (argparse choices).
         lora_ranks=(1, 8, 16, 32, 64, 128, 256, 320, 512),
         removed=(("--enable-lora-bias", "removed in vLLM 0.12 (LoRA bias is no longer supported)"),

@@ -3,7 +3,7 @@ policies and ``policies/__main__.py`` only assembles them."""
 
 from __future__ import annotations
 
-from . import disruption, gateway, gpu, images, metrics, pods, rbac, revisions, router, stack
+from . import cpu, disruption, gateway, gpu, images, metrics, pods, rbac, revisions, router, stack
 from .base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -39,6 +39,7 @@ ALL_RULES: tuple[Rule, ...] = (
     gpu.nim_multinode_shape,
     revisions.controllers_own_their_pods,
     revisions.wakes_from_zero,
+    cpu.cpu_server_settings,
 )
 
 __all__ = ["ALL_RULES", "Rule"]

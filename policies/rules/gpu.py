@@ -13,6 +13,8 @@ from typing import Any, Optional
 from .base import resource_rule
 from .kube import (
     COMPONENT_LABEL,
+    CPU_DEVICE,
+    DEVICE_LABEL,
     GPU_RESOURCE,
     POD_KINDS,
     SERVER,
@@ -135,10 +137,12 @@ def shm_size_limit(obj: K8sObject, config: dict) -> Iterator[Finding]:
 @resource_rule(
     "llm-serving-gpu-limits",
     "Server pods set an nvidia.com/gpu limit, equal to the request where one is given (extended "
-    "resources are scheduled by their limit; without it the server lands on a node with no GPU).",
+    "resources are scheduled by their limit; without it the server lands on a node with no GPU). "
+    "CPU models' servers (label llm-serving.dev/device: cpu) answer to llm-serving-cpu-server-settings "
+    "instead.",
     POD_KINDS,
     fix="Set resources.limits[\"nvidia.com/gpu\"] on the server container to the model's GPU count "
-    "(stack config models[].gpus).",
+    "(stack config models[].gpus; a model served on CPUs sets gpus: 0, which labels its server).",
     severity="high", url="https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/",
     config=GPU_CONFIG,
 )
@@ -146,6 +150,10 @@ def gpu_limits(obj: K8sObject, config: dict) -> Iterator[Finding]:
     component, findings = labelled(obj, COMPONENT_LABEL, "component")
     yield from findings
     if component != SERVER:
+        return
+    device, findings = labelled(obj, DEVICE_LABEL, "device")
+    yield from findings
+    if device == CPU_DEVICE or findings:  # a CPU server: cpu.cpu_server_settings holds it to no GPU
         return
     gpu = config["gpuResourceName"]
     refs, _, unknown_paths = pod_containers(obj)

@@ -17,6 +17,8 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 ENGINE_LABEL = f"{DOMAIN}/engine"
 MODEL_LABEL = f"{DOMAIN}/model"
 REVISION_OF_LABEL = f"{DOMAIN}/revision-of"  # a next revision's objects: the model it revises
+DEVICE_LABEL = f"{DOMAIN}/device"  # `cpu` on a CPU model's objects (gpus: 0); GPU models carry none
+CPU_DEVICE = "cpu"
 
 SERVER = "server"
 PULLER = "weights-puller"

@@ -16,7 +16,7 @@ import yaml
 from tests.support.builders import FIXTURES, compile_stack, fixture_stack
 
 GOLDEN = FIXTURES / "golden"
-CASES = ["minimal", "rich", "metrics", "perpod", "streamed", "revisions"]  # inputs: tests/fixtures/stacks/Pulumi.<case>.yaml
+CASES = ["minimal", "rich", "metrics", "perpod", "streamed", "revisions", "cpu"]  # inputs: tests/fixtures/stacks/Pulumi.<case>.yaml
 
 
 def render(case: str) -> str:

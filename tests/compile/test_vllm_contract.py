@@ -11,7 +11,7 @@ from components.compile import compile_stack
 from components.config import load_stack_config
 from components.config.platform import VLLM_IMAGE
 from components.config.vllm_args import normalise
-from components.config.vllm_release import DEFAULT_RELEASE, RELEASES
+from components.config.vllm_release import DEFAULT_RELEASE, RELEASES, image_version
 from tests.support.builders import model
 
 LINES = sorted(RELEASES)
@@ -19,7 +19,7 @@ LINES = sorted(RELEASES)
 
 def stack(line: str) -> dict:
     """Everything that adds a flag or a variable to a vLLM server: TP, LoRA, a token Secret, user
-    args and env that pass validation, a streamed source."""
+    args and env that pass validation, a streamed source, a CPU model (its image and CPU env)."""
     return {"platform": {"vllmRelease": line}, "models": [
         model("plain"),
         model("rich", gpus=4, tensorParallelSize=4, lora={"enabled": True, "maxLoras": 2, "maxLoraRank": 64},
@@ -28,6 +28,7 @@ def stack(line: str) -> dict:
         # source.load: stream (the model is an s3:// URI, --load-format runai_streamer, VLLM_ASSETS_CACHE).
         model("streamed", source={"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
                                   "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}),
+        model("cpu", gpus=0, lora={"enabled": True}),
     ]}
 
 
@@ -51,18 +52,20 @@ def test_the_default_image_is_the_default_lines():
 
 @pytest.mark.parametrize("line", LINES)
 def test_each_line_renders_its_own_image(line):
-    assert {c["image"] for c in servers(line)} == {RELEASES[line].image}
+    assert [c["image"] for c in servers(line)] == [RELEASES[line].image] * 3 + [RELEASES[line].cpu_image]
+    # The CPU image's tag names the line too (what validation reads a line from).
+    assert image_version(RELEASES[line].cpu_image) == RELEASES[line].version
 
 
 @pytest.mark.parametrize("line", LINES)
 def test_the_stack_renders_vllm_servers_with_options_and_env(line):
     containers = servers(line)
-    assert len(containers) == 3
+    assert len(containers) == 4
     options = {canonical(a) for c in containers for a in c["args"] if a.startswith("-")}
     assert {"--port", "--tensor-parallel-size", "--enable-lora", "--max-lora-rank", "--load-format"} <= options
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
+@pytest.mark.parametrize("index", [0, 1, 2, 3], ids=["plain", "rich", "streamed", "cpu"])
 @pytest.mark.parametrize("line", LINES)
 def test_every_option_is_one_the_line_accepts(line, index):
     known = RELEASES[line].options
@@ -72,7 +75,7 @@ def test_every_option_is_one_the_line_accepts(line, index):
     assert unknown == set(), f"vLLM {line} has no option(s) {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])
+@pytest.mark.parametrize("index", [0, 1, 2, 3], ids=["plain", "rich", "streamed", "cpu"])
 @pytest.mark.parametrize("line", LINES)
 def test_every_vllm_variable_is_one_the_line_reads(line, index):
     names = {entry["name"] for entry in servers(line)[index].get("env", []) if entry["name"].startswith("VLLM_")}
@@ -117,9 +120,13 @@ def test_moving_a_stack_to_0_32_changes_only_the_server_image():
     old, new = render("0.11"), render("0.32")
     assert old.keys() == new.keys()
     changed = {key: _differences(old[key], new[key]) for key in old if old[key] != new[key]}
-    assert set(changed) == {("Deployment", name) for name in ("plain", "rich", "streamed")}, changed
-    for paths in changed.values():
-        assert paths == [".spec.template.spec.containers.0.image"], paths
+    assert set(changed) == {("Deployment", name) for name in ("plain", "rich", "streamed", "cpu")}, changed
+    for (_, name), paths in changed.items():
+        # A CPU server also says "no thread binding" in the new line's words (all -> nobind).
+        bind = [f".spec.template.spec.containers.0.env.{index}.value" for index, entry in enumerate(
+            new[("Deployment", name)]["spec"]["template"]["spec"]["containers"][0]["env"])
+            if entry["name"] == "VLLM_CPU_OMP_THREADS_BIND"]
+        assert sorted(paths) == sorted([".spec.template.spec.containers.0.image", *bind]), paths
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["plain", "rich", "streamed"])

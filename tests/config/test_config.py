@@ -97,7 +97,7 @@ BAD = [
      "models.0.source.repo", "required"),
     ("missing-name", {"models": [{"source": {"repo": "o/n"}}]}, "models.0.name", "required"),
     ("gpus-string", {"models": [model(gpus="two")]}, "models.0.gpus", "whole number"),
-    ("gpus-zero", {"models": [model(gpus=0)]}, "models.0.gpus", "greater than or equal to 1"),
+    ("gpus-negative", {"models": [model(gpus=-1)]}, "models.0.gpus", "greater than or equal to 0"),
     ("models-not-a-list", {"models": {"name": "chat"}}, "models", "must be a list"),
     ("access-mode-unknown", {"models": [model(weights={"accessMode": "ReadOnlyMany"})]},
      "models.0.weights.accessMode", "'ReadWriteOnce' or 'ReadWriteMany'"),

@@ -185,7 +185,7 @@ RAW_PYDANTIC = ("Input should be", "instance of", "Extra inputs are not permitte
     {"models": "llama"}, {"models": [model(name=12)]}, {"models": [model(source="o/n")]},
     {"platform": ["x"]}, {"models": [model(lora={"enabled": "yes please"})]},
     {"models": [model(weights={"accessMode": "ReadOnlyMany"})]}, {"models": [model(env={"A": 1})]},
-    {"models": [model(args="--x")]}, {"models": [{"name": "x"}]}, {"models": [model(gpus=0)]},
+    {"models": [model(args="--x")]}, {"models": [{"name": "x"}]}, {"models": [model(gpus=-1)]},
     {"models": [model(gpu=2)]}, {"router": {"image": 3}}, {"platform": {"preflight": {"headroomPercent": 101}}},
     {"models": [nim_model(nim="x")]},
 ])
@@ -200,7 +200,7 @@ def test_no_raw_validator_message_reaches_the_user(raw):
     ({"models": [model(source="o/n")]}, "models.0.source: must be a mapping: `key: value` lines"),
     ({"models": [model(name=12)]}, "models.0.name: must be text"),
     ({"models": [model(weights={"accessMode": "x"})]}, "models.0.weights.accessMode: use one of 'ReadWriteOnce' or 'ReadWriteMany'"),
-    ({"models": [model(gpus=0)]}, "models.0.gpus: must be greater than or equal to 1"),
+    ({"models": [model(gpus=-1)]}, "models.0.gpus: must be greater than or equal to 0"),
 ])
 def test_type_messages_name_the_fix(raw, line):
     assert any(p.startswith(line) for p in problems_of(raw)), problems_of(raw)

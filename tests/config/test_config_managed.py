@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from components.compile import compile_stack
-from components.config import ConfigError, load_stack_config, managed
+from components.config import ConfigError, cpu, load_stack_config, managed
 from tests.support.builders import model, nim_model
 
 # Every engine, path and option that adds flags or env: LoRA, TP, a token Secret, NIM raw with an
@@ -19,6 +19,7 @@ RICH = {
               hfEndpoint="http://hf-mirror.mirrors.svc:8080"),
         nim_model("nim-raw", nim={"authSecret": "ngc"}, hfTokenSecret={"name": "hf"}),
         nim_model("nim-op", path="operator", nim={"authSecret": "ngc"}),
+        model("vllm-cpu", gpus=0),  # vLLM's CPU server: its KV cache and thread settings
     ],
 }
 
@@ -48,14 +49,14 @@ def emitted(engine_of: dict[str, str]) -> tuple[set[str], dict[str, set[str]]]:
     return flags, env
 
 
-ENGINES = {"vllm-rich": "vllm", "nim-raw": "nim", "nim-op": "nim"}
+ENGINES = {"vllm-rich": "vllm", "nim-raw": "nim", "nim-op": "nim", "vllm-cpu": "vllm"}
 
 
 def test_the_rich_stack_emits_flags_and_env_to_check():
     flags, env = emitted(ENGINES)
     # The fixture exercises what it claims (a guard for the guard below).
     assert {"--port", "--tensor-parallel-size", "--enable-lora", "--max-lora-rank"} <= flags
-    assert {"HF_HUB_OFFLINE", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "HF_TOKEN"} <= env["vllm"]
+    assert {"HF_HUB_OFFLINE", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "HF_TOKEN", "VLLM_CPU_KVCACHE_SPACE"} <= env["vllm"]
     assert {"NIM_SERVED_MODEL_NAME", "NGC_API_KEY"} <= env["nim"]
 
 
@@ -71,7 +72,7 @@ def test_every_env_name_the_compiler_emits_is_refused_in_env(engine):
     # on the server would not reach the download).
     refused = {name for name in env[engine]
                if name in managed.MANAGED_ENV[engine] or name in managed.PULLER_ENV
-               or managed.is_credential_name(name)}
+               or managed.is_credential_name(name) or (engine == "vllm" and name in cpu.MANAGED_ENV)}
     assert env[engine] - refused == set()
 
 

@@ -38,6 +38,15 @@ def test_the_arguments_are_the_stack_config_a_stack_file_would_hold():
     assert [m.name for m in stack.models] == ["chat", "embed"] and stack.platform.namespace == "team-a"
 
 
+def test_a_cpu_model_is_gpus_zero_with_its_kv_cache():
+    model = llm.ModelArgs("tiny", llm.HubSource("acme/tiny-llm", revision=REVISION), gpus=0,
+                          resources=llm.Resources(cpu="2", memory="8Gi", kv_cache="4Gi"))
+    assert model.to_config()["resources"] == {"cpu": "2", "memory": "8Gi", "kvCache": "4Gi"}
+    (tiny,) = llm.stack_config_of(llm.ModelServingArgs(namespace="team-a", models=[model],
+                                                       platform={"sharedMemorySizeLimit": "1Gi"})).models
+    assert tiny.on_cpu and tiny.resources.kv_cache == "4Gi"
+
+
 def test_a_volume_source_and_an_enum_engine():
     model = llm.ModelArgs("nim", llm.VolumeSource("models", sub_path="llama"), engine=llm.Engine.NIM,
                           image="nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4")

@@ -4,6 +4,7 @@ failure case (one mutation of it)."""
 from __future__ import annotations
 
 import pytest
+import test_policy_cpu
 import test_policy_disruption
 import test_policy_gateway
 import test_policy_gpu
@@ -22,7 +23,7 @@ FAIL_CASES = [
     case
     for module in (test_policy_pods, test_policy_images, test_policy_gpu, test_policy_rbac,
                    test_policy_router, test_policy_stack, test_policy_disruption, test_policy_metrics, test_policy_gateway,
-                   test_policy_revisions)
+                   test_policy_revisions, test_policy_cpu)
     for case in module.FAIL_CASES
 ]
 

@@ -38,8 +38,8 @@ def test_fails_on_one_mutation(case):
 @pytest.mark.parametrize("rendering", [False, True], ids=["cluster", "rendering"])
 def test_the_compiled_stack_with_metrics_passes(rendering):
     world = compliant(rendering)
-    # The raw-path models (multi-node too) and the gateway.
-    assert sum(m["kind"] == "ServiceMonitor" for m in world.manifests) == 5
+    # The raw-path models (multi-node and CPU too) and the gateway.
+    assert sum(m["kind"] == "ServiceMonitor" for m in world.manifests) == 6
     assert run(metrics.monitor_selects_service, world) == []
 
 

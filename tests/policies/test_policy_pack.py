@@ -57,6 +57,7 @@ STABLE_NAMES = [
     "llm-serving-nim-multinode-shape",
     "llm-serving-stack-controllers-own-their-pods",
     "llm-serving-scaled-object-wakes-from-zero",
+    "llm-serving-cpu-server-settings",
 ]
 
 

@@ -88,4 +88,4 @@ def test_unknown_provider_mode_is_reported_not_guessed():
 def test_gate_type_is_pack_config():
     world = compliant()
     found = violations(run(stack.server_weights_gate, world, {"gateType": "pulumi-python:dynamic/other:Gate"}))
-    assert len(found) == 4 and "has no WeightsGate" in found[0].message  # llama, llama-405b, qwen, nim-llama
+    assert len(found) == 5 and "has no WeightsGate" in found[0].message  # llama, llama-405b, qwen, qwen-cpu, nim-llama

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from policies.rules import ALL_RULES, gpu, images, pods, rbac, router, stack
+from policies.rules import ALL_RULES, cpu, gpu, images, pods, rbac, router, stack
 from policies.rules.base import violations
 from policies.rules.kube import UNKNOWN, K8sObject
 from tests.support.policy_helpers import compliant, container, messages, run
@@ -76,6 +76,8 @@ def _unknown_only(findings):
     (images.fully_qualified, lambda w: w.one("NIMService")["spec"]["image"].update(tag=UNKNOWN)),
     (gpu.shm_size_limit, lambda w: w.server("qwen")["spec"]["template"]["spec"].update(volumes=UNKNOWN)),
     (gpu.gpu_limits, lambda w: container(w.server("qwen"), "server")["resources"]["limits"].update({"nvidia.com/gpu": UNKNOWN})),
+    (cpu.cpu_server_settings, lambda w: container(w.server("qwen-cpu"), "server")["resources"]["limits"].update(cpu=UNKNOWN)),
+    (cpu.cpu_server_settings, lambda w: container(w.server("qwen-cpu"), "server")["env"][2].update(value=UNKNOWN)),
     (rbac.no_wildcards, lambda w: w.one("Role", "teardown").update(rules=UNKNOWN)),
     (rbac.no_cluster_admin, lambda w: w.one("RoleBinding", "backend-router")["roleRef"].update(name=UNKNOWN)),
     (rbac.teardown_verbs, lambda w: w.one("Role", "teardown")["rules"][0].update(verbs=UNKNOWN)),

@@ -44,6 +44,9 @@ STACK = {
         {"name": "llama-405b", "source": {"repo": "meta-llama/Llama-3.1-405B-Instruct"}, "gpus": 8,
          "tensorParallelSize": 8, "resources": {"memory": "512Gi"},
          "weights": {"accessMode": "ReadWriteMany", "size": "1Ti"}, "multiNode": {"nodes": 2}},
+        # A CPU model (gpus: 0): vLLM's CPU server, no GPU, its CPU limit, threads and KV cache.
+        {"name": "qwen-cpu", "gpus": 0, "source": {"repo": "Qwen/Qwen2.5-0.5B-Instruct"},
+         "resources": {"cpu": "2", "memory": "8Gi"}},
         # NIM on the raw path: same objects, NIM's image and identity (1000/2000).
         {"name": "nim-llama", "engine": "nim", "image": NIM_IMAGE,
          "source": {"repo": "meta-llama/Llama-3.1-8B-Instruct"}, "resources": {"memory": "48Gi"}},
