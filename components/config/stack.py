@@ -116,7 +116,17 @@ class StackConfig(Strict):
         return problems
 
     def shm_limit(self, model: ModelConfig) -> str:
-        return model.shared_memory_size_limit or self.platform.shared_memory_size_limit
+        """The model's own limit, else the platform's. Left at its default (16Gi) by both, and more
+        than the container's memory (which /dev/shm counts against): half that memory, since a
+        default that refuses every model under 16Gi (the docs' 8Gi one) is a trap, not a choice;
+        a model of 16Gi or more keeps the 16Gi it always had."""
+        if model.shared_memory_size_limit is not None:
+            return model.shared_memory_size_limit
+        limit = self.platform.shared_memory_size_limit
+        memory = values.parse_quantity(model.resources.memory)
+        if "shared_memory_size_limit" in self.platform.model_fields_set or values.parse_quantity(limit) <= memory:
+            return limit
+        return _quantity(memory / 2)
 
     def with_secret_defaults(self) -> StackConfig:
         """The stack with every model reading the stack secrets it uses and names no Secret for
@@ -126,6 +136,15 @@ class StackConfig(Strict):
             return self
         models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
         return self.model_copy(update={"models": models})
+
+
+def _quantity(amount) -> str:
+    """Bytes as the largest binary unit that states them exactly (Kubernetes quantity syntax)."""
+    whole = int(amount)
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if whole and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return str(whole)
 
 
 def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[str, ...]:
