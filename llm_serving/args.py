@@ -200,7 +200,7 @@ def _list(values: Optional[Sequence[str]], where: str) -> Optional[list[str]]:
         return None
     if isinstance(values, (str, bytes)):
         # Never repeated: a command line written as one string is where a pasted token sits.
-        raise TypeError(f"{where}: a list of strings, one item per word (e.g. ['--max-num-seqs', '8']), not one "
+        raise TypeError(f"{where}: a list of strings, one item per word (e.g. ['--max-model-len', '4096']), not one "
                         "string; split it")
     if not isinstance(values, Sequence):
         raise TypeError(f"{where}: a list of strings, not {type(values).__name__}")
