@@ -31,7 +31,7 @@ NIM_IMAGES = ("nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
               "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4@sha256:" + "a" * 64)
 # Made-up values in credentials' published shapes: a refusal must never echo them.
 CREDENTIALS = ("hf_" + "QxWvErTyUiOpAsDfGhJkLzXcVbNm123456", "nvapi-" + "Zq8x_Kd02-" * 6,
-               "AKIA" + "Q7RZ3XJ5WVTK2M4P", "-----BEGIN PRIVATE KEY-----MIIE")
+               "AKIA" + "Q7RZ3XJ5WVTK2M4P", "-----BEGIN PRIVATE KEY-----MIIE", "Bearer " + "q8Zt3LmN0pR5sV7wX9yB2cD4")
 SECURE = {"secure": "v1:c2VjcmV0"}
 ODD_ONE_IN = 30
 
