@@ -115,7 +115,7 @@ def test_the_kubeconfig_content_reaches_every_reader_of_the_cluster_as_a_secret(
                                 platform={"metrics": {"enabled": True}}, kubeconfig_content="apiVersion: v1\n")
     llm.ModelServing("team-a", args)
     readers = {name: props for name, props in graph.props.items() if "kubeconfig" in props}
-    assert {"chat-status", "llm-router-targets", "team-a-platform-metrics-crd-check"} <= set(readers), sorted(readers)
+    assert {"chat-status", "llm-router-targets", "team-a-platform-required-crds"} <= set(readers), sorted(readers)
 
     def check(values):
         for name, (value, secret) in zip(readers, values, strict=True):
