@@ -27,6 +27,9 @@ def stack_required_crds(stack: StackConfig) -> list[dict]:
                                  "version": nim.VERSION, "fix": NIM_OPERATOR_FIX})
     if stack.router is not None:
         owner = f"router {stack.router.name}"
+        listed = {(r["field"], tuple(r["crds"])) for r in requirements}
+        # The gateway's monitor follows platform.metrics: that line already says it.
         requirements += [{**r, "field": f"{owner}: {r['field']}"}
-                         for r in required_crds(compile_router(stack)) + gateway_required_crds(compile_gateway(stack))]
+                         for r in required_crds(compile_router(stack)) + gateway_required_crds(compile_gateway(stack))
+                         if (r["field"], tuple(r["crds"])) not in listed]
     return requirements
