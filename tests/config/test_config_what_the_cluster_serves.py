@@ -123,18 +123,23 @@ def test_refused_at_its_argument_with_the_fix_from_the_library(raw, path, fix):
 
 
 def test_what_each_refusal_guards_still_passes_when_it_is_right():
-    """The neighbours of the cases above stay valid: a revision with its own image on one pod,
-    a sleeping model an unscoped tenant may call, an unpinned line with a revision of its line."""
-    load_stack_config({"models": [model("chat", weights=RWX, next={**NEXT, "replicas": 3})], "router": ROUTER})
-    load_stack_config({"models": [model("chat", weights=RWX, next={
-        "weight": 10, "image": "docker.io/vllm/vllm-openai:v0.32.0"})], "router": ROUTER})
-    load_stack_config({"models": [model("chat", weights=RWX, vllmRelease="0.11", next={
-        "weight": 10, "image": "docker.io/vllm/vllm-openai:v0.11.1"})], "router": ROUTER})
-    load_stack_config({"platform": METRICS, "models": [
-        model("chat", weights=RWX, autoscaling={"enabled": True, "minReplicas": 0, "maxReplicas": 2})],
-        "router": {**ROUTER, "gateway": {"hold": {"timeoutSeconds": 60}, "apiKeys": {
-            "secretName": "keys", "tenants": [{"name": "a", "routingKey": "team-a"}, {"name": "b"}]}}}})
-    load_stack_config({"models": [model("chat", args=["--api-server-count", "1"])]})
+    """The neighbours of the cases above stay valid: a revision with its own source on three pods
+    of ReadWriteMany weights, a revision of another line's image, a revision of the pinned line, a
+    sleeping model an unscoped tenant may call, one API server."""
+    accepted = [load_stack_config(raw) for raw in (
+        {"models": [model("chat", weights=RWX, next={**NEXT, "replicas": 3})], "router": ROUTER},
+        {"models": [model("chat", weights=RWX, next={"weight": 10, "image": "docker.io/vllm/vllm-openai:v0.32.0"})],
+         "router": ROUTER},
+        {"models": [model("chat", weights=RWX, vllmRelease="0.11", next={
+            "weight": 10, "image": "docker.io/vllm/vllm-openai:v0.11.1"})], "router": ROUTER},
+        {"platform": METRICS, "models": [
+            model("chat", weights=RWX, autoscaling={"enabled": True, "minReplicas": 0, "maxReplicas": 2})],
+         "router": {**ROUTER, "gateway": {"hold": {"timeoutSeconds": 60}, "apiKeys": {
+             "secretName": "keys", "tenants": [{"name": "a", "routingKey": "team-a"}, {"name": "b"}]}}}},
+        {"models": [model("chat", args=["--api-server-count", "1"])]},
+    )]
+    assert [stack.models[0].name for stack in accepted] == ["chat"] * 5
+    assert accepted[0].models[0].next.replicas == 3
 
 
 def test_a_tenants_bad_limit_is_its_only_line():
