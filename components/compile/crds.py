@@ -23,7 +23,7 @@ def stack_required_crds(stack: StackConfig) -> list[dict]:
     for model in stack.models:
         requirements += [{**r, "field": f"model {model.name}: {r['field']}"} for r in autoscaling.required_crds(model)]
         if model.on_operator:
-            requirements.append({"field": f"model {model.name} (path: operator)", "crds": list(nim.CRD_NAMES),
+            requirements.append({"field": f"model {model.name} uses path: operator", "crds": list(nim.CRD_NAMES),
                                  "version": nim.VERSION, "fix": NIM_OPERATOR_FIX})
     if stack.router is not None:
         owner = f"router {stack.router.name}"

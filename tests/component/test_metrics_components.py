@@ -45,7 +45,7 @@ def test_one_crd_check_gates_every_model(graph):
     assert props["requirements"][0]["crds"] == ["servicemonitors.monitoring.coreos.com"]
     assert props["requirements"][0]["field"] == "platform.metrics.enabled"
     # Every CRD of the stack at once: the operator-path model's too, under the name its own check uses.
-    assert props["requirements"][1]["field"] == "model op (path: operator)"
+    assert props["requirements"][1]["field"] == "model op uses path: operator"
     # The first child of each model waits on it (through the platform's `ready`).
     assert "platform-required-crds" in graph.depends("alpha-weights")
     assert "platform-required-crds" in graph.depends("op-nim-operator-check")
@@ -67,7 +67,7 @@ def test_metrics_off_declare_none_of_it(graph):
     declare(raw())
     assert not [n for n in graph.objects if "monitor" in n or "dashboard" in n]
     # The operator-path model's CRDs are still checked by the platform first.
-    assert graph.props["platform-required-crds"]["requirements"][0]["field"] == "model op (path: operator)"
+    assert graph.props["platform-required-crds"]["requirements"][0]["field"] == "model op uses path: operator"
 
 
 @pulumi.runtime.test

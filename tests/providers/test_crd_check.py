@@ -121,6 +121,6 @@ def test_the_stacks_check_names_every_missing_crd_at_once_in_a_sentence(cluster)
                         "that needs it and the fix:"), lines[0]
     fields = [line.split(" needs ", 1)[0] for line in lines[1:]]
     assert fields == ["  - platform.metrics.enabled", "  - model tiny: autoscaling.enabled",
-                      "  - model op (path: operator)", "  - router llm-router: router.tls",
+                      "  - model op uses path: operator", "  - router llm-router: router.tls",
                       "  - router llm-router: router.metrics.serviceMonitor"], lines
     assert "scaledobjects.keda.sh, missing on this cluster: " in lines[2] and "helm install" in lines[3]
