@@ -98,8 +98,9 @@ def _no_ambient_kubeconfig() -> Optional[str]:
 
 
 def unpinned_warnings(stack: StackConfig) -> list[str]:
-    """With preflight off (the library's default), revisions are not pinned: each pod downloads
-    what a branch or tag points at when it starts."""
+    """With preflight off (the library's default), revisions are not pinned (each pod downloads
+    what a branch or tag points at when it starts) and S3 sources are not listed (the puller
+    checks the copy against the listing's ETags and sizes only when there is one)."""
     lines = []
     for index, model in enumerate(stack.models):
         sources = [("source", model.source)] + ([("next.source", model.next.source)]
@@ -109,6 +110,11 @@ def unpinned_warnings(stack: StackConfig) -> list[str]:
                 lines.append(f"models[{index}].{where}.revision '{source.revision}' is not a commit: each pod "
                              "downloads what it names when it starts, and two pods may serve different weights; "
                              "give a 40-hex commit, or platform={'preflight': {'enabled': True}} to have it pinned")
+            elif source_type(source) == "s3":
+                lines.append(f"models[{index}].{where}: the objects are copied without the preflight's listing, so "
+                             "the copy is not verified against one (a missing object, another size or a changed "
+                             "ETag goes unnoticed); platform={'preflight': {'enabled': True}} lists them before "
+                             "anything is declared")
     return lines
 
 

@@ -123,7 +123,7 @@ def test_a_preflight_that_fails_registers_nothing(kubeconfig, registered, monkey
     assert registered == []
 
 
-def test_without_preflight_a_branch_revision_is_warned_about(kubeconfig, registered, monkeypatch):
+def test_without_preflight_a_branch_revision_and_an_unlisted_s3_source_are_warned_about(kubeconfig, registered, monkeypatch):
     warned: list[str] = []
     monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: warned.append(message))
     llm.ModelServing("team-a", serving_args(chat(revision="main")))
@@ -131,6 +131,11 @@ def test_without_preflight_a_branch_revision_is_warned_about(kubeconfig, registe
     warned.clear()
     llm.ModelServing("team-b", serving_args(chat()))
     assert warned == []
+    s3 = llm.ModelArgs("embed", llm.S3Source("weights", prefix="bge/", credentials_secret="s3-reader"),
+                       resources=llm.Resources(cpu="1", memory="24Gi"))
+    llm.ModelServing("team-c", serving_args(s3))
+    assert len(warned) == 1 and warned[0].startswith("models[0].source: the objects are copied without the "
+                                                     "preflight's listing"), warned
 
 
 def test_without_a_kubeconfig_anywhere_construction_refuses_with_the_librarys_fix(tmp_path, registered,
