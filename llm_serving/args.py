@@ -189,6 +189,9 @@ def _shown(value: Any) -> str:
 
 
 def _merged(typed: dict, settings: Mapping[str, Any], where: str, overridable: tuple[str, ...] = ()) -> dict:
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"{where}: a mapping of stack-config names to values (docs/config-reference.md), "
+                        f"not {type(settings).__name__}")
     both = sorted(key for key in settings if key in typed and key not in overridable)
     if both:
         raise ValueError(f"{where}: {', '.join(both)} given both as an argument and in settings; give it once")

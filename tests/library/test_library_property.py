@@ -49,7 +49,7 @@ sources = st.one_of(
     st.builds(llm.VolumeSource, text("models"), st.one_of(st.none(), text("llama"))),
     st.just({"repo": "acme/tiny-llm"}),
 )
-model_settings = st.fixed_dictionaries({}, optional={
+model_settings = st.just("lora") | st.fixed_dictionaries({}, optional={
     "env": st.dictionaries(text("MY_SETTING", "TZ"), text("UTC"), max_size=2),
     "nodeSelector": st.dictionaries(text("pool"), text("a100"), max_size=1),
     "gpus": st.just(2),  # also a typed argument: given both ways
