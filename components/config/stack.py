@@ -28,7 +28,7 @@ from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
 from .types import StackSecret, Strict
 from .values import Problem
-from .vllm_release import image_version
+from .vllm_release import image_version, line_of_version
 
 
 class StackConfig(Strict):
@@ -338,10 +338,11 @@ def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) ->
     own = model.next.model_fields_set
     problems = []
     derived = revision_model(model)
-    if model.vllm_release is not None and "image" in own and vllm_checks.release_problem(derived, platform):
+    version = image_version(derived.image or "")
+    if (model.vllm_release is not None and "image" in own and version and line_of_version(version)
+            and vllm_checks.release_problem(derived, platform)):
         # A revision has no vllmRelease of its own: the model's pins both, and "set vllmRelease to
         # the image's line" on the model would break the serving revision instead.
-        version = image_version(derived.image or "") or "another version"
         return [Problem("next.image", f"is vLLM {version}, and the model's vllmRelease '{model.vllm_release}' "
                         "(which the revision keeps: next has no vllmRelease) says both revisions run vLLM "
                         f"{model.vllm_release}; remove vllmRelease from the model (each revision's image tag then "
