@@ -339,10 +339,12 @@ def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) ->
     problems = []
     derived = revision_model(model)
     version = image_version(derived.image or "")
-    if (model.vllm_release is not None and "image" in own and version and line_of_version(version)
-            and vllm_checks.release_problem(derived, platform)):
+    if model.vllm_release is not None and "image" in own and version and vllm_checks.release_problem(derived, platform):
         # A revision has no vllmRelease of its own: the model's pins both, and "set vllmRelease to
         # the image's line" on the model would break the serving revision instead.
+        if line_of_version(version) is None:
+            return [Problem("next.image", f"is vLLM {version}, no release line this program renders; give next an "
+                            f"image of vLLM {model.vllm_release} (the model's vllmRelease, which the revision keeps)")]
         return [Problem("next.image", f"is vLLM {version}, and the model's vllmRelease '{model.vllm_release}' "
                         "(which the revision keeps: next has no vllmRelease) says both revisions run vLLM "
                         f"{model.vllm_release}; remove vllmRelease from the model (each revision's image tag then "
