@@ -30,7 +30,7 @@ provider = k8s.Provider(
     context=stack.cluster.context,
     render_yaml_to_directory=stack.cluster.render_yaml_to_directory,
 )
-for line in program.secret_warnings(stack):
+for line in program.stack_warnings(stack):
     pulumi.log.warn(line)
 # The platform, one component per model and the router: what llm_serving.ModelServing declares
 # under itself, declared here at the top of the stack (the URNs deployed stacks hold).

@@ -71,7 +71,7 @@ GATEWAY_CERTIFICATE = "gateway-certificate"  # router.gateway.tls: the client po
 # --- the platform's children ------------------------------------------------------------------
 NAMESPACE = "namespace"
 MODEL_SERVICE_ACCOUNT = "model-service-account"
-METRICS_CRD_CHECK = "metrics-crd-check"  # platform.metrics: the Prometheus Operator's CRD
+STACK_CRD_CHECK = "required-crds"  # every other operator's CRD the stack needs (compile/crds.py)
 DASHBOARD = "dashboard"  # platform.metrics.dashboard: the Grafana dashboard ConfigMap
 
 # Roles of a model whose objects hold or make its weights: a replace of one of these is a
@@ -83,7 +83,7 @@ SOURCE_NAMED_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE)
 MODEL_SERVER_ROLES = (SERVER, NIM_SERVICE)
 # Roles of bookkeeping resources (dynamic providers): they hold no cluster object of their own.
 BOOKKEEPING_ROLES = (STATUS, NIM_OPERATOR_CHECK, CRD_CHECK, ROUTER_WORKLOAD_KIND, ROUTER_TARGETS, ROUTER_CRD_CHECK,
-                     METRICS_CRD_CHECK, NEXT_ROLE_PREFIX + STATUS)
+                     STACK_CRD_CHECK, NEXT_ROLE_PREFIX + STATUS)
 _RAW_ROLES = (WEIGHTS, PULLER, WEIGHTS_GATE, NETWORK_POLICY, PULLER_NETWORK_POLICY, SERVER, SERVICE, STATUS,
               SERVER_PDB, SERVICE_MONITOR)
 # Its weights children are named as the model's own (SOURCE_NAMED_ROLES, by their source) and
@@ -119,4 +119,4 @@ ROUTER_ROLES = _longest_first((
     GATEWAY_LIMITER, GATEWAY_LIMITER_SERVICE, GATEWAY_LIMITER_NETWORK_POLICY, GATEWAY_METRICS_SERVICE,
     GATEWAY_SERVICE_MONITOR, GATEWAY_ISSUER, GATEWAY_CERTIFICATE,
 ))
-PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT, METRICS_CRD_CHECK, DASHBOARD))
+PLATFORM_ROLES = _longest_first((NAMESPACE, MODEL_SERVICE_ACCOUNT, STACK_CRD_CHECK, DASHBOARD))

@@ -27,6 +27,7 @@ from .compile import compile_stack
 from .compile.gateway import endpoint_url
 from .compile.router import compile_router
 from .config import ConfigError, StackConfig, load_stack_config, read_stack_file, stack_file
+from .config.pylon import no_pylon_warning
 from .preview_report import command as preview_report
 from .status_cli import print_status
 
@@ -68,6 +69,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             keys = "API keys" if stack.router.gateway.api_keys else "open, no API keys"
             line += f"; clients call the gateway at {endpoint_url(stack)}/v1 ({keys})"
     print(line)
+    warning = no_pylon_warning(stack.router) if stack.router is not None else None
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

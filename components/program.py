@@ -12,6 +12,7 @@ import pulumi
 
 from .config import StackConfig
 from .config.loader import PROJECT
+from .config.pylon import no_pylon_warning
 from .config.stack_secrets import HF_TOKEN, configured, used
 
 
@@ -45,6 +46,15 @@ def secret_values(stack: StackConfig) -> dict[str, pulumi.Output]:
     Secret (see compile/secrets.py)."""
     config = pulumi.Config(PROJECT)
     return {spec.config_key: config.require_secret(spec.config_key) for spec in configured(stack)}
+
+
+def stack_warnings(stack: StackConfig) -> list[str]:
+    """What the program warns of before declaring: the stack secrets' and the router's."""
+    return secret_warnings(stack) + router_warnings(stack)
+
+
+def router_warnings(stack: StackConfig) -> list[str]:
+    return [] if stack.router is None else [w for w in [no_pylon_warning(stack.router)] if w]
 
 
 def secret_warnings(stack: StackConfig) -> list[str]:

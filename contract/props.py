@@ -189,13 +189,16 @@ def _requirements(props: Props) -> tuple[CrdRequirement, ...]:
     return tuple(CrdRequirement.from_dict(r) for r in props.get("requirements") or ())
 
 
+# The owner of the platform's check of every CRD the stack needs (components/compile/crds.py):
+# its message lists each missing one under a sentence (providers/crd_check.py missing_message).
+STACK_CRDS_OWNER = "the stack"
+
+
 @dataclass(frozen=True)
 class RequiredCrdsProps(Wire):
     owner: str
     requirements: tuple[CrdRequirement, ...]
     cluster: ClusterTarget = ClusterTarget()
-    # The input a preview failure is reported against.
-    failure_property: ClassVar[str] = "requirements"
 
     @property
     def resource_id(self) -> str:
@@ -226,7 +229,6 @@ class NimOperatorCheckProps(RequiredCrdsProps):
     # operator's webhook makes it immutable, so the check refuses a change of it at preview.
     # Written only when set, so one-node models record the same inputs as before.
     multi_node: str = ""
-    failure_property: ClassVar[str] = "crds"
     MULTI_NODE_PROPERTY: ClassVar[str] = "multi_node"
 
     @classmethod

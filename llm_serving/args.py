@@ -10,9 +10,12 @@ the same section by its stack-config name (docs/config-reference.md), e.g.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
+
+from components.config.secret_values import credential_shape
 
 
 class Engine(enum.StrEnum):
@@ -29,9 +32,9 @@ class HubSource:
     revision: str = "main"
     allow_patterns: Optional[Sequence[str]] = None
 
-    def to_config(self) -> dict:
+    def to_config(self, where: str = "HubSource") -> dict:
         return _drop_none({"type": "hf", "repo": self.repo, "revision": self.revision,
-                           "allowPatterns": _list(self.allow_patterns)})
+                           "allowPatterns": _list(self.allow_patterns, f"{where}.allow_patterns")})
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class S3Source:
     region: Optional[str] = None
     credentials_secret: Optional[str] = None
 
-    def to_config(self) -> dict:
+    def to_config(self, where: str = "S3Source") -> dict:
         return _drop_none({"type": "s3", "bucket": self.bucket, "prefix": self.prefix, "endpoint": self.endpoint,
                            "region": self.region,
                            "credentials": {"secret": self.credentials_secret} if self.credentials_secret else None})
@@ -58,7 +61,7 @@ class VolumeSource:
     claim_name: str
     sub_path: Optional[str] = None
 
-    def to_config(self) -> dict:
+    def to_config(self, where: str = "VolumeSource") -> dict:
         return _drop_none({"type": "pvc", "claimName": self.claim_name, "subPath": self.sub_path})
 
 
@@ -93,14 +96,19 @@ class ModelArgs:
     weights_size: Optional[str] = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_config(self) -> dict:
+    def to_config(self, where: Optional[str] = None) -> dict:
+        """``where``: how a refusal names this model (``models[0]`` inside ``ModelServingArgs``)."""
+        where = where or f"ModelArgs(name={_shown(self.name)})"
         typed = _drop_none({
-            "name": self.name, "engine": Engine(self.engine).value, "source": _config_of(self.source, "source"),
-            "image": self.image, "gpus": self.gpus, "replicas": self.replicas, "args": _list(self.args),
+            # An unknown engine goes to the config model as it is, which refuses it at
+            # models[i].engine with the engines there are (and never repeats a credential).
+            "name": self.name, "engine": self.engine.value if isinstance(self.engine, Engine) else self.engine,
+            "source": _config_of(self.source, f"{where}.source"),
+            "image": self.image, "gpus": self.gpus, "replicas": self.replicas, "args": _list(self.args, f"{where}.args"),
             "resources": self.resources.to_config() if self.resources else None,
             "weights": {"size": self.weights_size} if self.weights_size else None,
         })
-        return _merged(typed, self.settings, f"ModelArgs(name={self.name!r})")
+        return _merged(typed, self.settings, where)
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,7 @@ class RouterArgs:
 
     def to_config(self) -> dict:
         typed = _drop_none({"name": self.name, "image": self.image, "replicas": self.replicas,
-                            "models": _list(self.models)})
+                            "models": _list(self.models, "RouterArgs.models")})
         return _merged(typed, self.settings, "RouterArgs")
 
 
@@ -146,7 +154,9 @@ class ModelServingArgs:
                             # preflight (pinning revisions) is not run by the library.
                             "preflight": {"enabled": False}},
                            self.platform, "ModelServingArgs.platform", overridable=("preflight",))
-        config: dict = {"platform": platform, "models": [_model_config(m) for m in self.models],
+        if isinstance(self.models, (str, bytes)) or not isinstance(self.models, Sequence):
+            raise TypeError(f"ModelServingArgs.models: a list of ModelArgs, not {type(self.models).__name__}")
+        config: dict = {"platform": platform, "models": [_model_config(m, i) for i, m in enumerate(self.models)],
                         "cluster": _drop_none({"kubeconfig": self.kubeconfig, "context": self.context})}
         if self.router is not None:
             if not isinstance(self.router, RouterArgs):
@@ -155,30 +165,50 @@ class ModelServingArgs:
         return config
 
 
-def _model_config(model: Any) -> dict:
+def _model_config(model: Any, index: int) -> dict:
     if not isinstance(model, ModelArgs):
-        raise TypeError(f"ModelServingArgs.models: each a ModelArgs, not {type(model).__name__}")
-    return model.to_config()
+        raise TypeError(f"ModelServingArgs.models[{index}]: a ModelArgs, not {type(model).__name__}")
+    return model.to_config(f"models[{index}]")
 
 
 def _config_of(source: Any, where: str) -> dict:
     if not isinstance(source, (HubSource, S3Source, VolumeSource)):
         raise TypeError(f"{where}: a HubSource, S3Source or VolumeSource, not {type(source).__name__}")
-    return source.to_config()
+    return source.to_config(where)
+
+
+# A value a refusal may repeat: a short plain word (a model or engine name). Anything else, and
+# anything shaped like a credential, is described, never repeated: these messages end up in
+# terminals and CI logs.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else None
+    if text is not None and _PLAIN_WORD.fullmatch(text) and credential_shape(text) is None:
+        return repr(text)
+    return f"<a {type(value).__name__}, not repeated>"
 
 
 def _merged(typed: dict, settings: Mapping[str, Any], where: str, overridable: tuple[str, ...] = ()) -> dict:
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"{where}: a mapping of stack-config names to values (docs/config-reference.md), "
+                        f"not {type(settings).__name__}")
     both = sorted(key for key in settings if key in typed and key not in overridable)
     if both:
         raise ValueError(f"{where}: {', '.join(both)} given both as an argument and in settings; give it once")
     return {**typed, **dict(settings)}
 
 
-def _list(values: Optional[Sequence[str]]) -> Optional[list[str]]:
+def _list(values: Optional[Sequence[str]], where: str) -> Optional[list[str]]:
     if values is None:
         return None
-    if isinstance(values, str):
-        raise TypeError(f"a list of strings, not the string {values!r}")
+    if isinstance(values, (str, bytes)):
+        # Never repeated: a command line written as one string is where a pasted token sits.
+        raise TypeError(f"{where}: a list of strings, one item per word (e.g. ['--max-model-len', '4096']), not one "
+                        "string; split it")
+    if not isinstance(values, Sequence):
+        raise TypeError(f"{where}: a list of strings, not {type(values).__name__}")
     return list(values)
 
 

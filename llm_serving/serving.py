@@ -14,6 +14,7 @@ every child; nothing is declared with a default provider. The namespace is yours
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ from typing import Optional
 
 import pulumi
 
+from components import program
 from components.config import ConfigError, load_stack_config
+from components.config.sources import source_type
 from components.config.stack import StackConfig, fronted_models
 from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 from components.resources.model import ModelServer
@@ -37,10 +40,85 @@ def stack_config_of(args: ModelServingArgs):
     if not isinstance(args, ModelServingArgs):
         raise TypeError(f"ModelServing takes a ModelServingArgs, not {type(args).__name__}")
     try:
-        return load_stack_config(args.to_config())
+        stack = load_stack_config(args.to_config())
     except ConfigError as error:
         raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {_argument_path(p)}" for p in error.problems)) \
             from None
+    problems = library_problems(args, stack)
+    if problems:
+        raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {p}" for p in problems))
+    return stack
+
+
+def library_problems(args: ModelServingArgs, stack: StackConfig) -> list[str]:
+    """What a program would deploy and then find does not work, which a stack file (read by the
+    stack program, with its own environment and docs) does not meet the same way."""
+    problems = []
+    if stack.router is not None and stack.router.pylon is None:
+        # The router never discovers Services: each model registers through the pylon sidecar in
+        # its pods. Without one the router starts, every model is READY, and nothing is routed.
+        problems.append(
+            "router.settings.pylon: the router reaches models only through the pylon sidecar it puts in "
+            "their pods, and none is set: it would deploy, and route to nothing. Give RouterArgs("
+            "settings={'pylon': {'image': '<stargate-client image>'}, 'workerAuth': {'mode': 'token', "
+            "'secretName': '<Secret>'}}) (docs/04-router-and-clients.md), or leave router out")
+    return problems
+
+
+def kubeconfig_problems(args: ModelServingArgs) -> list[str]:
+    """Without ``kubeconfig_content``, the resources that read the cluster read a kubeconfig file
+    where `up` runs: one that is not there fails `up` half-way (after the platform's objects),
+    with the stack program's fixes. Checked where the program runs, at construction."""
+    problems = []
+    if args.kubeconfig_content is None and args.kubeconfig is None:
+        missing = _no_ambient_kubeconfig()
+        if missing:
+            problems.append(
+                f"kubeconfig_content: unset, so the resources that read the cluster (status, weights gate, "
+                f"checks) would read the ambient kubeconfig, and {missing}; pass the kubeconfig your "
+                "kubernetes.Provider is given as kubeconfig_content (content, kept secret), or the path of a "
+                "kubeconfig file as kubeconfig")
+    elif args.kubeconfig_content is None and not os.path.isfile(os.path.expanduser(args.kubeconfig or "")):
+        problems.append(f"kubeconfig: {args.kubeconfig!r} is no file; give the path of the kubeconfig your "
+                        "kubernetes.Provider uses, or its content as kubeconfig_content")
+    return problems
+
+
+def _no_ambient_kubeconfig() -> Optional[str]:
+    """Why the ambient kubeconfig cannot be read where the program runs (None: it can, or the
+    program runs in a pod, whose service account is its config)."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    named = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if any(os.path.isfile(os.path.expanduser(p)) for p in named or ["~/.kube/config"]):
+        return None
+    if named:
+        return f"KUBECONFIG names {os.pathsep.join(named)}, which does not exist"
+    return "KUBECONFIG is unset and ~/.kube/config does not exist"
+
+
+def unpinned_warnings(stack: StackConfig) -> list[str]:
+    """With preflight off (the library's default), revisions are not pinned (each pod downloads
+    what a branch or tag points at when it starts) and S3 sources are not listed (the puller
+    checks the copy against the listing's ETags and sizes only when there is one)."""
+    lines = []
+    for index, model in enumerate(stack.models):
+        sources = [("source", model.source)] + ([("next.source", model.next.source)]
+                                                if model.next is not None and model.next.source is not None else [])
+        for where, source in sources:
+            if source_type(source) == "hf" and not _COMMIT.match(source.revision):
+                lines.append(f"models[{index}].{where}.revision '{source.revision}' is not a commit: each pod "
+                             "downloads what it names when it starts, and two pods may serve different weights; "
+                             "give a 40-hex commit, or platform={'preflight': {'enabled': True}} to have it pinned")
+            elif source_type(source) == "s3":
+                lines.append(f"models[{index}].{where}: the objects are copied without the preflight's listing, so "
+                             "the copy is not verified against one (a missing object, another size or a changed "
+                             "ETag goes unnoticed); platform={'preflight': {'enabled': True}} lists them before "
+                             "anything is declared")
+    return lines
+
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def _argument_path(problem: str) -> str:
@@ -61,6 +139,16 @@ class ModelServing(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelServingArgs, opts: Optional[pulumi.ResourceOptions] = None):
         stack = stack_config_of(args)  # refused here: nothing is registered for a bad argument
+        problems = kubeconfig_problems(args)
+        if problems:
+            raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {p}" for p in problems))
+        if stack.platform.preflight.enabled:
+            # Asked for in platform: the stack program's preflight (pins revisions, lists S3
+            # sources, checks volume sizes), run here before anything is declared.
+            stack, _ = program.preflight(stack)
+        else:
+            for line in unpinned_warnings(stack):
+                pulumi.log.warn(line)
         super().__init__(TYPE, name, None, opts)
         # The caller's depends_on (their Namespace, say) holds for the first objects too: the
         # platform's, on which every model and the router wait.

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from contract.props import NimOperatorCheckProps, RequiredCrdsProps
+from contract.props import STACK_CRDS_OWNER, NimOperatorCheckProps, RequiredCrdsProps
 
 from . import kube
 from .failures import Reported, reported
@@ -55,12 +55,17 @@ def missing_crds(clients: kube.Clients, api: Any, required: list[tuple[str, str]
 
 
 def missing_message(props: RequiredCrdsProps, missing: list[str]) -> str:
-    """One line per setting whose CRDs are missing: the setting, the CRDs, the fix."""
+    """One line per setting whose CRDs are missing: the setting, the CRDs, the fix. The stack's
+    check (every CRD of the stack at once) puts them under a sentence, one per line."""
     lines = []
     for requirement in props.requirements:
         gone = [m for m in missing if m.split(" ", 1)[0] in requirement.crds]
         if gone:
             lines.append(f"{requirement.field} needs {', '.join(gone)}, missing on this cluster: {requirement.fix}")
+    if props.owner == STACK_CRDS_OWNER:
+        return (f"this cluster lacks {len(missing)} custom resource definition{'s' if len(missing) != 1 else ''} "
+                "the stack needs; each with the setting that needs it and the fix:\n"
+                + "\n".join(f"  - {line}" for line in lines))
     return f"{props.owner}: " + "; ".join(lines)
 
 
@@ -117,7 +122,10 @@ class RequiredCrdsProvider(ResourceProvider):
         try:
             check_required(news, self._connect)
         except CrdsMissing as missing:
-            failures.append(CheckFailure(RequiredCrdsProps.from_dict(news).failure_property, str(missing)))
+            # No property: the engine then prints the reason as a sentence ("... has a problem:
+            # <reason>"); with one it first dumps that property's whole value (`property
+            # requirements value {[{map[crds:...`), which hid the message (issue 38).
+            failures.append(CheckFailure("", str(missing)))
         except Exception:  # noqa: BLE001 - unreachable or forbidden: undecided, not failed
             pass
         return CheckResult(news, failures)

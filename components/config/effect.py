@@ -35,7 +35,8 @@ Paths are relative to the model, as in ``rules.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -91,13 +92,18 @@ def model_problems(model: ModelConfig) -> list[Problem]:
     return problems
 
 
-def served_name_problems(models: Iterable[ModelConfig]) -> list[Problem]:
+def served_name_problems(models: Iterable[ModelConfig], revisions: Mapping[str, str] = MappingProxyType({})
+                         ) -> list[Problem]:
     """A request's `model` names one thing: a model, or one adapter of one model. An adapter named
     like its own base model is shadowed by it (the server answers with the base model), and one
     named like another model, or like another model's adapter, sends clients (and the router,
-    which routes by model name) to whichever answers first."""
+    which routes by model name) to whichever answers first. ``revisions``: the name each next
+    revision registers with the router under (``<model>-next``) -> its model; an adapter may not
+    take one either."""
     models = tuple(models)
     owner = {model.name: f"model '{model.name}'" for model in models}
+    owner.update({name: f"the next revision of model '{of}' (it registers with the router as '{name}')"
+                  for name, of in revisions.items() if name not in owner})
     problems: list[Problem] = []
     for index, model in enumerate(models):
         for number, adapter in enumerate(model.lora.adapters):

@@ -192,6 +192,9 @@ def _message(item: dict) -> str:
         return f"'{ctx.get('tag', '')}' is not a source type; use one of {', '.join(SOURCE_TYPES)} (unset: hf)"
     if kind == "literal_error":
         return f"use one of {ctx.get('expected', '')}"
+    if kind == "too_short":
+        least = ctx.get("min_length", 1)
+        return f"must list at least {least} item{'s' if least != 1 else ''}; add {'one' if least == 1 else 'them'}"
     if kind in _BOUNDS:
         key, words = _BOUNDS[kind]
         return f"must be {words} {ctx.get(key)}"
@@ -199,10 +202,42 @@ def _message(item: dict) -> str:
     return message[len("Value error, "):] if message.startswith("Value error, ") else message
 
 
+# Kubernetes' LabelSelector keys: our selectors are the label map itself (its matchLabels).
+_SELECTOR_KEYS = ("matchLabels", "matchExpressions")
+
+
+def _follows_from_another(item: dict, items: list[dict]) -> bool:
+    """A list's "at least 1 item after validation" when its only items were refused: the items'
+    own errors say what to fix; the list is not empty in the file."""
+    if item["type"] != "too_short" or "after validation" not in item["msg"]:
+        return False
+    loc = tuple(item["loc"])
+    return any(tuple(other["loc"])[:len(loc)] == loc and len(other["loc"]) > len(loc) for other in items)
+
+
+def _selector_key(loc: tuple) -> Optional[str]:
+    """The message for a Kubernetes selector's `matchLabels:`/`matchExpressions:` written under one
+    of our selectors, which take the labels themselves."""
+    if len(loc) < 2 or loc[-1] not in _SELECTOR_KEYS or loc[-2] not in ("namespaceSelector", "podSelector"):
+        return None
+    if loc[-1] == "matchExpressions":
+        return (f"{loc[-2]} takes labels to match exactly (a Kubernetes selector's matchLabels), not "
+                "expressions; write the labels directly under it, e.g. kubernetes.io/metadata.name: monitoring")
+    return (f"{loc[-2]} is the label map itself (what a Kubernetes selector holds under matchLabels); "
+            "remove the `matchLabels:` line and write its labels directly under " + str(loc[-2]))
+
+
 def format_validation_error(error: ValidationError) -> list[str]:
     lines: list[str] = []
-    for item in error.errors():
+    items = error.errors()
+    for item in items:
+        if _follows_from_another(item, items):
+            continue
         loc = _untagged(tuple(item["loc"]))
+        selector = _selector_key(loc)
+        if selector is not None:
+            lines.append(f"{_join(*loc)}: {selector}")
+            continue
         if item["type"] == "union_tag_invalid":
             loc += ("type",)
         where = _join(*loc)

@@ -181,7 +181,9 @@ class PlatformConfig(Strict):
         "and no mounted token.",
     )
     shared_memory_size_limit: PositiveQuantity = Field(
-        "16Gi", description="Size limit of the in-memory /dev/shm volume (tensor parallel needs it)."
+        "16Gi", description="Size limit of the in-memory /dev/shm volume (tensor parallel needs it). Left "
+        "unset here and on the model: 16Gi, or half the model's `resources.memory` when that is less than 16Gi "
+        "(/dev/shm counts against the container's memory)."
     )
     pending_timeout_seconds: int = Field(
         900, gt=0, description="How long a pod may stay Pending before the status reports ERROR."

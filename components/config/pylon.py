@@ -226,3 +226,15 @@ def pylon_problems(router: RouterConfig) -> list[Problem]:
         if arg.split("=", 1)[0] in OTHER_AUTHENTICATORS
     ]
     return problems
+
+
+def no_pylon_warning(router: RouterConfig) -> Optional[str]:
+    """A router without ``pylon``: no model registers with it (the router never discovers
+    Services), so it starts and routes none of the stack's models, unless workers register from
+    outside the stack. Warned by `validate` and the program; the library, whose users meet it
+    from its docs alone, refuses it (llm_serving/serving.py)."""
+    if router.pylon is not None:
+        return None
+    return (f"router {router.name}: router.pylon is unset, so no model of this stack registers with the router "
+            "and it routes none of them (it starts, every model READY, `targets` empty); set router.pylon.image "
+            "and router.workerAuth (docs/04-router-and-clients.md), unless workers register from elsewhere")

@@ -86,15 +86,17 @@ def weights_model(model: ModelConfig) -> ModelConfig:
                                     "next": None})
 
 
-def changes(model: ModelConfig) -> list[str]:
-    """What the next revision changes, in the words of the config (empty: nothing)."""
+def changes(model: ModelConfig, default_image: Optional[str] = None) -> list[str]:
+    """What the next revision changes, in the words of the config (empty: nothing).
+    ``default_image``: the image a model without its own runs (the platform's); the stack passes
+    it, so a revision naming the image the model already runs changes nothing."""
     revision = model.next
     if revision is None:
         return []
     changed = []
     if revision.source is not None and revision.source != model.source:
         changed.append("source")
-    if revision.image is not None and revision.image != model.image:
+    if revision.image is not None and revision.image != (model.image or default_image):
         changed.append("image")
     if revision.args is not None and tuple(revision.args) != tuple(model.args):
         changed.append("args")
@@ -136,6 +138,29 @@ def next_problems(model: ModelConfig) -> list[Problem]:
         problems.append(Problem("next", "keeps the model's source, so both revisions mount the model's one weights "
                                 "volume, which ReadWriteOnce attaches to one node; set weights.accessMode: "
                                 "ReadWriteMany, or give the revision a source of its own"))
+    if revision_rwo_shared(model):
+        # The model's own replicas are checked in model.py; the revision's Deployment mounts its
+        # weights volume (the model's, or the one it will have once promoted) from every pod too.
+        problems.append(Problem("next.replicas", f"{model.next.replicas} replicas cannot share a ReadWriteOnce "
+                                "weights volume (replicas on two nodes hit Multi-Attach and never start); set "
+                                "weights.accessMode: ReadWriteMany, or next.replicas: 1"))
     problems += [p.under("next") for p in managed.arg_problems(derived.args, derived.engine, streams(derived))
                  if p.path.startswith("args")]
     return problems
+
+
+def revision_rwo_shared(model: ModelConfig) -> bool:
+    """The next revision runs several pods on one ReadWriteOnce weights volume."""
+    return (model.next is not None and model.next.replicas > 1 and model.weights.access_mode == "ReadWriteOnce"
+            and not streams(revision_model(model)))
+
+
+def unchanged_problems(model: ModelConfig, default_image: str) -> list[Problem]:
+    """At the stack, with the image a model without its own runs: a revision whose only change is
+    the image the model already runs (the model-level check compares with the model's own `image`,
+    unset there)."""
+    if model.next is None or model.engine != "vllm" or not changes(model) or changes(model, default_image):
+        return []
+    return [Problem("next.image", f"'{model.next.image}' is the image the model already runs "
+                    "(platform.vllmImage; the model sets no image of its own), so the revision changes nothing; "
+                    "set the new image, source or args, or remove next")]

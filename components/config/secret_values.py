@@ -55,6 +55,9 @@ SHAPES = (
     Shape("a GitHub token", re.compile(r"(?<![A-Za-z0-9])(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
           _TOKEN_FIX),
     Shape("an OpenAI-style API key", re.compile(r"(?<![A-Za-z0-9])sk-(proj-|ant-)?[A-Za-z0-9_-]{32,}"), _TOKEN_FIX),
+    # An HTTP bearer credential pasted with its scheme (`Authorization: Bearer <token>`): the scheme
+    # and a token of at least 20 characters (RFC 6750's b64token characters).
+    Shape("a bearer token", re.compile(r"(?i)(?<![A-Za-z0-9])bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), _TOKEN_FIX),
     # A JSON Web Token (e.g. a Kubernetes service-account token): header.payload.signature.
     Shape("a JSON Web Token", re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
           _TOKEN_FIX),

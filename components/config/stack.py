@@ -22,12 +22,13 @@ from .autoscaling import AutoscalingPlatform, may_sleep
 from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import ModelConfig
 from .platform import ClusterConfig, PlatformConfig
-from .revisions import next_name, revision_model
+from .revisions import next_name, revision_model, unchanged_problems
 from .router import RouterConfig
 from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
 from .types import StackSecret, Strict
 from .values import Problem
+from .vllm_release import image_version, line_of_version
 
 
 class StackConfig(Strict):
@@ -73,7 +74,8 @@ class StackConfig(Strict):
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in cpu.stack_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in next_revision_line_problems(model, self.platform))
-        problems.extend(effect.served_name_problems(self.models))
+        problems.extend(effect.served_name_problems(
+            self.models, {next_name(model): model.name for model in self.models if model.next is not None}))
         problems.extend(metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
             self.platform.metrics.enabled, self.platform.autoscaling))
@@ -115,7 +117,17 @@ class StackConfig(Strict):
         return problems
 
     def shm_limit(self, model: ModelConfig) -> str:
-        return model.shared_memory_size_limit or self.platform.shared_memory_size_limit
+        """The model's own limit, else the platform's. Left at its default (16Gi) by both, and more
+        than the container's memory (which /dev/shm counts against): half that memory, since a
+        default that refuses every model under 16Gi (the docs' 8Gi one) is a trap, not a choice;
+        a model of 16Gi or more keeps the 16Gi it always had."""
+        if model.shared_memory_size_limit is not None:
+            return model.shared_memory_size_limit
+        limit = self.platform.shared_memory_size_limit
+        memory = values.parse_quantity(model.resources.memory)
+        if "shared_memory_size_limit" in self.platform.model_fields_set or values.parse_quantity(limit) <= memory:
+            return limit
+        return _quantity(memory / 2)
 
     def with_secret_defaults(self) -> StackConfig:
         """The stack with every model reading the stack secrets it uses and names no Secret for
@@ -125,6 +137,15 @@ class StackConfig(Strict):
             return self
         models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
         return self.model_copy(update={"models": models})
+
+
+def _quantity(amount) -> str:
+    """Bytes as the largest binary unit that states them exactly (Kubernetes quantity syntax)."""
+    whole = int(amount)
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if whole and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return str(whole)
 
 
 def fronted_models(router: RouterConfig, model_names: Iterable[str]) -> tuple[str, ...]:
@@ -178,8 +199,7 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
         if gateway.resolved_name(router.name) in (router.name, headless_name(router), backend_name(router)):
             problems.append(Problem("router.gateway.name", f"'{gateway.resolved_name(router.name)}' is already "
                                     "a name of the router's objects; choose another, or remove it"))
-    derived = {router.name, headless_name(router), backend_name(router),
-               *(gateway.object_names(router.name) if gateway.enabled else ())}
+    derived = router_object_names(router)
     for index, name in enumerate(names):
         if name in derived:
             problems.append(Problem(
@@ -206,6 +226,14 @@ def router_problems(router: RouterConfig, namespace: str, model_names: Iterable[
                     f"add '{namespace}.svc.cluster.local' to router.tls.allowedDomains",
                 ))
     return problems
+
+
+def router_object_names(router: RouterConfig) -> set[str]:
+    """The names of the router's Services and workloads (and its gateway's): no model's objects may
+    take one."""
+    gateway = router.gateway
+    return {router.name, headless_name(router), backend_name(router),
+            *(gateway.object_names(router.name) if gateway.enabled else ())}
 
 
 def gateway_tls_problems(gateway: GatewayConfig, router_name: str, namespace: str) -> list[Problem]:
@@ -277,9 +305,29 @@ def sleep_problems(stack: StackConfig) -> list[Problem]:
             reason = ("router.gateway.hold.timeoutSeconds is 0 (nothing held: the first request would get 503 "
                       "and nothing would wake the model); set it to the wait a first request may take while "
                       "the model loads, e.g. 300")
+        if reason is None:
+            reason = _unwakeable_by_tenants(model.name, router.gateway)
         if reason is not None:
             problems.append(Problem(f"models.{index}.autoscaling.minReplicas", f"{why}{reason}, or set minReplicas: 1"))
     return problems
+
+
+def _unwakeable_by_tenants(model_name: str, gateway: GatewayConfig) -> Optional[str]:
+    """With API keys, only the tenants' requests reach the model, and the gateway holds only those
+    without a routing key (docs/gateway.md): why none of them can wake it, or None."""
+    if gateway.api_keys is None:
+        return None
+    tenants = gateway.api_keys.tenants
+    callers = [(i, t) for i, t in enumerate(tenants) if t.models is None or model_name in t.models]
+    if not callers:
+        return ("no tenant of router.gateway.apiKeys may call it (each one's models leaves it out), so no request "
+                "reaches it; add it to a tenant's models")
+    if all(tenant.routing_key is not None for _, tenant in callers):
+        where = ", ".join(f"router.gateway.apiKeys.tenants.{i} ('{t.name}')" for i, t in callers)
+        return (f"every tenant that may call it has a routingKey ({where}), and the gateway never holds a request "
+                "with a routing key (the router lists only unscoped servers' models), so none would wake it; add "
+                "a tenant without routingKey that may call it")
+    return None
 
 
 def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
@@ -290,7 +338,19 @@ def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) ->
         return []
     own = model.next.model_fields_set
     problems = []
-    for problem in vllm_checks.model_problems(revision_model(model), platform):
+    derived = revision_model(model)
+    version = image_version(derived.image or "")
+    if model.vllm_release is not None and "image" in own and version and vllm_checks.release_problem(derived, platform):
+        # A revision has no vllmRelease of its own: the model's pins both, and "set vllmRelease to
+        # the image's line" on the model would break the serving revision instead.
+        if line_of_version(version) is None:
+            return [Problem("next.image", f"is vLLM {version}, no release line this program renders; give next an "
+                            f"image of vLLM {model.vllm_release} (the model's vllmRelease, which the revision keeps)")]
+        return [Problem("next.image", f"is vLLM {version}, and the model's vllmRelease '{model.vllm_release}' "
+                        "(which the revision keeps: next has no vllmRelease) says both revisions run vLLM "
+                        f"{model.vllm_release}; remove vllmRelease from the model (each revision's image tag then "
+                        f"names its line), or give next an image of vLLM {model.vllm_release}")]
+    for problem in vllm_checks.model_problems(derived, platform):
         root = problem.path.split(".")[0]
         problems.append(problem.under("next") if root in own else
                         Problem("next", f"the revision keeps the model's {problem.path}, which its line refuses: "
@@ -312,10 +372,18 @@ def split_problems(stack: StackConfig) -> list[Problem]:
         if reason is not None:
             problems.append(Problem(f"models.{index}.next", f"the gateway gives the next revision of model "
                                     f"'{model.name}' its share of the traffic, and {reason}; or remove next"))
+        problems += [p.under(f"models.{index}") for p in unchanged_problems(model, stack.platform.vllm_image)]
         taken = next_name(model)
         if taken in names:
             problems.append(Problem(f"models.{index}.next", f"the next revision's objects are named '{taken}', which "
                                     f"is model {names.index(taken)}'s name; rename that model, or remove next"))
+        if router is not None and taken in router_object_names(router):
+            # Two Deployments and two Services of one name: the API server keeps one of each.
+            own = taken in (router.name, headless_name(router), backend_name(router))
+            problems.append(Problem("router.name" if own else "router.gateway.name",
+                                    f"the {'router' if own else 'gateway'}'s objects collide with the next revision "
+                                    f"of model '{model.name}' (models.{index}.next), whose Deployment and Service are "
+                                    f"named '{taken}'; rename the {'router' if own else 'gateway'}"))
     return problems
 
 

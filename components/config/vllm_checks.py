@@ -118,6 +118,17 @@ def _api_server_problems(model: ModelConfig, line: ReleaseLine) -> list[Problem]
     namespace = parser_of(line.name).parse_args([MODEL_PATH, *vllm_args.normalise(model.args)])
     count = getattr(namespace, "api_server_count", None)
     spec = model.multi_node
+    # vllm/entrypoints/cli/serve.py (both lines): `if args.headless or args.api_server_count < 1:
+    # run_headless(args)`: engine workers only, no API server, so the probes and the Service never
+    # answer. A dataParallel group's workers get --headless from the compiler (compile/multinode.py).
+    if getattr(namespace, "headless", False):
+        return [Problem(_where(model.args, {"--headless"}), "--headless starts vLLM without its API server (engine "
+                        "workers only), so the probes and the Service would never answer; remove it (the workers "
+                        "of a multiNode dataParallel group get it from this program)")]
+    if count is not None and count < 1:
+        return [Problem(_where(model.args, {"--api-server-count", "-asc"}), f"--api-server-count {count} starts "
+                        "vLLM without an API server (as --headless), so the probes and the Service would never "
+                        "answer; remove it, or set it to 1 or more")]
     if count is not None and spec is not None and spec.mode == "dataParallel":
         return [Problem(_where(model.args, {"--api-server-count", "-asc"}), "--api-server-count would reach the "
                         "group's headless workers too, which vLLM refuses (no API server runs there); remove it "

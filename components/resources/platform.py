@@ -9,13 +9,13 @@ from typing import Optional
 
 import pulumi
 
-from contract.props import ClusterTarget, CrdRequirement, RequiredCrdsProps
+from contract.props import STACK_CRDS_OWNER, ClusterTarget, CrdRequirement, RequiredCrdsProps
 from providers import resources as dynamic
 from providers.crd_check import RequiredCrdsProvider
 
 from .. import children as roles
 from ..children import child as child_name
-from ..compile import metrics
+from ..compile.crds import stack_required_crds
 from ..compile.dashboard import compile_dashboard
 from ..compile.rbac import compile_teardown_identity
 from ..compile.secrets import stack_secrets
@@ -64,21 +64,22 @@ class Platform(pulumi.ComponentResource):
             self._secret(name, secret, (secret_values or {}).get(secret.config_key), after_namespace)
             for secret in stack_secrets(stack)
         ]
-        # One check per stack, not per model: a ServiceMonitor (or a NIMService's metrics) on a
-        # cluster without the CRD stops the preview with the setting and the fix.
-        self.metrics_check: Optional[pulumi.Resource] = None
-        requirements = metrics.required_crds(stack)
+        # Every CRD the stack needs, checked here first (compile/crds.py): a cluster missing
+        # several operators stops the preview naming each, with the setting and the fix, before
+        # any model or router object (and their own checks) is declared.
+        self.crd_check: Optional[pulumi.Resource] = None
+        requirements = stack_required_crds(stack)
         if requirements and not stack.cluster.render_yaml_to_directory:
             props, check_opts = with_kubeconfig(RequiredCrdsProps(
-                "platform.metrics", tuple(CrdRequirement.from_dict(r) for r in requirements),
+                STACK_CRDS_OWNER, tuple(CrdRequirement.from_dict(r) for r in requirements),
                 ClusterTarget.of(stack.cluster),
             ).to_dict(), kubeconfig_content, after_namespace)
-            self.metrics_check = dynamic.RequiredCrds(child_name(name, roles.METRICS_CRD_CHECK), props,
-                                                      RequiredCrdsProvider(), check_opts)
+            self.crd_check = dynamic.RequiredCrds(child_name(name, roles.STACK_CRD_CHECK), props,
+                                                  RequiredCrdsProvider(), check_opts)
         dashboard = compile_dashboard(stack)
         self.dashboard = None if dashboard is None else kube_resources.apply(
             child_name(name, roles.DASHBOARD), dashboard, after_namespace)
-        checks = () if self.metrics_check is None else (self.metrics_check,)
+        checks = () if self.crd_check is None else (self.crd_check,)
         self.ready: tuple[pulumi.Resource, ...] = (*deps, self.service_account, *self.secrets, *checks)
         self.register_outputs({"namespace": stack.platform.namespace})
 

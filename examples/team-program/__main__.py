@@ -37,7 +37,12 @@ serving = llm.ModelServing(
             llm.ModelArgs("summarize", llm.HubSource("acme/tiny-llm-summarize", revision=REVISION), gpus=1,
                           resources=small, weights_size="1Gi"),
         ],
-        router=llm.RouterArgs(image=config.get("routerImage") or "registry.example.com/llm/request-router:0.16.2"),
+        # The router reaches the models through the pylon sidecar in their pods (without one it
+        # would route to nothing, so the library refuses that); workerAuth open: a demo cluster.
+        router=llm.RouterArgs(image=config.get("routerImage") or "registry.example.com/llm/request-router:0.16.2",
+                              settings={"pylon": {"image": config.get("pylonImage")
+                                                  or "registry.example.com/llm/stargate-client:0.16.2"},
+                                        "workerAuth": {"mode": "open"}}),
         kubeconfig_content=kubeconfig,
         platform={"sharedMemorySizeLimit": "1Gi",
                   **({"storageClassName": config.get("storageClassName")} if config.get("storageClassName") else {})},

@@ -185,3 +185,16 @@ def test_an_unwritable_output_is_an_error_line_not_a_traceback(tmp_path):
     result = run("render", "--config", str(stack_file(tmp_path, GOOD)), "--out", str(blocker / "sub"))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and str(blocker / "sub") in result.stderr
+
+
+def test_validate_warns_of_a_router_no_model_can_register_with(tmp_path, capsys):
+    """Issue 38: without router.pylon no model registers with the router; it deploys and routes
+    nothing. Valid (workers may register from elsewhere), so a warning, not a refusal."""
+    router = {"image": "registry.example.com/llm/router:1.0.0"}
+    assert cli.main(["validate", "--config", str(stack_file(tmp_path, {**GOOD, "llm-serving:router": router}))]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: router llm-router: router.pylon is unset, so no model of this stack registers")
+    with_pylon = {**router, "pylon": {"image": "registry.example.com/llm/stargate-client:1.0.0"},
+                  "workerAuth": {"mode": "open"}}
+    assert cli.main(["validate", "--config", str(stack_file(tmp_path, {**GOOD, "llm-serving:router": with_pylon}))]) == 0
+    assert capsys.readouterr().err == ""

@@ -39,14 +39,16 @@ def declare(config: dict):
 @pulumi.runtime.test
 def test_one_crd_check_gates_every_model(graph):
     declare(raw({"enabled": True}))
-    checks = [name for name in graph.props if name.endswith("crd-check")]
-    assert checks == ["platform-metrics-crd-check"]
-    props = graph.props["platform-metrics-crd-check"]
+    checks = [name for name in graph.props if name.endswith(("crd-check", "required-crds"))]
+    assert checks == ["platform-required-crds"]
+    props = graph.props["platform-required-crds"]
     assert props["requirements"][0]["crds"] == ["servicemonitors.monitoring.coreos.com"]
     assert props["requirements"][0]["field"] == "platform.metrics.enabled"
+    # Every CRD of the stack at once: the operator-path model's too, under the name its own check uses.
+    assert props["requirements"][1]["field"] == "model op uses path: operator"
     # The first child of each model waits on it (through the platform's `ready`).
-    assert "platform-metrics-crd-check" in graph.depends("alpha-weights")
-    assert "platform-metrics-crd-check" in graph.depends("op-nim-operator-check")
+    assert "platform-required-crds" in graph.depends("alpha-weights")
+    assert "platform-required-crds" in graph.depends("op-nim-operator-check")
 
 
 @pulumi.runtime.test
@@ -63,12 +65,13 @@ def test_the_monitor_follows_the_service_and_the_dashboard_is_the_platforms(grap
 @pulumi.runtime.test
 def test_metrics_off_declare_none_of_it(graph):
     declare(raw())
-    assert not [n for n in graph.objects if "crd-check" in n or "monitor" in n or "dashboard" in n]
-    assert "platform-metrics-crd-check" not in graph.depends("alpha-weights")
+    assert not [n for n in graph.objects if "monitor" in n or "dashboard" in n]
+    # The operator-path model's CRDs are still checked by the platform first.
+    assert graph.props["platform-required-crds"]["requirements"][0]["field"] == "model op uses path: operator"
 
 
 @pulumi.runtime.test
 def test_rendering_declares_the_objects_but_no_check(graph, tmp_path):
     declare(raw({"enabled": True}, renderYamlToDirectory=str(tmp_path)))
-    assert "platform-metrics-crd-check" not in graph.objects
+    assert "platform-required-crds" not in graph.objects
     assert "alpha-service-monitor" in graph.manifests and "platform-dashboard" in graph.manifests

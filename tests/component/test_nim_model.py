@@ -23,7 +23,7 @@ STACK = {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": [OPERATOR, RAW]
 
 @pytest.fixture
 def graph(monkeypatch):
-    return record_graph(monkeypatch, (dynamic_resources, "NimOperatorCheck"))
+    return record_graph(monkeypatch, (dynamic_resources, "NimOperatorCheck"), (dynamic_resources, "RequiredCrds"))
 
 
 def deploy_stack(raw: dict):
@@ -35,7 +35,9 @@ def deploy_stack(raw: dict):
 def test_operator_path_order(graph):
     deploy_stack(STACK)
     # The CRD check comes first: nothing NIM-specific reaches a cluster without the operator.
-    assert graph.depends("op-nim-operator-check") == ["platform-namespace", "platform-model-service-account"]
+    # The platform's check of every CRD the stack needs (the operator's too) comes first of all.
+    assert graph.depends("op-nim-operator-check") == ["platform-namespace", "platform-model-service-account",
+                                                      "platform-required-crds"]
     assert graph.depends("op-nim-cache") == ["op-nim-operator-check"]
     assert graph.depends("op-nim-service") == ["op-nim-cache"]
     assert graph.depends("op-status") == ["op-nim-service"]

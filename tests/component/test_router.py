@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
+import components.resources.platform as platform_resources
 import components.resources.router as router_resources
 from components.config.stack import fronted_models
 from components.resources import RequestRouter, VllmModel
@@ -22,7 +23,7 @@ MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "metrics": {"serviceMonitor": Tru
 @pytest.fixture
 def graph(monkeypatch):
     return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"),
-                        (router_resources, "RequiredCrds"))
+                        (router_resources, "RequiredCrds"), (platform_resources.dynamic, "RequiredCrds"))
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
@@ -37,7 +38,8 @@ def deploy_stack(graph: Graph, router: dict, **extra):
 @pulumi.runtime.test
 def test_multi_replica_graph_and_order(graph):
     deploy_stack(graph, MULTI)
-    base = ["platform-namespace", "platform-model-service-account"]
+    # The platform's check of every CRD the stack needs (cert-manager's here) before any of them.
+    base = ["platform-namespace", "platform-model-service-account", "platform-required-crds"]
     for name in ("llm-router-service-account", "llm-router-role", "llm-router-headless-service",
                  "llm-router-backend-service-account", "llm-router-backend-role", "llm-router-crd-check",
                  "llm-router-workload-kind"):

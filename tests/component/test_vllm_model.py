@@ -95,7 +95,7 @@ def test_an_autoscaled_model_declares_the_crd_check_and_the_scaled_object(monkey
     assert isinstance(graph.providers["gamma-crd-check"], crd_check.RequiredCrdsProvider)
     assert graph.props["gamma-crd-check"]["requirements"][0]["crds"] == ["scaledobjects.keda.sh"]
     assert graph.depends("gamma-crd-check") == ["platform-namespace", "platform-model-service-account",
-                                                "platform-metrics-crd-check"]
+                                                "platform-required-crds"]
     assert graph.manifests["gamma-scaled-object"]["kind"] == "ScaledObject"
     assert graph.depends("gamma-scaled-object") == ["gamma-server", "gamma-crd-check"]
     assert "replicas" not in graph.manifests["gamma-server"]["spec"]

@@ -11,6 +11,10 @@ the API server would check it, as far as that can be done without one:
   strictly (undeclared fields fail; their CEL rules are left to the dry run);
 - the API server's own rules the schemas do not carry: label keys and values of every label map and
   selector, annotation keys, object names, and int32 ranges of every integer.
+Across the objects (issue 38): one object per kind, namespace and name; no ReadWriteOnce claim
+under more than one pod (a next revision's included); every name a router is given registered by
+one workload (tests/support/render_checks.py); and ``NAMED_STACKS`` draws stacks whose model,
+revision, adapter, router and gateway names meet. A refusal holds no credential's shape at all.
 The same stacks go through the real API server's server-side dry run in
 tests/integration/test_config_property_on_cluster.py.
 
@@ -39,9 +43,11 @@ from hypothesis.control import currently_in_test_context, event
 from components.compile import compile_stack
 from components.config import ConfigError, load_stack_config
 from components.config.kube import INT32_MAX, label_problems, qualified_name_problem
+from components.config.secret_values import credential_shape
 from components.config.stack_secrets import SECRET_SECTIONS
-from tests.support.config_strategies import CREDENTIALS, STACKS
+from tests.support.config_strategies import CREDENTIALS, NAMED_STACKS, STACKS
 from tests.support.real_crds import nim_operator_crds, operator_crd, structural_schema
+from tests.support.render_checks import duplicate_names, served_name_clashes, shared_rwo_claims
 
 EXAMPLES = int(os.environ.get("LLM_SERVING_PROPERTY_EXAMPLES", "150"))
 SEED = int(os.environ.get("LLM_SERVING_PROPERTY_SEED", "2025"))
@@ -157,12 +163,22 @@ def check_one(raw: dict) -> list[dict] | None:
             assert not line.startswith("(stack)"), line
         for credential in CREDENTIALS:
             assert credential not in text, "a refusal echoed a credential"
+        # Any credential's shape, not only the ones drawn: a refusal may quote a value it read.
+        assert credential_shape(text) is None, f"a refusal holds {credential_shape(text).kind}"
         return None
     if currently_in_test_context():
         event("accepted")
     plain = json.dumps({key: value for key, value in raw.items() if key not in SECRET_SECTIONS})
     assert not any(credential in plain for credential in CREDENTIALS), "a credential accepted in a plain field"
     return compile_stack(config)
+
+
+def assert_the_cluster_serves(manifests: list[dict]) -> None:
+    """Across the objects (issue 38): one object per kind, namespace and name; no ReadWriteOnce
+    claim under more than one pod; every name a router is given registered by one workload."""
+    for check in (duplicate_names, shared_rwo_claims, served_name_clashes):
+        found = check(manifests)
+        assert not found, f"{check.__name__}: {found}"
 
 
 @seed(SEED)
@@ -172,6 +188,7 @@ def test_what_validate_accepts_kubernetes_accepts(raw):
     manifests = check_one(raw)
     if manifests is not None:
         assert_kubernetes_accepts(manifests)
+        assert_the_cluster_serves(manifests)
 
 
 def test_the_checks_catch_what_the_api_server_refuses():
@@ -183,6 +200,54 @@ def test_the_checks_catch_what_the_api_server_refuses():
     for fragment in ("labels.a b", "annotations.-x", "beyond int32", "nodeSelector.k"):
         assert fragment in found, found
     assert api_server_rules({"kind": "Service", "metadata": {"name": "1x.y"}})
+
+
+# Small stacks, cheap to compile (about 2 s for 120): at this seed each of issue 38's three
+# (router named like a revision, adapter named like one, revision pods on an RWO claim) fails
+# this test when its check is taken out of the config model.
+NAMED_EXAMPLES = int(os.environ.get("LLM_SERVING_PROPERTY_NAMED_EXAMPLES", "120"))
+
+
+@seed(SEED)
+@settings(PROPERTY, max_examples=NAMED_EXAMPLES)
+@given(NAMED_STACKS)
+def test_names_that_meet_are_refused_or_render_apart(raw):
+    """Models, next revisions, adapters, the router and its gateway named from one pool: what
+    `validate` accepts renders one object per kind and name, no ReadWriteOnce claim under two
+    pods, and every name the router is given registered by one workload."""
+    manifests = check_one(raw)
+    if manifests is not None:
+        assert_the_cluster_serves(manifests)
+
+
+def test_the_cross_object_checks_catch_what_issue_38_rendered():
+    """Guards assert_the_cluster_serves: the renders issue 38 found, rebuilt from a valid one."""
+    import copy
+
+    from tests.support.builders import model
+
+    router = {"image": "nvcr.io/nvidia/llm-request-router:0.18.0", "pylon": {"image": "nvcr.io/nvidia/stargate-client:0.18.0"},
+              "workerAuth": {"mode": "open"}}
+    manifests = compile_stack(load_stack_config({"router": router, "models": [
+        model("chat", next={"weight": 10, "source": {"repo": "acme/new"}}),
+        model("code", lora={"enabled": True, "adapters": [{"name": "sql", "repo": "acme/sql"}]})]}))
+    assert_the_cluster_serves(manifests)
+    by_name = {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+    # 1: a router named like the revision: two Deployments (and Services) of one name.
+    renamed = copy.deepcopy(by_name[("Deployment", "llm-router")])
+    renamed["metadata"]["name"] = "chat-next"
+    assert duplicate_names([*manifests, renamed]) == ["2 objects Deployment/chat-next in namespace 'llm-serving'"]
+    # 2: the revision's Deployment on three pods, its claim ReadWriteOnce.
+    three = copy.deepcopy(manifests)
+    next(m for m in three if m["metadata"]["name"] == "chat-next" and m["kind"] == "Deployment")["spec"]["replicas"] = 3
+    assert any("mounted by 3 pods: Deployment/chat-next (3)" in line for line in shared_rwo_claims(three))
+    # 4: an adapter of 'code' named like the revision.
+    clash = copy.deepcopy(manifests)
+    pylon = next(c for m in clash if m["metadata"]["name"] == "code" and m["kind"] == "Deployment"
+                 for c in [*m["spec"]["template"]["spec"].get("initContainers", []), *m["spec"]["template"]["spec"]["containers"]]
+                 if c["name"] == "pylon")
+    pylon["args"] = [a.replace("--model-name=sql", "--model-name=chat-next") for a in pylon["args"]]
+    assert served_name_clashes(clash) and "'chat-next' registered" in served_name_clashes(clash)[0]
 
 
 @pytest.mark.parametrize("problems", [[f"models.0.env.X: holds {CREDENTIALS[0]}"], ["something went wrong"]])

@@ -22,6 +22,7 @@ CREDENTIALS = {
             "workload identity"),
     "pem": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow", "private key", "router.tls.existingSecret"),
     "github": ("ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2, "GitHub token", "Kubernetes Secret"),
+    "bearer": ("Bearer " + "q8Zt3LmN0pR5sV7wX9yB2cD4", "bearer token", "Kubernetes Secret"),
 }
 
 

@@ -18,7 +18,19 @@ ARGS = llm.ModelServingArgs(
                           resources=llm.Resources(cpu="1", memory="24Gi")),
             llm.ModelArgs("embed", llm.HubSource("acme/tiny-embed", revision=REVISION), gpus=1,
                           resources=llm.Resources(cpu="1", memory="24Gi"))],
-    router=llm.RouterArgs(image="registry.example.com/llm/request-router:0.16.2"))
+    router=llm.RouterArgs(image="registry.example.com/llm/request-router:0.16.2", settings={
+        "pylon": {"image": "registry.example.com/llm/stargate-client:0.16.2"}, "workerAuth": {"mode": "open"}}))
+
+
+@pytest.fixture(autouse=True)
+def kubeconfig(tmp_path, monkeypatch):
+    """A kubeconfig file where the program runs: without kubeconfig_content the library reads it
+    (and refuses to start without one)."""
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return path
 
 
 @pytest.fixture
@@ -103,7 +115,7 @@ def test_the_kubeconfig_content_reaches_every_reader_of_the_cluster_as_a_secret(
                                 platform={"metrics": {"enabled": True}}, kubeconfig_content="apiVersion: v1\n")
     llm.ModelServing("team-a", args)
     readers = {name: props for name, props in graph.props.items() if "kubeconfig" in props}
-    assert {"chat-status", "llm-router-targets", "team-a-platform-metrics-crd-check"} <= set(readers), sorted(readers)
+    assert {"chat-status", "llm-router-targets", "team-a-platform-required-crds"} <= set(readers), sorted(readers)
 
     def check(values):
         for name, (value, secret) in zip(readers, values, strict=True):

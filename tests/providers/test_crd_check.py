@@ -64,7 +64,7 @@ def test_missing_crds_fail_the_preview_with_each_setting_and_its_fix(cluster):
     cluster["servicemonitors.monitoring.coreos.com"] = crd("servicemonitors.monitoring.coreos.com")
     result = RequiredCrdsProvider(connect=lambda target: None).check({}, props())
     [failure] = result.failures
-    assert failure.property == "requirements"
+    assert failure.property == ""  # the engine then prints the reason alone, no property dump first
     assert failure.reason.startswith("router llm-router: router.tls needs certificates.cert-manager.io, "
                                      "clusterissuers.cert-manager.io, missing on this cluster: install cert-manager")
     assert "router.tls.enabled: false" in failure.reason
@@ -96,3 +96,31 @@ def test_an_unreadable_cluster_is_undecided_at_preview_and_fails_at_create(clust
     assert provider.check({}, props()).failures == []
     with pytest.raises(ApiException):
         provider.create(props())
+
+
+def test_the_stacks_check_names_every_missing_crd_at_once_in_a_sentence(cluster):
+    """Issue 38: each setting's check is a resource of its own and the engine stops the preview at
+    the first that fails, so a cluster missing three operators was told one per run, after a dump
+    of the check's inputs. The platform's check holds the stack's every requirement."""
+    from components.compile.crds import stack_required_crds
+    from contract.props import STACK_CRDS_OWNER
+
+    stack = load_stack_config({
+        "platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}},
+        "models": [{"name": "tiny", "source": {"repo": "org/m"}, "weights": {"accessMode": "ReadWriteMany"},
+                    "autoscaling": {"enabled": True, "maxReplicas": 2}},
+                   {"name": "op", "source": {"repo": "meta/llama"}, "engine": "nim", "path": "operator",
+                    "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
+                    "nim": {"authSecret": "ngc"}}],
+        "router": ROUTER})
+    stack_props = {"owner": STACK_CRDS_OWNER, "requirements": stack_required_crds(stack), "kubeconfig": "", "context": ""}
+    [failure] = RequiredCrdsProvider(connect=lambda target: None).check({}, stack_props).failures
+    assert failure.property == ""
+    lines = failure.reason.splitlines()
+    assert lines[0] == ("this cluster lacks 6 custom resource definitions the stack needs; each with the setting "
+                        "that needs it and the fix:"), lines[0]
+    fields = [line.split(" needs ", 1)[0] for line in lines[1:]]
+    assert fields == ["  - platform.metrics.enabled", "  - model tiny: autoscaling.enabled",
+                      "  - model op uses path: operator", "  - router llm-router: router.tls",
+                      "  - router llm-router: router.metrics.serviceMonitor"], lines
+    assert "scaledobjects.keda.sh, missing on this cluster: " in lines[2] and "helm install" in lines[3]

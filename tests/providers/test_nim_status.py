@@ -190,7 +190,7 @@ def fake_api(monkeypatch):
 def test_preview_check_reports_missing_crds_as_a_check_failure(fake_api):
     result = NimOperatorCheckProvider().check({}, {"model": "llama", "crds": list(CRD_NAMES)})
     (failure,) = result.failures
-    assert failure.property == "crds" and "k8s-nim-operator" in failure.reason
+    assert failure.property == "" and "k8s-nim-operator" in failure.reason
 
 
 def test_preview_check_passes_when_it_cannot_decide(fake_api):

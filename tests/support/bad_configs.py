@@ -34,6 +34,10 @@ STREAM = {"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/"
           "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "s3-keys"}}
 
 
+RWX = {"accessMode": "ReadWriteMany"}
+NEXT = {"weight": 10, "source": {"repo": "acme/tiny-llm-v2", "revision": "main"}}
+
+
 def nim(name: str = "nim", **fields: Any) -> dict:
     return model(name, engine="nim", image=NIM_IMAGE, **fields)
 
@@ -357,6 +361,27 @@ BAD_CONFIGS += (
     BadConfig("served-name-adapter-is-other-model", {"models": [model("chat", lora={"enabled": True, "adapters": [
         {"name": "code", "repo": "acme/sql-lora"}]}), model("code")]}, "models.0.lora.adapters.0.name",
               "already served by model 'code'", "requests for 'code' reaching either"),
+    # Issue 38: names that meet a next revision's, and what nothing could serve or wake.
+    BadConfig("object-name-router-is-a-revision", {"models": [model("chat", weights=RWX, next=NEXT)],
+                                                   "router": {"image": ROUTER_IMAGE, "name": "chat-next"}},
+              "router.name", "collide with the next revision of model 'chat'",
+              "two Deployments and two Services named chat-next"),
+    BadConfig("served-name-adapter-is-a-revision", {"models": [
+        model("chat", weights=RWX, next=NEXT),
+        model("code", lora={"enabled": True, "adapters": [{"name": "chat-next", "repo": "acme/sql-lora"}]})],
+        "router": {"image": ROUTER_IMAGE}}, "models.1.lora.adapters.0.name", "next revision of model 'chat'",
+              "the adapter and the revision registered with the router under one name"),
+    BadConfig("revision-replicas-on-rwo", {"models": [model("chat", next={**NEXT, "replicas": 3})],
+                                           "router": {"image": ROUTER_IMAGE}},
+              "models.0.next.replicas", "cannot share a ReadWriteOnce", "three revision pods on one RWO claim"),
+    BadConfig("args-headless", {"models": [model(args=["--headless"])]}, "models.0.args.0",
+              "starts vLLM without its API server", "a server whose probes and Service never answer"),
+    BadConfig("sleeping-model-only-scoped-tenants", {
+        "platform": {"metrics": {"enabled": True}},
+        "models": [model("chat", weights=RWX, autoscaling={"enabled": True, "minReplicas": 0, "maxReplicas": 2})],
+        "router": {"image": ROUTER_IMAGE, "gateway": {"hold": {"timeoutSeconds": 60}, "apiKeys": {
+            "secretName": "keys", "tenants": [{"name": "a", "routingKey": "team-a"}]}}}},
+              "models.0.autoscaling.minReplicas", "has a routingKey", "a model asleep that no request can wake"),
 )
 
 BY_ID = {case.id: case for case in BAD_CONFIGS}

@@ -31,7 +31,7 @@ NIM_IMAGES = ("nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
               "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4@sha256:" + "a" * 64)
 # Made-up values in credentials' published shapes: a refusal must never echo them.
 CREDENTIALS = ("hf_" + "QxWvErTyUiOpAsDfGhJkLzXcVbNm123456", "nvapi-" + "Zq8x_Kd02-" * 6,
-               "AKIA" + "Q7RZ3XJ5WVTK2M4P", "-----BEGIN PRIVATE KEY-----MIIE")
+               "AKIA" + "Q7RZ3XJ5WVTK2M4P", "-----BEGIN PRIVATE KEY-----MIIE", "Bearer " + "q8Zt3LmN0pR5sV7wX9yB2cD4")
 SECURE = {"secure": "v1:c2VjcmV0"}
 ODD_ONE_IN = 30
 
@@ -251,9 +251,12 @@ def build(odd: bool) -> st.SearchStrategy:
             if raw.get("autoscaling", {}).get("minReplicas") == 0:
                 raw["autoscaling"]["minReplicas"] = 1
                 raw["autoscaling"].pop("idleSeconds", None)
-            raw["next"].setdefault("image", "docker.io/vllm/vllm-openai:v0.11.0")
+            raw["next"].setdefault("image", "docker.io/vllm/vllm-openai:v0.11.1")
             if raw["next"]["image"] == raw.get("image"):
-                raw["next"]["image"] = "docker.io/vllm/vllm-openai:v0.11.1"
+                raw["next"]["image"] = "docker.io/vllm/vllm-openai:v0.11.2"
+            replicas = raw["next"].get("replicas")
+            if isinstance(replicas, int) and replicas > 1:  # the revision's pods share its weights too
+                raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
         replicas = raw.get("replicas")
         if not odd and isinstance(replicas, int) and replicas > 1:  # several pods share the weights
             raw["weights"] = {**raw.get("weights", {}), "accessMode": "ReadWriteMany"}
@@ -333,7 +336,7 @@ def build(odd: bool) -> st.SearchStrategy:
     def router_section(model_names: list[str]) -> st.SearchStrategy:
         kind = pick("Deployment", "StatefulSet")
         return optional(
-            name=maybe(pick("llm-router", "router", "gw"), "r" * 41, "Router"),
+            name=maybe(pick("llm-router", "router", "gw"), "r" * 41, "Router", *(f"{n}-next" for n in model_names[:1])),
             replicas=whole(1, INT32_MAX),
             uid=whole(1, INT32_MAX), gid=whole(0, INT32_MAX),
             resources=router_resources(),
@@ -417,6 +420,11 @@ def build(odd: bool) -> st.SearchStrategy:
             if not odd and release and "vllmImage" in raw["platform"]:
                 # A valid platform's image is of its line (another tag is refused: config/vllm_release.py).
                 raw["platform"]["vllmImage"] = f"docker.io/vllm/vllm-openai:v{release}.0"
+        running = raw.get("platform", {}).get("vllmImage") or "docker.io/vllm/vllm-openai:v0.11.0"
+        for section in models if not odd else ():
+            # A revision of the image the model already runs changes nothing (config/revisions.py).
+            if "next" in section and "image" not in section and section["next"].get("image") == running:
+                section["next"]["image"] = "docker.io/vllm/vllm-openai:v0.11.2"
         if draw(st.integers(0, 2)) == 0:
             raw["router"] = draw(router_with_pylon(names))
         if draw(st.booleans()):
@@ -501,6 +509,43 @@ def _mutated(draw: st.DrawFn) -> dict:
     return raw
 
 
+@st.composite
+def _named_stacks(draw: st.DrawFn) -> dict:
+    """Stacks whose names may meet (issue 38): models with next revisions (`<model>-next`) and
+    LoRA adapters, a router and its gateway, named from a small pool weighted towards the names
+    already taken (every model's, every revision's), and revisions of one to three pods on either
+    access mode. Accepted ones must render one object per name and one workload per served name."""
+    count = draw(st.integers(1, 3))
+    names = ["chat", "code", "embed"][:count]
+    revised = draw(st.lists(st.sampled_from(names), min_size=1, max_size=count, unique=True))
+    taken = [*(f"{n}-next" for n in revised), *(f"{n}-next" for n in revised), *names]
+    # One kind of name meets the taken ones per stack, so a meeting is not hidden behind another
+    # that is refused.
+    meets = draw(st.sampled_from(("nothing", "adapter", "router", "gateway")))
+    models = []
+    for name in names:
+        section: dict = {"name": name, "source": {"repo": "acme/tiny-llm"}, "resources": {"memory": "16Gi"},
+                         "weights": {"accessMode": draw(st.sampled_from(("ReadWriteOnce", "ReadWriteMany")))}}
+        if name in revised:
+            section["next"] = {"weight": draw(st.integers(0, 100)), "replicas": draw(st.integers(1, 3)),
+                               **draw(st.sampled_from(({"source": {"repo": "acme/tiny-llm-v2"}},
+                                                       {"image": "docker.io/vllm/vllm-openai:v0.11.1"})))}
+            if "source" not in section["next"]:  # both revisions mount the model's one volume
+                section["weights"]["accessMode"] = "ReadWriteMany"
+        elif meets == "adapter" or draw(st.booleans()):
+            adapters = ["sql-lora", *taken] if meets == "adapter" else ["sql-lora", f"{name}-sql"]
+            section["lora"] = {"enabled": True, "adapters": [
+                {"name": adapter, "repo": "acme/sql-lora"}
+                for adapter in draw(st.lists(st.sampled_from(adapters), min_size=1, max_size=2, unique=True))]}
+        models.append(section)
+    router: dict = {"image": ROUTER_IMAGE, "pylon": {"image": PYLON_IMAGE}, "workerAuth": {"mode": "open"},
+                    "name": draw(st.sampled_from(["llm-router", *taken])) if meets == "router" else "llm-router"}
+    if meets == "gateway":
+        router["gateway"] = {"name": draw(st.sampled_from(["llm-gateway", *taken]))}
+    return {"models": models, "router": router}
+
+
+NAMED_STACKS = _named_stacks()
 VALID_STACKS = build(odd=False)
 ODD_STACKS = build(odd=True)
 MUTATED_STACKS = _mutated()
