@@ -322,6 +322,13 @@ def pip_wheel() -> Path:
     return wheel
 
 
+def host_ca_bundle() -> str:
+    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    raise BuildError("no CA bundle on this machine (PIP_CERT, SSL_CERT_FILE, /etc/ssl/certs/ca-certificates.crt)")
+
+
 def pip_cache() -> Path:
     return Path(os.environ.get("PIP_CACHE_DIR", Path.home() / ".cache" / "pip"))
 
@@ -338,6 +345,9 @@ def venv_post(lock_key: str, alias: Optional[str] = None) -> Callable[[Path, dic
         wheel = pip_wheel()
         shutil.copyfile(wheel, staging / wheel.name)
         shutil.copyfile("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+        # The host's CA bundle: the certificates this machine trusts for PyPI (pip's own certifi
+        # may not include a TLS-inspecting proxy's CA). Removed with the staging dir.
+        shutil.copyfile(host_ca_bundle(), staging / "ca.crt")
         cache = pip_cache()
         cache.mkdir(parents=True, exist_ok=True)
         try:
@@ -347,7 +357,8 @@ def venv_post(lock_key: str, alias: Optional[str] = None) -> Callable[[Path, dic
                             "--disable-pip-version-check", "--no-input", "--no-warn-script-location",
                             "--require-hashes", "--no-deps", "--cache-dir", "/tmp/pip-cache",
                             "-r", "/tmp/build/lock.txt"],
-                   binds=((cache, "/tmp/pip-cache"),), env={"PIP_CONFIG_FILE": "/dev/null"}, timeout=3 * 3600)
+                   binds=((cache, "/tmp/pip-cache"),), timeout=3 * 3600,
+                   env={"PIP_CONFIG_FILE": "/dev/null", "PIP_CERT": "/tmp/build/ca.crt", "PIP_DEFAULT_TIMEOUT": "180"})
             took = time.monotonic() - started
             freeze = chroot(rootfs, ["/opt/venv/bin/python", f"/tmp/build/{wheel.name}/pip", "list",
                                      "--format=freeze", "--disable-pip-version-check"]).stdout

@@ -160,13 +160,14 @@ class Containerd:
     # --- containers ----------------------------------------------------------------------------
     def run(self, image: str, image_config: dict, container: dict, name: str, timeout_s: float = 120,
             binds: Optional[dict[str, Path]] = None, netns: Optional[str] = None,
-            field_env: Optional[dict[str, str]] = None, detach: bool = False) -> subprocess.CompletedProcess:
+            field_env: Optional[dict[str, str]] = None, detach: bool = False,
+            files: Optional[dict[str, Path]] = None) -> subprocess.CompletedProcess:
         """Run ``container`` (a rendered container: command, args, env, securityContext,
         volumeMounts) from ``image``; its exit status and output (``detach``: started and left
         running; ``stop_container`` ends it)."""
         self.remove_container(name)
         rootfs = self.mount_rootfs(image_config, name)
-        spec = runtime_spec(image_config, container, name, binds or {}, netns, field_env or {})
+        spec = runtime_spec(image_config, container, name, binds or {}, netns, field_env or {}, files or {})
         spec["root"]["path"] = str(rootfs)
         spec_file = self.dir / "specs" / f"{name}.json"
         spec_file.write_text(json.dumps(spec))
@@ -216,8 +217,9 @@ def _expand(value: str, env: dict[str, str]) -> str:
 
 
 def runtime_spec(image_config: dict, container: dict, name: str, binds: dict[str, Path],
-                 netns: Optional[str], field_env: dict[str, str]) -> dict:
-    """The OCI runtime spec of a rendered container (see the module's docstring)."""
+                 netns: Optional[str], field_env: dict[str, str], files: Optional[dict[str, Path]] = None) -> dict:
+    """The OCI runtime spec of a rendered container (see the module's docstring). ``files``:
+    container path -> host file, bound read-only (what the kubelet adds: /etc/resolv.conf, /etc/hosts)."""
     image = image_config.get("config", {})
     env: dict[str, str] = dict(entry.split("=", 1) for entry in image.get("Env") or [])
     for item in container.get("env") or []:
@@ -257,6 +259,8 @@ def runtime_spec(image_config: dict, container: dict, name: str, binds: dict[str
         else:  # an emptyDir: world-writable like the kubelet's (0777), in memory here
             mounts.append({"destination": path, "type": "tmpfs", "source": "tmpfs",
                            "options": ["nosuid", "nodev", "mode=1777", "size=1g"]})
+    for path, source in (files or {}).items():
+        mounts.append({"destination": path, "type": "bind", "source": str(source), "options": ["rbind", "ro"]})
     if "/dev/shm" not in mounted:
         mounts.append({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
                        "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})
