@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.compile.router import names as router_names
 from tests.images.conftest import local_stack, pod_spec
 from tests.images.imagekit import build
 
@@ -26,7 +27,7 @@ def test_every_container_the_local_stack_renders_has_an_image_built_here():
     # Two router replicas with TLS: the backend router (the router's image) and its TLS init (busybox).
     with_backend = local_stack(router={"replicas": 2, "tls": {"enabled": True, "existingSecret": "router-tls"}})
     backend = next(o for o in with_backend if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("backend-router"))
-    assert [c["command"] for c in pod_spec(backend)["containers"]] == [["stargate-k8s-router"]]
+    assert [c["command"] for c in pod_spec(backend)["containers"]] == [[router_names.BACKEND_COMMAND]]
     assert not rendered_images(with_backend) - built, sorted(rendered_images(with_backend) - built)
 
 
