@@ -170,14 +170,26 @@ class Containerd:
         spec = runtime_spec(image_config, container, name, binds or {}, netns, field_env or {}, files or {})
         spec["root"]["path"] = str(rootfs)
         spec_file = self.dir / "specs" / f"{name}.json"
+        spec_file.parent.mkdir(parents=True, exist_ok=True)
         spec_file.write_text(json.dumps(spec))
         argv = ["run", "--config", str(spec_file), "--runc-root", str(self.dir / "runc")]
-        argv += ["--detach", "--null-io"] if detach else ["--rm"]
+        # Detached: its output to a file (log_of), read when a test fails.
+        argv += ["--detach", "--log-uri", f"file://{self.log_of(name)}"] if detach else ["--rm"]
+        self.log_of(name).unlink(missing_ok=True)
         try:
             return self.ctr(*argv, name, check=False, timeout=timeout_s)
         finally:
             if not detach:
                 self.remove_container(name)
+
+    def log_of(self, name: str) -> Path:
+        return self.dir / "specs" / f"{name}.log"
+
+    def log_tail(self, name: str, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_of(name).read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
 
     def mount_rootfs(self, image_config: dict, name: str) -> Path:
         """A writable snapshot of the image (as containerd prepares one for a container), mounted

@@ -115,13 +115,14 @@ def http_in_netns(netns: str, url: str, body: Optional[bytes] = None, timeout: f
     return int(status), text
 
 
-def wait_http(netns: str, url: str, timeout_s: float, alive: Callable[[], bool]) -> tuple[int, str]:
+def wait_http(netns: str, url: str, timeout_s: float, alive: Callable[[], bool],
+              context: Callable[[], str] = lambda: "") -> tuple[int, str]:
     """Poll until the URL answers 200; fails early when the container has exited."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
         if not alive():
-            raise AssertionError(f"the container exited before {url} answered (last: {last!r})")
+            raise AssertionError(f"the container exited before {url} answered (last: {last!r})\n{context()}")
         try:
             status, text = http_in_netns(netns, url, timeout=5)
             if status == 200:
@@ -130,7 +131,7 @@ def wait_http(netns: str, url: str, timeout_s: float, alive: Callable[[], bool])
         except (ConnectionError, subprocess.TimeoutExpired, urllib.error.URLError) as error:
             last = error
         time.sleep(1)
-    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {url} (last: {last!r})")
+    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {url} (last: {last!r})\n{context()}")
 
 
 def task_running(containerd, name: str) -> bool:

@@ -76,7 +76,7 @@ def test_the_gateway_serves_its_health_port_on_a_read_only_root_as_rendered(cont
     try:
         health_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "health")
         status, _ = wait_http(netns, f"http://127.0.0.1:{health_port}/healthz", 60,
-                              alive=lambda: task_running(containerd, name))
+                              alive=lambda: task_running(containerd, name), context=lambda: containerd.log_tail(name))
         assert status == 200
         # The OpenAI port answers too (its js handlers loaded): the router is not there, so an error
         # from nginx's side, in the gateway's own JSON form, not a refused connection.
@@ -117,3 +117,57 @@ def test_the_puller_image_runs_hf_as_the_rendered_uid_on_a_read_only_root(contai
     result = containerd.run(hf.name, hf.config, check, "images-hf")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2000", "0"]
+
+
+def test_the_router_runs_as_rendered_and_answers_its_probes(containerd, image, netns, tmp_path):
+    router_image = image("router")
+    objects = local_stack()
+    router = find(objects, "Deployment", "llm-router")
+    container = with_pod_context(container_of(router, "router"), pod_spec(router))
+    assert container["image"] in router_image.names
+    assert "command" not in container  # the image's ENTRYPOINT runs: `stargate`
+    assert router_image.config["config"]["Entrypoint"] == ["stargate"]
+    name = "images-router"
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\n")
+    fields = {"POD_NAME": "llm-router-0", "POD_NAMESPACE": "llm-serving", "POD_IP": "127.0.0.1"}
+    result = containerd.run(router_image.name, router_image.config, container, name, detach=True,
+                            netns=netns_path(netns), field_env=fields, files={"/etc/resolv.conf": resolv})
+    assert result.returncode == 0, result.stderr
+    try:
+        probe = container["livenessProbe"]["httpGet"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == probe["port"])
+        status, _ = wait_http(netns, f"http://127.0.0.1:{port}{probe['path']}", 60,
+                              alive=lambda: task_running(containerd, name), context=lambda: containerd.log_tail(name))
+        assert status == 200
+        metrics = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+        status, text = http_in_netns(netns, f"http://127.0.0.1:{metrics}/metrics")
+        assert status == 200 and "# TYPE" in text
+    finally:
+        containerd.remove_container(name)
+
+
+def test_the_backend_router_command_is_in_the_router_image(containerd, image):
+    router_image = image("router")
+    objects = local_stack(router={"replicas": 2})
+    backend = find(objects, "Deployment", "backend-router")
+    container = with_pod_context(container_of(backend, "backend-router"), pod_spec(backend))
+    assert container["image"] in router_image.names
+    result = containerd.run(router_image.name, router_image.config, {**container, "args": ["--help"]},
+                            "images-backend-router")
+    assert result.returncode == 0, result.stderr
+    for arg in container["args"]:  # every rendered flag is one the backend router's CLI knows
+        assert arg.split("=", 1)[0] in result.stdout, f"{arg} is not in stargate-k8s-router --help"
+
+
+def test_pylon_s_entrypoint_takes_the_rendered_flags(containerd, image):
+    pylon_image = image("pylon")
+    server = find(local_stack(), "Deployment", "qwen-small")
+    container = with_pod_context(container_of(server, "pylon"), pod_spec(server))
+    assert container["image"] in pylon_image.names and "command" not in container
+    assert pylon_image.config["config"]["Entrypoint"] == ["pylon"]
+    result = containerd.run(pylon_image.name, pylon_image.config, {**container, "args": ["--help"]}, "images-pylon")
+    assert result.returncode == 0, result.stderr
+    for arg in container["args"]:  # every rendered flag is one pylon's CLI knows
+        flag = arg.split("=", 1)[0]
+        assert flag in result.stdout, f"{flag} is not in pylon --help"
