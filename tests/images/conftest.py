@@ -139,16 +139,17 @@ def task_running(containerd, name: str) -> bool:
     return any(line.split()[:1] == [name] and "RUNNING" in line for line in listing.splitlines())
 
 
-def local_stack(**sections) -> list[dict]:
+def local_stack(lora: bool = True, **sections) -> list[dict]:
     """stacks/Pulumi.local.yaml rendered with the images built here: the router's public 0.4.0
-    build (its line `public-0.4`), the vLLM CPU image and the hf image, LoRA on (its init container
-    is the busybox one); ``sections`` merged over the stack's sections."""
+    build (its line `public-0.4`), the vLLM CPU image and the hf image, LoRA on unless ``lora`` is
+    false (its init container is the busybox one); ``sections`` merged over the stack's sections."""
     raw = copy.deepcopy(read_stack_file(stack_file("local")))
     raw["router"]["image"] = ROUTER_IMAGE
     raw["router"]["release"] = "public-0.4"
     raw["platform"]["vllmImage"] = VLLM_CPU_IMAGE
     raw["platform"]["pullerImage"] = HF_IMAGE
-    raw["models"][0]["lora"] = {"enabled": True}
+    if lora:
+        raw["models"][0]["lora"] = {"enabled": True}
     for key, value in sections.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     return compile_stack(load_stack_config(raw))
