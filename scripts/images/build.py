@@ -273,11 +273,18 @@ def nginx_post(rootfs: Path, _inputs: dict) -> dict:
     return {}
 
 
+def stargate_profile() -> str:
+    """build-stargate.sh's profile: `debug` (its default, what the conformance tests run and the
+    machine warms) or `release` (STARGATE_PROFILE=release: optimised, built on demand)."""
+    return os.environ.get("STARGATE_PROFILE", "debug")
+
+
 def stargate_inputs() -> dict[str, Path]:
-    bin_dir = Path(os.environ.get("STARGATE_BIN_DIR", "")) if os.environ.get("STARGATE_BIN_DIR") else None
-    if bin_dir is None:
+    if os.environ.get("STARGATE_BIN_DIR"):
+        bin_dir = Path(os.environ["STARGATE_BIN_DIR"])
+    else:
         cache = Path(os.environ.get("STARGATE_CACHE_DIR", Path.home() / ".cache" / "llm-serving-stargate"))
-        bin_dir = cache / STARGATE_COMMIT[:12] / "bin"
+        bin_dir = cache / STARGATE_COMMIT[:12] / ("release-bin" if stargate_profile() == "release" else "bin")
     return {name: bin_dir / name for name in ("stargate", "stargate-k8s-router", "pylon")}
 
 
@@ -289,7 +296,8 @@ def ensure_stargate() -> None:
         script = shared / "tools" / "build-stargate.sh"
         if script.is_file():
             log("building the Stargate binaries (build-stargate.sh; cold: 10-30 min)")
-            out = run(["nice", "-n", "10", "bash", str(script)], timeout=3 * 3600).stdout.strip().splitlines()
+            out = run(["nice", "-n", "10", "bash", str(script)], timeout=3 * 3600,
+                      env={**os.environ, "STARGATE_PROFILE": stargate_profile()}).stdout.strip().splitlines()
             os.environ["STARGATE_BIN_DIR"] = out[-1]
             return
     raise BuildError("no Stargate sources (../shared/vendor/stargate): the router and pylon images "
@@ -303,7 +311,7 @@ def copy_binaries(names: tuple[str, ...]) -> Callable[[Path, dict], dict]:
         for name in names:
             shutil.copyfile(inputs[name], target / name)
             (target / name).chmod(0o755)
-        return {"profile": "debug (build-stargate.sh's default: what the conformance tests run)"}
+        return {"stargate": {"commit": STARGATE_COMMIT, "profile": stargate_profile(), "version": "0.4.0"}}
     return post
 
 
