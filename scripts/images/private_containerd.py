@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -181,6 +182,22 @@ class Containerd:
         finally:
             if not detach:
                 self.remove_container(name)
+
+    def exec_in(self, name: str, argv: list[str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+        """A process in a running container, with the container's own user and environment (what
+        the kubelet does for an exec probe or a preStop exec hook)."""
+        exec_id = f"exec-{time.monotonic_ns()}"
+        return self.ctr("tasks", "exec", "--exec-id", exec_id, name, *argv, check=False, timeout=timeout_s)
+
+    def exit_code(self, name: str) -> Optional[int]:
+        """A stopped task's exit status (its task is deleted), or None while it runs. ctr 1.6
+        reports a non-zero status only as a warning on `tasks delete`."""
+        listing = self.ctr("tasks", "list", check=False).stdout.split("\n")
+        if not any(line.split()[:1] == [name] and "STOPPED" in line for line in listing):
+            return None
+        deleted = self.ctr("tasks", "delete", name, check=False)
+        match = re.search(r"exit with non-zero exit code (\d+)", deleted.stderr)
+        return int(match.group(1)) if match else 0
 
     def log_of(self, name: str) -> Path:
         return self.dir / "specs" / f"{name}.log"

@@ -9,6 +9,7 @@ Stargate images need ../shared/vendor/stargate (built by build-stargate.sh when 
 from __future__ import annotations
 
 import json
+import time
 
 from components.compile import engines
 from components.compile.gateway import nginx as gateway_nginx
@@ -83,8 +84,24 @@ def test_the_gateway_serves_its_health_port_on_a_read_only_root_as_rendered(cont
         http_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "http")
         status, text = http_in_netns(netns, f"http://127.0.0.1:{http_port}/v1/models")
         assert status >= 400 and json.loads(text), text
+        # The rendered preStop hook, run in the container as the kubelet would: nginx quits
+        # gracefully and the container ends with status 0. (The hook's own process ends with the
+        # container: killed, as the kubelet's would be, once nginx, the container's first process, exits.)
+        hook = container["lifecycle"]["preStop"]["exec"]["command"]
+        containerd.exec_in(name, hook, timeout_s=60)
+        wait_until(lambda: not task_running(containerd, name), 30, "the gateway container to end after preStop")
+        assert containerd.exit_code(name) == 0, containerd.log_tail(name)
     finally:
         containerd.remove_container(name)
+
+
+def wait_until(check, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
 
 
 def test_the_gateway_image_is_debian_13_nginx_with_njs(image):
