@@ -233,11 +233,12 @@ def drop_docs(rootfs: Path) -> None:
 def chroot(rootfs: Path, argv: list[str], binds: tuple[tuple[Path, str], ...] = (), env: Optional[dict] = None,
            timeout: float = 3600) -> subprocess.CompletedProcess:
     """A command inside rootfs as root, in a mount namespace of its own: the bind mounts (the pip
-    cache) and /proc vanish with it, nothing is left mounted on the host whatever happens."""
+    cache, /dev) and /proc vanish with it, nothing is left mounted on the host whatever happens."""
     script = ["set -e"]
     for source, target in binds:
         script.append(f'mkdir -p "$0/{target.lstrip("/")}" && mount --bind "{source}" "$0/{target.lstrip("/")}"')
     script.append('mount -t proc proc "$0/proc"')
+    script.append('mount --rbind /dev "$0/dev"')  # /dev/null, /dev/urandom (torch opens it on import)
     script.append('exec chroot "$0" "$@"')
     environment = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", **(env or {})}
     return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script),
@@ -542,7 +543,9 @@ def build(recipe: Recipe) -> Path:
         (partial / ".complete").write_text(key + "\n")
         config_file.unlink()
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        # Kept for a look (the next build of this image removes it first): the vLLM tree is large,
+        # and removing it would cost minutes before the error is even shown.
+        log(f"{recipe.name}: failed; the partial tree is left at {partial}")
         raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)
