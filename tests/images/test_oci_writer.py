@@ -152,10 +152,10 @@ def test_a_name_must_be_fully_qualified_with_a_tag(name):
         oci.check_name(name)
 
 
-def test_qualified_names_pass():
-    for name in ("docker.io/library/busybox:1.37.0", "localhost/llm-serving/hf:0.35.3",
-                 "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0", "registry.local:5000/a/b:1"):
-        oci.check_name(name)
+@pytest.mark.parametrize("name", ["docker.io/library/busybox:1.37.0", "localhost/llm-serving/hf:0.35.3",
+                                  "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0", "registry.local:5000/a/b:1"])
+def test_qualified_names_pass(name):
+    assert oci.check_name(name) is None
 
 
 def test_the_cli_builds_and_archives(tmp_path, capsys):
