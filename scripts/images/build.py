@@ -69,6 +69,11 @@ class BuildError(RuntimeError):
     pass
 
 
+class NoStargateSources(BuildError):
+    """A clone without ../shared/vendor/stargate (as a user from outside has it): the router and
+    pylon images cannot be built; the other images can."""
+
+
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     """A command whose failure stops the build, with its output in the error."""
     result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
@@ -301,8 +306,8 @@ def ensure_stargate() -> None:
                       env={**os.environ, "STARGATE_PROFILE": stargate_profile()}).stdout.strip().splitlines()
             os.environ["STARGATE_BIN_DIR"] = out[-1]
             return
-    raise BuildError("no Stargate sources (../shared/vendor/stargate): the router and pylon images "
-                     "are built from them")
+    raise NoStargateSources("no Stargate sources (../shared/vendor/stargate beside the repository): the "
+                            "router and pylon images are built from them")
 
 
 def copy_binaries(names: tuple[str, ...]) -> Callable[[Path, dict], dict]:
