@@ -298,7 +298,11 @@ def ensure_stargate() -> None:
     """The binaries of ../shared/tools/build-stargate.sh (cached; built when missing)."""
     if all(os.access(p, os.X_OK) for p in stargate_inputs().values()):
         return
-    for shared in (REPO.parent / "shared", Path("/work/shared")):
+    candidates = [REPO.parent / "shared"]
+    git = REPO / ".git"
+    if git.is_file():  # a git worktree: "gitdir: <main checkout>/.git/worktrees/<name>"
+        candidates.append(Path(git.read_text().split(":", 1)[1].strip()).parents[2].parent / "shared")
+    for shared in candidates:
         script = shared / "tools" / "build-stargate.sh"
         if script.is_file():
             log("building the Stargate binaries (build-stargate.sh; cold: 10-30 min)")
