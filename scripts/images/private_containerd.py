@@ -231,11 +231,16 @@ class Containerd:
 
 
 def _alive(pid: int) -> bool:
+    """Running (a zombie is not: the daemon we started exits as our child until reaped)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        os.waitpid(pid, os.WNOHANG)  # reaps it when it is our child and has exited
+    except ChildProcessError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
         return False
-    return True
+    return state != "Z"
 
 
 def _expand(value: str, env: dict[str, str]) -> str:
