@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +141,16 @@ class Containerd:
         for target in ([pid] if pid and _alive(pid) else []) + self.shims():
             os.kill(target, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
+
+    def purge(self) -> None:
+        """Its directory removed (the daemon stopped first): the snapshots' mounts go first."""
+        if self.pid():
+            raise ContainerdError("stop it first")
+        for line in reversed(Path("/proc/self/mounts").read_text().splitlines()):
+            target = line.split()[1]
+            if target.startswith(str(self.dir) + "/"):
+                subprocess.run(["umount", "-l", target], check=False, capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     # --- images --------------------------------------------------------------------------------
     def image_digest(self, name: str) -> Optional[str]:
@@ -326,14 +337,17 @@ def runtime_spec(image_config: dict, container: dict, name: str, binds: dict[str
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("start", "stop", "address"))
+    parser.add_argument("command", choices=("start", "stop", "address", "purge"),
+                        help="purge: stop, then remove its whole directory (every image imported into it)")
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args(argv)
     containerd = Containerd(args.dir)
     if args.command == "start":
         containerd.start()
-    elif args.command == "stop":
+    elif args.command in ("stop", "purge"):
         containerd.stop()
+    if args.command == "purge":
+        containerd.purge()
     print(containerd.address)
     return 0
 
