@@ -52,6 +52,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
 """
+HOST_NETWORK = "host"  # `netns` value: no network namespace of its own
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -309,8 +310,9 @@ def runtime_spec(image_config: dict, container: dict, name: str, binds: dict[str
     if "/dev/shm" not in mounted:
         mounts.append({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
                        "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})
-    namespaces = [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
-                  {"type": "network", **({"path": netns} if netns else {})}]
+    namespaces = [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}]
+    if netns != HOST_NETWORK:  # the host's: this machine's loopback (a test server on 127.0.0.1)
+        namespaces.append({"type": "network", **({"path": netns} if netns else {})})
     return {
         "ociVersion": "1.0.2-dev",
         "hostname": name,

@@ -9,6 +9,7 @@ Stargate images need ../shared/vendor/stargate (built by build-stargate.sh when 
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from components.compile import engines
@@ -24,6 +25,8 @@ from tests.images.conftest import (
     wait_http,
     with_pod_context,
 )
+from tests.images.imagekit import private_containerd
+from tests.support.hf_server import HubServer, tiny_model_files
 
 
 def test_busybox_runs_the_lora_cache_init_as_rendered(containerd, image):
@@ -114,6 +117,32 @@ def test_the_gateway_image_is_debian_13_nginx_with_njs(image):
     assert any("nginx version: nginx/1.26.3" in line for line in provenance["check"]["output"])
     # Where the rendered nginx.conf loads njs from (the official image's path; Debian's too).
     assert gateway_nginx.JS_MODULE == "/usr/lib/nginx/modules/ngx_http_js_module.so"
+
+
+def test_the_puller_downloads_into_the_volume_as_rendered(containerd, image, tmp_path):
+    """The rendered puller Job's container, unchanged but for HF_ENDPOINT (a hub on this machine's
+    loopback: the container shares the host's network here), writes the weights as uid 2000 gid 0
+    into a volume the pod's fsGroup (0) made group-writable; the ignore patterns hold."""
+    hf = image("hf")
+    job = find(local_stack(), "Job", "pull")
+    puller = with_pod_context(container_of(job, "puller"), pod_spec(job))
+    repo = puller["args"][puller["args"].index("download") + 1]
+    volume = tmp_path / "weights"
+    volume.mkdir()
+    os.chown(volume, 0, pod_spec(job)["securityContext"].get("fsGroup", 0))
+    volume.chmod(0o2775)  # what fsGroup applies: the group owns it, group-writable, setgid
+    weights_mount = next(m for m in puller["volumeMounts"] if m["mountPath"] == "/model-store")
+    files = tiny_model_files()
+    with HubServer(tmp_path / "hub") as hub:
+        hub.commit(repo, files)
+        env = [e if e["name"] != "HF_ENDPOINT" else {"name": "HF_ENDPOINT", "value": hub.url} for e in puller["env"]]
+        result = containerd.run(hf.name, hf.config, {**puller, "env": env}, "images-puller", timeout_s=300,
+                                netns=private_containerd.HOST_NETWORK, binds={weights_mount["name"]: volume})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    weights = volume / "model.safetensors"
+    assert weights.read_bytes() == files["model.safetensors"]
+    assert (weights.stat().st_uid, weights.stat().st_gid) == (2000, 0)
+    assert not (volume / "pytorch_model.bin").exists() and not (volume / "original").exists()
 
 
 def test_the_puller_image_runs_hf_as_the_rendered_uid_on_a_read_only_root(containerd, image):

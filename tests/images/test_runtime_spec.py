@@ -77,6 +77,8 @@ def test_the_network_namespace_is_the_given_one_or_a_new_one():
     assert namespaces["network"] == {"type": "network", "path": "/var/run/netns/t1"}
     fresh = {n["type"]: n for n in spec({})["linux"]["namespaces"]}
     assert fresh["network"] == {"type": "network"}
+    host = {n["type"] for n in spec({}, netns=private_containerd.HOST_NETWORK)["linux"]["namespaces"]}
+    assert "network" not in host and "pid" in host
 
 
 def test_a_container_with_nothing_to_run_is_refused():
