@@ -158,7 +158,9 @@ def local_stack(lora: bool = True, **sections) -> list[dict]:
 
 
 def find(objects: list[dict], kind: str, name_part: str) -> dict:
-    found = [o for o in objects if o["kind"] == kind and name_part in o["metadata"]["name"]]
+    """The one object of that kind named ``name_part`` exactly, else the one whose name holds it."""
+    exact = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name_part]
+    found = exact or [o for o in objects if o["kind"] == kind and name_part in o["metadata"]["name"]]
     assert len(found) == 1, f"expected one {kind} named like {name_part!r}, found {[o['metadata']['name'] for o in found]}"
     return found[0]
 
