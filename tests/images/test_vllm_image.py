@@ -11,6 +11,8 @@ LoRA off (its resolver dir comes from the init container, tested with busybox).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 
@@ -56,7 +58,12 @@ def test_vllm_runs_as_rendered_read_only_too(containerd, image):
 
 def test_vllm_serves_the_rendered_server_container(containerd, image, netns, tmp_path):
     vllm = image("vllm-cpu")
-    model = tiny_model(LINE) / "model"
+    # The weights volume as the puller leaves it: files owned by the pod's uid 2000, gid 0 (the kit's
+    # copy is root's, and safetensors writes its files 0600).
+    model = tmp_path / "weights"
+    shutil.copytree(tiny_model(LINE) / "model", model)
+    for path in [model, *model.rglob("*")]:
+        os.chown(path, 2000, 0)
     container = server_container()
     env = [e for e in container.get("env", []) if e["name"] not in CPU_ENV]
     container = {**container, "env": env + [{"name": k, "value": v} for k, v in CPU_ENV.items()]}
