@@ -6,7 +6,8 @@ The test command runs them cheapest first and stops at the first tier that fails
 - ``unit``: starts nothing (no server, no real binary beyond Python, no cluster); needs only the
   venv. config, compile, component, providers, policies, ...
 - ``servers``: real servers and binaries on loopback (nginx, rclone, S3 servers, the Stargate
-  binaries, actionlint). gateway, puller, streamer, conformance, ci.
+  binaries, actionlint, the images built here run in a containerd of the tests' own). gateway, puller,
+  streamer, conformance, ci, images (its vLLM image test is in the engine tier).
 - ``cluster``: the simulated cluster and the Pulumi CLI. integration, faults.
 - ``engine``: the real vLLM of each release line (the engine kit). engine.
 
@@ -47,6 +48,7 @@ FOLDER_TIERS = {
     "integration": "cluster",
     "faults": "cluster",
     "engine": "engine",
+    "images": "servers",
 }
 
 TESTS = Path(__file__).resolve().parent
