@@ -42,7 +42,8 @@ in the same round; ratios of the same round; the figures reported are medians ov
 Goals (issue 39): at 20 concurrent 220 KB prompts the gateway adds <= 10 ms to the p99 time to
 first token; the gateway's CPU per request (replica + limiter) <= 2x plain nginx's. ``--perf``
 adds a profile of the gateway's workers at 20 x 220 KB (``perf record``, by shared object and by
-symbol) and a run of the same render without API keys (no key check, no limiter), to say where
+symbol), a run of the same render without API keys (no key check, no limiter), and the njs
+steps a streaming request's body goes through, each timed alone (``njs_steps``), to say where
 the time goes. Client connections come from 127.0.0.2-9 (``limit_conn`` allows 64 per
 address). Loops are bounded: every run by its window, every request by a timeout, the sweep by
 ``--budget-s`` (cells left when it runs out are reported as not measured). Nothing asserts a time.
@@ -404,6 +405,123 @@ def perf_groups(lines: list[str]) -> dict[str, float]:
     return {name: round(value, 1) for name, value in shares.items()}
 
 
+# --- njs steps: each thing the script does with a streaming request's body, timed alone ----
+# On the shipped nginx + njs (one worker, one request at a time): the body file read as text
+# (what gateway.js does: fs.readFileSync(file, 'utf8')) and as bytes, JSON.parse of it, the
+# affinity key (JSON.stringify of the leading messages, which hold the whole prompt, then
+# sha256), the input-token estimate (string lengths), a full JSON.stringify, and the text
+# handed to nginx (a js_var, what proxy_set_body sends). Not gateway.js's functions (they move
+# as the script is split into modules): the njs primitives they are made of.
+STEPS_JS = """\
+import crypto from 'crypto';
+import fs from 'fs';
+
+function timed(n, fn) {
+    const start = Date.now();
+    for (let i = 0; i < n; i++) {
+        fn(i);
+    }
+    return (Date.now() - start) / n;
+}
+
+function steps(r) {
+    const file = r.args.file;
+    const n = Number(r.args.n);
+    const text = fs.readFileSync(file, 'utf8');
+    const body = JSON.parse(text);
+    const out = {};
+    out.read_as_text = timed(n, () => fs.readFileSync(file, 'utf8'));
+    out.read_as_bytes = timed(n, () => fs.readFileSync(file));
+    out.json_parse = timed(n, () => JSON.parse(text));
+    out.affinity_key = timed(n, () => crypto.createHash('sha256')
+        .update(JSON.stringify(['prefix', 'bench', body.model, body.messages.slice(0, 2)])).digest('hex'));
+    out.sha256_of_text = timed(n, () => crypto.createHash('sha256').update(text).digest('hex'));
+    out.token_estimate = timed(n, () => body.messages.reduce((sum, m) => sum + m.content.length, 0));
+    out.json_stringify = timed(n, () => JSON.stringify(body));
+    out.set_variable = timed(n, () => { r.variables.steps_body = text; });
+    out.set_variable_bytes = timed(n, () => { r.variables.steps_body = fs.readFileSync(file); });
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(200, JSON.stringify(out));
+}
+
+export default {steps};
+"""
+
+STEPS_CONF = """\
+load_module {js_module};
+worker_processes 1;
+daemon off;
+pid {dir}/tmp/nginx.pid;
+error_log stderr warn;
+
+events {{
+}}
+
+http {{
+    client_body_temp_path {dir}/tmp/client_body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    access_log off;
+    js_path {dir};
+    js_import s from steps.js;
+    js_var $steps_body;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /healthz {{
+            return 200 "ok\\n";
+        }}
+        location = /steps {{
+            js_content s.steps;
+        }}
+    }}
+}}
+"""
+
+
+def njs_steps(prompts: list[Prompt], repeats: int = 3) -> dict:
+    """ms per step (STEPS_JS) for each prompt, the median of ``repeats`` calls."""
+    import urllib.request
+
+    directory = Path(tempfile.mkdtemp(prefix="bench-njs-steps-"))
+    port = free_port()
+    (directory / "tmp").mkdir()
+    (directory / "steps.js").write_text(STEPS_JS)
+    (directory / "nginx.conf").write_text(STEPS_CONF.format(js_module=nginx_build().js_module, dir=directory, port=port))
+    for p in prompts:
+        (directory / f"{p.name}.json").write_bytes(p.body)
+    os.chmod(directory, 0o755)
+    for path in directory.iterdir():
+        os.chmod(path, 0o777 if path.is_dir() else 0o644)
+    proc, log = start_nginx(directory, "nginx.conf", f"http://127.0.0.1:{port}/healthz", "nginx.log")
+    try:
+        out = {}
+        for p in prompts:
+            # Enough iterations for Date.now()'s millisecond, few enough for what njs keeps
+            # until the request ends (it frees nothing before): ~40 MB of bodies a call.
+            n = max(3, min(500, 40 * 1024 * 1024 // len(p.body)))
+            calls = []
+            for _ in range(repeats):
+                url = f"http://127.0.0.1:{port}/steps?file={directory / (p.name + '.json')}&n={n}"
+                with urllib.request.urlopen(url, timeout=120) as reply:
+                    calls.append(json.loads(reply.read()))
+            out[p.name] = {step: round(statistics.median(c[step] for c in calls), 3) for step in calls[0]}
+            out[p.name]["iterations"] = n
+        return out
+    finally:
+        stop_nginx(proc)
+        log.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def steps_table(steps: dict) -> str:
+    names = [k for k in next(iter(steps.values())) if k != "iterations"]
+    lines = ["| prompt | " + " | ".join(n.replace("_", " ") for n in names) + " |", "|" + "---|" * (len(names) + 1)]
+    lines += [f"| {size} | " + " | ".join(f"{row[n]:.2f}" for n in names) + " |" for size, row in steps.items()]
+    return "ms per step, njs on the shipped nginx, one request at a time:\n" + "\n".join(lines)
+
+
 # --- the summary ------------------------------------------------------------------------------
 def med(values) -> Optional[float]:
     values = [v for v in values if v is not None]
@@ -625,6 +743,7 @@ def bench(args) -> dict:
             decomposed = asyncio.run(decompose(targets, model, goal_prompt, GOAL_CELL[1], procs, args, profiler))
             runs += decomposed
             extra["decomposition_at_20x220KB"] = decomposition(decomposed)
+            extra["njs_steps_ms"] = njs_steps([Prompt(n, *prompt(size, model)) for n, size in SIZES.items()])
         summary = summarize([r for r in runs if isinstance(r["round"], int)])
         return {
             "date": date, "seconds": round(time.monotonic() - started, 1),
@@ -710,6 +829,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(json.dumps(result["summary"]["verdict"]))
     if "decomposition_at_20x220KB" in result:
         print(json.dumps(result["decomposition_at_20x220KB"], indent=2))
+        print(steps_table(result["njs_steps_ms"]))
     if result["skipped"]:
         print("not measured (budget): " + "; ".join(result["skipped"]))
     if args.json:
