@@ -36,7 +36,7 @@ Each run: workers start staggered over ``--stagger-s``, a warm-up, then a ``--se
 which time to first token (from the request's first byte written to the first token's bytes
 read) is taken of requests started in it, and the CPU of every process from /proc (nginx master +
 workers together; the limiter apart). CPU per request = a hop's CPU seconds in the window / the
-window's tokens divided by ``--tokens``. Added time = the target's p50 (p99) minus the router's
+window's tokens divided by ``--tokens`` (plus the refused requests that ended in it). Added time = the target's p50 (p99) minus the router's
 in the same round; ratios of the same round; the figures reported are medians over rounds.
 
 Goals (issue 39): at 20 concurrent 220 KB prompts the gateway adds <= 10 ms to the p99 time to
@@ -249,6 +249,7 @@ class Record:
     started: float
     ttft: Optional[float]
     status: int
+    ended: float
 
 
 @dataclass
@@ -277,9 +278,9 @@ async def worker(index: int, target: Target, model: str, prompt_: Prompt, window
                                                        local_addr=(source, 0))
             done = conn.send(target.head(model, len(prompt_.body), prompt_.estimate))
             conn.transport.write(prompt_.body)
-            await asyncio.wait_for(done, timeout_s)
+            ended = await asyncio.wait_for(done, timeout_s)
             ttft = conn.first - conn.sent if conn.first is not None else None
-            state.records.append(Record(conn.sent, ttft, conn.status))
+            state.records.append(Record(conn.sent, ttft, conn.status, ended))
             if conn.status != 200:
                 state.errors.append(f"{target.name}: HTTP {conn.status}: {bytes(conn.buf[:300])!r}")
             if not target.keepalive:
@@ -330,7 +331,10 @@ async def run(target: Target, model: str, prompt_: Prompt, streams: int, procs: 
     profile = await profiler if profiler else None
     measured = [r for r in state.records if window.start <= r.started < window.end]
     ttfts = [r.ttft for r in measured if r.ttft is not None and r.status == 200]
-    equivalents = window.tokens / args.tokens
+    # Answered requests by their tokens (a stream in flight at an edge counts its part), and
+    # refused ones (a 503 still cost the gateway the whole body) by their end in the window.
+    refused = sum(1 for r in state.records if r.status != 200 and window.start <= r.ended < window.end)
+    equivalents = window.tokens / args.tokens + refused
     cpu = {hop: cpu1[hop] - cpu0[hop] for hop in cpu0}
     result = {
         "target": target.name, "prompt": prompt_.name, "prompt_bytes": len(prompt_.body), "streams": streams,
