@@ -411,11 +411,12 @@ def perf_groups(lines: list[str]) -> dict[str, float]:
 
 # --- njs steps: each thing the script does with a streaming request's body, timed alone ----
 # On the shipped nginx + njs (one worker, one request at a time): the body file read as text
-# (what gateway.js does: fs.readFileSync(file, 'utf8')) and as bytes, JSON.parse of it, the
-# affinity key (JSON.stringify of the leading messages, which hold the whole prompt, then
-# sha256), the input-token estimate (string lengths), a full JSON.stringify, and the text
-# handed to nginx (a js_var, what proxy_set_body sends). Not gateway.js's functions (they move
-# as the script is split into modules): the njs primitives they are made of.
+# (what gateway.js does: fs.readFileSync(file, 'utf8')) and as bytes (and those bytes made text
+# by Buffer.toString and by TextDecoder), JSON.parse of it, the affinity key (JSON.stringify of
+# the leading messages, which hold the whole prompt, then sha256; sha256 of the text and of its
+# bytes), the input-token estimate (string lengths), a full JSON.stringify, and the text handed
+# to nginx (a js_var, what proxy_set_body sends). Not gateway.js's functions (they move as the
+# script is split into modules): the njs primitives they are made of.
 STEPS_JS = """\
 import crypto from 'crypto';
 import fs from 'fs';
@@ -436,10 +437,14 @@ function steps(r) {
     const out = {};
     out.read_as_text = timed(n, () => fs.readFileSync(file, 'utf8'));
     out.read_as_bytes = timed(n, () => fs.readFileSync(file));
+    const bytes = fs.readFileSync(file);
+    out.bytes_to_text = timed(n, () => bytes.toString('utf8'));
+    out.text_decoder = timed(n, () => new TextDecoder().decode(bytes));
     out.json_parse = timed(n, () => JSON.parse(text));
     out.affinity_key = timed(n, () => crypto.createHash('sha256')
         .update(JSON.stringify(['prefix', 'bench', body.model, body.messages.slice(0, 2)])).digest('hex'));
     out.sha256_of_text = timed(n, () => crypto.createHash('sha256').update(text).digest('hex'));
+    out.sha256_of_bytes = timed(n, () => crypto.createHash('sha256').update(bytes).digest('hex'));
     out.token_estimate = timed(n, () => body.messages.reduce((sum, m) => sum + m.content.length, 0));
     out.json_stringify = timed(n, () => JSON.stringify(body));
     out.set_variable = timed(n, () => { r.variables.steps_body = text; });
