@@ -65,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -491,8 +492,6 @@ http {{
 
 def njs_steps(prompts: list[Prompt], repeats: int = 3) -> dict:
     """ms per step (STEPS_JS) for each prompt, the median of ``repeats`` calls."""
-    import urllib.request
-
     directory = Path(tempfile.mkdtemp(prefix="bench-njs-steps-"))
     port = free_port()
     (directory / "tmp").mkdir()
