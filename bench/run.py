@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/run.py [--quick] [--only NAME[,NAME...]] [--json OUT] [--[no-]profile]
 
-NAME: overhead, parallel, reaction, status, scale, targets, puller. Not tests: nothing here
+NAME: overhead, parallel, reaction, status, scale, targets, puller, gateway-prompts. Not tests: nothing here
 asserts a time; a missed goal is printed (and recorded in the JSON) with the figures that explain
 it. The machine is assumed noisy: ours and its peer run alternately and the medians are compared
 as a ratio. Time-bounded: about 12 minutes in full, under 4 with --quick; a benchmark that runs
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for `cluster
 
 import cluster
 
-NAMES = ("overhead", "parallel", "reaction", "status", "scale", "targets", "puller")
+NAMES = ("overhead", "parallel", "reaction", "status", "scale", "targets", "puller", "gateway-prompts")
 CLUSTER = {"overhead", "parallel", "reaction", "status", "scale"}
 DEFAULT_JSON = cluster.ROOT / "build" / "bench" / "latest.json"
 
@@ -246,6 +246,31 @@ def rows_puller(r: dict) -> list[Row]:
                      + f"; median of {r['runs']}")]
 
 
+def rows_gateway_prompts(r: dict) -> list[Row]:
+    from gateway_prompts import GOAL_ADDED_P99_MS, GOAL_CELL, GOAL_CPU_RATIO
+
+    rows = []
+    for cell in r["summary"]["cells"].values():
+        gateway, direct = cell["gateway"], cell["router"]
+        label = f"{cell['streams']} × {cell['prompt']} prompts"
+        goal_cell = (cell["prompt"], cell["streams"]) == GOAL_CELL
+        added = gateway.get("added_ttft_p99_ms")
+        rows.append(Row("gateway-prompts", f"gateway: time to first token added, p99, {label}", added, "ms",
+                        f"≤ {GOAL_ADDED_P99_MS:g} ms" if goal_cell else "", direct["ttft_p99_ms"], "router direct, p99",
+                        ratio(gateway["ttft_p99_ms"], direct["ttft_p99_ms"]),
+                        added <= GOAL_ADDED_P99_MS if goal_cell and added is not None else None,
+                        f"p50 added {fmt(gateway.get('added_ttft_p50_ms'), 'ms')}; plain nginx adds "
+                        f"{fmt(cell['plain'].get('added_ttft_p99_ms'), 'ms')} at p99; {cell['rounds']} round(s), "
+                        f"{r['router_profile']} router build; machine busy {fmt(gateway['machine_busy_cores'], 'cores')}"))
+        cpu_ratio = cell["cpu_ratio"]
+        rows.append(Row("gateway-prompts", f"gateway CPU per request (replica + limiter), {label}", cell["gateway_cpu_ms"],
+                        "ms", f"≤ {GOAL_CPU_RATIO:g}× plain nginx", cell["plain_cpu_ms"], "plain nginx proxy_pass",
+                        cpu_ratio, cpu_ratio <= GOAL_CPU_RATIO if cpu_ratio is not None else None,
+                        f"replica alone {fmt(cell['cpu_ratio_replica_only'], '×')}; router / pylon "
+                        f"{fmt(gateway['cpu_ms_per_request']['router'], 'ms')} / {fmt(gateway['cpu_ms_per_request']['pylon'], 'ms')}"))
+    return rows
+
+
 # --- output --------------------------------------------------------------------------------
 
 def table(rows: list[Row]) -> str:
@@ -342,6 +367,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             if attempt("scale", lambda: scale.bench_scale(args.quick, workdir, not args.quick if args.profile is None else args.profile,
                                                           deadline - (30 if "puller" in selected else 0))):
                 rows += rows_scale(results["scale"])
+        if "gateway-prompts" in selected:
+            import gateway_prompts
+
+            if attempt("gateway-prompts", lambda: gateway_prompts.for_suite(
+                    args.quick, deadline - time.monotonic() - (30 if "puller" in selected else 0))):
+                rows += rows_gateway_prompts(results["gateway-prompts"])
         if "puller" in selected:
             import micro
 
