@@ -47,6 +47,7 @@ FOLDER_TIERS = {
     "integration": "cluster",
     "faults": "cluster",
     "engine": "engine",
+    "images": "servers",
 }
 
 TESTS = Path(__file__).resolve().parent
