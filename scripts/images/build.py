@@ -587,6 +587,16 @@ def import_image(directory: Path, address: str, namespace: str = "k8s.io") -> st
     return result.stdout
 
 
+def discard_layer(directory: Path, address: str, namespace: str) -> None:
+    """Remove the image's (one) layer blob from containerd's content store: after the import has
+    unpacked it, containers run from the snapshot, and the CRI plugin creates them from the
+    image's config and snapshot alone (what its `discard_unpacked_layers` does for pulls). For
+    the vLLM image that is 3.6 GB not held twice on this machine (the build cache has it). The
+    image can then no longer be exported or re-unpacked from this containerd: import it again."""
+    layer = json.loads((directory / "provenance.json").read_text())["oci"]["layer"]
+    run(["ctr", "--address", address, "--namespace", namespace, "content", "rm", layer])
+
+
 def images_present(address: str, namespace: str) -> set[str]:
     """The image names a containerd holds (its namespace's `ctr images ls -q`)."""
     result = run(["ctr", "--address", address, "--namespace", namespace, "images", "ls", "-q"])
@@ -626,6 +636,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                      help="import only the images already built (build none; a missing one is named)")
     imp.add_argument("--skip-present", action="store_true",
                      help="skip an image that containerd already holds under all its names")
+    imp.add_argument("--discard-layers", action="store_true",
+                     help="remove each imported layer blob from containerd's content store once "
+                     "unpacked: the snapshot is what runs, the build cache keeps the blob")
     imp.add_argument("images", nargs="*")
     sub.add_parser("print-dir").add_argument("image")
     sub.add_parser("list")
@@ -655,6 +668,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     directory = build(recipe)
                 started = time.monotonic()
                 import_image(directory, args.address, args.namespace)
+                if args.discard_layers:
+                    discard_layer(directory, args.address, args.namespace)
                 log(f"{recipe.name}: imported as {', '.join(recipe.names)} in {time.monotonic() - started:.0f} s")
     except BuildError as error:
         log(f"ERROR: {error}")
