@@ -144,8 +144,10 @@ def exec_in(kubeconfig: str, pod: str, container: str, *argv: str) -> str:
     return kubectl(kubeconfig, "-n", NAMESPACE, "exec", pod, "-c", container, "--", *argv, timeout=120).stdout
 
 
-def test_the_cpu_model_serves_from_real_pods(deployed):
-    kubeconfig, project, up_seconds = deployed
+def test_the_cpu_model_serves_from_real_pods(deployed, hub):
+    kubeconfig, _, up_seconds = deployed
+    # The rendered puller fetched the weights from the stand-in on the bridge (from a pod).
+    assert hub.gets("model.safetensors"), [r.path for r in hub.requests]
     pod = server_pod(kubeconfig)
     node = get_json(kubeconfig, "get", "node", pod["spec"]["nodeName"])
     assert node["metadata"]["labels"].get(LABEL) == "true", "the server must run on the real node"
@@ -169,8 +171,8 @@ def test_the_cpu_model_serves_from_real_pods(deployed):
     print(f"pod created {created} -> Ready {ready_at.isoformat()} "
           f"({(ready_at - datetime.fromisoformat(created.replace('Z', '+00:00'))).total_seconds():.0f} s)")
 
-    # A chat completion through the model's Service (its ClusterIP, routed by kube-proxy), from
-    # a pod's network: the host reaches a Service on the bridge too.
+    # A chat completion through the model's Service, from the host: its ClusterIP, which
+    # kube-proxy's rules send to the pod on the bridge.
     service = get_json(kubeconfig, "-n", NAMESPACE, "get", "service", MODEL)
     port = service["spec"]["ports"][0]["port"]
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "1+1="}],
