@@ -105,6 +105,9 @@ def stack_config(hub_url: str) -> dict:
             "weights": {"size": "1Gi"},
             "nodeSelector": {LABEL: "true"},
             "tolerations": [{"key": LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+            # A short drain: the default preStop (120 s) would hold the destroy that long; this
+            # module sends no request across a stop.
+            "disruption": {"drainSeconds": 5},
         }],
     }
 
