@@ -67,6 +67,7 @@ CLUSTER_WIDE_MODULES = {
     "test_multinode_per_pod_on_cluster": "LWS groups on both GPU nodes; node-local volumes",
     "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
     "test_real_node_cluster": "the real node: one per machine (scripts/node/), and its stop is tested",
+    "test_real_pods_cluster": "a CPU model in real pods on the real node (one per machine)",
 }
 
 
@@ -82,7 +83,8 @@ CLUSTER_WIDE_GROUPS = {
     "gpus": ("test_multinode_on_cluster", "test_multinode_per_pod_on_cluster", "test_nim_multinode_cluster",
              "test_placement_on_cluster"),
     # The one cluster with the real node (scripts/test.sh REAL_NODE_GROUP starts it with the node).
-    "realnode": ("test_real_node_cluster",),
+    # Real pods first: the real-node module's last test stops the cluster.
+    "realnode": ("test_real_pods_cluster", "test_real_node_cluster"),
 }
 
 

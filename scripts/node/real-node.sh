@@ -264,6 +264,23 @@ start_containerd() {
     ctr_ images import "$tar" >>"$RUN/logs/images.log" 2>&1 \
       || die "importing $tar failed (log: $RUN/logs/images.log)"
   done
+  import_app_images
+}
+
+# The images the local stack's pods run (scripts/images/build.py; docs/images.md), those built on
+# this machine, imported under the names the rendered manifests use: the kubelet finds them and
+# never pulls (imagePullPolicy IfNotPresent on pinned tags). Imported once: containerd's root is
+# kept across stops, and an image it holds under all its names is skipped. One copy of each on
+# disk where it can: the build cache keeps the compressed layer, the import streams it (no
+# archive file), and containerd keeps only the unpacked snapshot (--discard-layers: the layer
+# blob is removed once unpacked; the vLLM image's is 3.6 GB). LLM_SERVING_REAL_NODE_APP_IMAGES=0
+# imports none.
+import_app_images() {
+  [[ ${LLM_SERVING_REAL_NODE_APP_IMAGES:-1} == 1 ]] || return 0
+  local started=$SECONDS
+  python3 "$HERE/../images/build.py" import --address "$SOCK" --built-only --skip-present --discard-layers \
+    >>"$RUN/logs/images.log" 2>&1 || die "importing the built images failed (log: $RUN/logs/images.log)"
+  log "images: $(ctr_ images ls -q | grep -c '^localhost/llm-serving/') built here present ($((SECONDS - started)) s)"
 }
 
 # --- kubelet, kube-proxy --------------------------------------------------------------------------

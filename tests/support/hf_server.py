@@ -95,10 +95,13 @@ class Request:
 class HubServer:
     """``with HubServer(tmp_dir) as hub: ...``; ``hub.url`` is the endpoint."""
 
-    def __init__(self, root: Path, connection_rate: Optional[int] = None):
+    def __init__(self, root: Path, connection_rate: Optional[int] = None, host: str = "127.0.0.1"):
         """``connection_rate``: cap every connection at that many bytes/s (the bench's model of a
-        link where one TCP stream cannot fill the pipe: a far mirror, a per-connection CDN cap)."""
+        link where one TCP stream cannot fill the pipe: a far mirror, a per-connection CDN cap).
+        ``host``: the address to listen on (the real node's pods reach the host on its bridge
+        address, 10.88.0.1; never an address outside the machine)."""
         self.root = Path(root)
+        self.host = host
         self.connection_rate = connection_rate
         self.blobs_dir = self.root / "blobs"
         self.blobs_dir.mkdir(parents=True, exist_ok=True)
@@ -181,7 +184,7 @@ class HubServer:
         class Handler(_Handler):
             server_hub = hub
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server((self.host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="hf-test-hub", daemon=True)
         self._thread.start()
