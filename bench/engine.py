@@ -127,7 +127,7 @@ def crash_loop(session: Session, quick: bool) -> dict:
         inspected: dict = {}
 
         def inspect(project, run, inspected=inspected):
-            inspected["calls"] = count_projection(run.namespace, "crash")
+            inspected["calls"] = count_projection(project.config_file, "crash")
 
         run = session.up("crash", models_named("crash", 1), inspect=inspect)
         classified = run.returncode != 0 and "reason: crash-loop" in run.output
@@ -148,8 +148,8 @@ def status_cost(session: Session, quick: bool) -> dict:
 
     def inspect(project, run):
         for model in ("one", "four"):
-            counted[model] = count_projection(run.namespace, model)
-            counted[f"{model}-create-poll"] = count_ready_wait(run.namespace, model)
+            counted[model] = count_projection(project.config_file, model)
+            counted[f"{model}-create-poll"] = count_ready_wait(project.config_file, model)
 
     four = {"replicas": 4, "weights": {"size": "1Gi", "accessMode": "ReadWriteMany"}}
     run = session.up("ours", models_named("one", 1) + models_named("four", 1, **four), inspect=inspect)

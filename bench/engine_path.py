@@ -37,12 +37,11 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kit import build_binaries
 from output import emit
 
+from testkit.stargate import build_binaries
 from tests.engine.conftest import POLL_SECONDS, pull_for, serving
 from tests.engine.engine_kit import cpu_env, kit_dir
 from tests.engine.rendered import free_port

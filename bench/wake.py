@@ -36,11 +36,11 @@ sys.path.insert(0, str(REPO))
 from components.compile.gateway.nginx import GatewaySettings  # noqa: E402
 from components.compile.plan import compile_stack  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
-from tests.gateway.fake_router import FakeRouter  # noqa: E402
-from tests.gateway.nginx_kit import Gateway  # noqa: E402
-from tests.support.keda_operator import start_operator, throwaway_certs  # noqa: E402
-from tests.support.ports import host_ipv4  # noqa: E402
-from tests.support.prometheus_standin import PrometheusStandIn  # noqa: E402
+from testkit.fake_router import FakeRouter  # noqa: E402
+from testkit.keda_operator import start_operator, throwaway_certs  # noqa: E402
+from testkit.nginx_kit import Gateway  # noqa: E402
+from testkit.ports import host_ipv4  # noqa: E402
+from testkit.prometheus_standin import PrometheusStandIn  # noqa: E402
 
 POLL_SECONDS = 5
 COOLDOWN_SECONDS = 10

@@ -7,7 +7,8 @@ import uuid
 from typing import Optional
 
 import pytest
-from kit import Cluster, RouterStack, TlsFiles, require_binaries, stack_config
+
+from testkit.stargate import Cluster, RouterStack, TlsFiles, require_binaries, stack_config
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from kit import chat_body, http, make_ca_issued_tls, stack_config
 
 from components.compile.router import compile_router
+from testkit.stargate import chat_body, http, make_ca_issued_tls, stack_config
 
 # The backend router watches the simulated cluster's EndpointSlices (tests/tiers.py).
 pytestmark = pytest.mark.cluster
@@ -85,9 +85,8 @@ def test_a_router_pod_that_leaves_the_slices_is_no_longer_handed_out(router_stac
     stack = router_stack(backend=True, cluster=cluster_namespace)
     health = f"http://127.0.0.1:{stack.backend_ports.health}/readyz"
     assert http("GET", health).status == 200
-    from kit import wait_until
-
     from components.compile.router.names import RouterNames
+    from testkit.stargate import wait_until
 
     slice_name = f"{RouterNames.of(stack.stack.router).headless}-{stack.router_pod}"
     cluster_namespace.delete_slice(slice_name)

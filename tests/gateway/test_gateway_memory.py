@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from components.compile.gateway.nginx import GatewaySettings, Tenant
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 
 MODEL = "qwen-small"
 MAX_BODY = 4 * 1024 * 1024
