@@ -1,7 +1,7 @@
 """The request path at concurrency: 1, 16, 64 and 256 streams, the whole path vs the engine alone.
 
     .venv/bin/python bench/concurrency.py [--profile release] [--streams 1,16,64,256] [--seconds 8]
-        [--rounds 2] [--json bench/results/<date>-concurrency.json]
+        [--rounds 2] [--json build/bench/<date>-concurrency.json]
 
 What runs, all on loopback, each in a process of its own (so each hop's CPU is its own):
 the fake engine (testkit/fake_engine.py, ``--nodelay``), the real router and pylon

@@ -1,7 +1,7 @@
 """The real vLLM (CPU, the engine kit) behind the whole client path, from one run on loopback.
 
     .venv/bin/python bench/engine_path.py [--line 0.11] [--starts 2] [--rounds 3] [--tokens 64]
-                                          [--json bench/results/<date>-engine-path.json]
+                                          [--json build/bench/<date>-engine-path.json]
 
 What runs: the vLLM server `render` writes for the engine tests' stack (tests/engine/conftest.py:
 the real puller's output, the CPU substitutions only), and in front of it the rendered gateway

@@ -1,6 +1,6 @@
 """The gateway's cost on the request path, from one run on loopback (bounded loops).
 
-    .venv/bin/python bench/gateway.py [--pairs 200] [--tokens 2000] [--json bench/results/<date>-gateway.json]
+    .venv/bin/python bench/gateway.py [--pairs 200] [--tokens 2000] [--json build/bench/<date>-gateway.json]
 
 What runs: the real router and pylon (the public Stargate build, testkit/stargate.py; built
 and cached by ../shared/tools/build-stargate.sh) with one fake engine, and the rendered gateway

@@ -1,7 +1,7 @@
 """How long the first request after a sleep waits (scale to zero), excluding the engine's load.
 
     bash scripts/up-local.sh      # once: the toolchain, the operators (KEDA's) and the simulated cluster
-    .venv/bin/python bench/wake.py [--cycles 3] [--json bench/results/<date>-wake.json]
+    .venv/bin/python bench/wake.py [--cycles 3] [--json build/bench/<date>-wake.json]
 
 On the simulated cluster: KEDA's real operator (2.16.1, scripts/toolchain/operators.sh) scales a
 compiled model whose `autoscaling.minReplicas` is 0; the rendered gateway (real nginx + njs) holds
