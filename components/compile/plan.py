@@ -86,6 +86,8 @@ class Child:
     after: tuple[str, ...] = ()  # roles this child waits on, or PLATFORM
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    # Forgotten, not deleted, by `pulumi destroy` (the platform's Namespace: what users put in it survives).
+    retain_on_delete: bool = False
     # The logical name after the component's (`<component>-<name>`); the role when empty. And the
     # names the child had before (Pulumi aliases: a deployed stack's resource keeps its state).
     name: str = ""

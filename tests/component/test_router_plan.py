@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-import components.resources.router as router_resources
+import providers.resources as dynamic_resources
 from components import children as roles
 from components.children import child as child_name
 from components.compile.gateway import compile_gateway
@@ -97,8 +97,8 @@ def test_rendering_keeps_the_kind_guard_and_leaves_out_the_cluster_reads():
 
 @pytest.fixture
 def graph(monkeypatch):
-    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"),
-                        (router_resources, "RequiredCrds"))
+    return record_graph(monkeypatch, (dynamic_resources, "WorkloadKindGuard"), (dynamic_resources, "RouterTargets"),
+                        (dynamic_resources, "RequiredCrds"))
 
 
 @pulumi.runtime.test
