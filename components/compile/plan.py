@@ -480,8 +480,8 @@ def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> t
 
 
 def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
-    """The router's plan: its children and the gateway's, each with what it waits on. The manifests'
-    order is ``RouterManifests.in_order`` then ``GatewayManifests.in_order`` (a test holds them equal)."""
+    """The router's plan: its children and the gateway's, each with what it waits on (the one order
+    they are declared and rendered in)."""
     router = stack.router
     if router is None:
         raise ValueError("the stack declares no router (llm-serving:router)")
