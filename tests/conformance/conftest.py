@@ -1,4 +1,4 @@
-"""Fixtures of the conformance suite (see kit.py's docstring for how to use them)."""
+"""Fixtures of the conformance suite (see testkit/stargate.py's docstring for how to use them)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Router and pylons start with the arguments ``components.compile`` renders for
 ``router.release: public-0.4`` (rewritten only where a pod's addresses and paths differ from
-loopback: kit.py's docstring lists each rewrite), beside fake OpenAI engines. What is proven here
+loopback: testkit/stargate.py's docstring lists each rewrite), beside fake OpenAI engines. What is proven here
 is what the binaries do, not what a chart says.
 """
 
