@@ -24,6 +24,7 @@ import json
 import pickletools
 import re
 import typing
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,7 @@ def contracts() -> configparser.ConfigParser:
     return parser
 
 
+@cache
 def modules(folder: str) -> dict[str, ast.Module]:
     """Dotted module name -> its syntax tree, for every module under ``folder``."""
     found = {}
@@ -184,6 +186,7 @@ def defined_names(tree: ast.Module) -> set[str]:
 def test_no_name_is_imported_from_a_module_that_only_imports_it():
     product = {name: tree for folder in PRODUCT for name, tree in modules(folder).items()}
     packages = {name for name in product if (ROOT / Path(*name.split(".")) / "__init__.py").is_file()}
+    defined = {name: defined_names(tree) for name, tree in product.items()}
     offenders = []
     for folder in (*PRODUCT, "tests", "testkit", "bench"):
         for importer, tree in modules(folder).items():
@@ -193,7 +196,7 @@ def test_no_name_is_imported_from_a_module_that_only_imports_it():
                 if node.module in packages:
                     continue  # a package's front door re-exports by design (the test above)
                 for alias in node.names:
-                    if f"{node.module}.{alias.name}" not in product and alias.name not in defined_names(product[node.module]):
+                    if f"{node.module}.{alias.name}" not in product and alias.name not in defined[node.module]:
                         offenders.append(f"{importer}: {alias.name} from {node.module}")
     assert not offenders, f"import these from the module that defines them: {offenders}"
 
