@@ -2,7 +2,7 @@
 manifest) or to their dynamic provider (typed props), each with ``parent`` and provider from the
 component, what it waits on, its logical name, the names it had before (aliases) and its
 replacement rules. Every component that declares a plan (the platform, each model, the router
-with the gateway) calls ``declare``, so a child's options mean the same in all of them.
+with the gateway) calls ``declare_plan``, so a child's options mean the same in all of them.
 
 What a child waits on is a role of the plan, or one of the plan's external names (``PLATFORM``,
 ``FRONTS``) the component maps to resources it was given.
@@ -62,7 +62,7 @@ def options(owner: str, child: Child, depends: list[pulumi.Resource]) -> pulumi.
         aliases=[pulumi.Alias(name=child_name(owner, alias)) for alias in child.aliases] or None)
 
 
-def declare(owner: str, children: Iterable[tuple[Child, tuple[str, ...]]], opts: pulumi.ResourceOptions,
+def declare_plan(owner: str, children: Iterable[tuple[Child, tuple[str, ...]]], opts: pulumi.ResourceOptions,
             external: Mapping[str, Sequence[pulumi.Resource]], kubeconfig_content: Optional[pulumi.Input[str]] = None,
             resolve: Callable[[DynamicProps], DynamicProps] = lambda props: props,
             manifest_of: Callable[[Child], tuple[dict, pulumi.ResourceOptions]] = lambda c: (c.manifest, None),

@@ -1,7 +1,7 @@
 """ModelServer: declares one model's plan; VllmModel and NimModel are its two type tokens.
 
 Thin: the plan (children, their manifests or typed props, what each waits on) comes from
-``components.compile.plan``; ``declare`` (the loop every component uses) hands each child to
+``components.compile.plan``; ``declare_plan`` (the loop every component uses) hands each child to
 pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order:
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
@@ -24,7 +24,7 @@ from ..compile.plan import PLATFORM, ModelPlan, model_plan, next_role
 from ..config.model import ModelConfig
 from ..config.platform import ClusterConfig
 from ..config.stack import StackConfig
-from .declare import declare
+from .declare import declare_plan
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class ModelServer(pulumi.ComponentResource):
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(type_token, model.name, None, opts)
         self.plan: ModelPlan = model_plan(model, stack, deploy.cluster)
-        self.children: dict[str, pulumi.Resource] = declare(
+        self.children: dict[str, pulumi.Resource] = declare_plan(
             model.name, self.plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
             {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content)

@@ -1,7 +1,7 @@
 """Stack-wide objects: the namespace, the models' ServiceAccount, the teardown identity, the stack
 secrets' Secrets, with ``platform.metrics`` the check for the Prometheus Operator's CRD and the
 Grafana dashboard ConfigMap. Thin, as the models' and the router's components: the plan
-(``components.compile.plan.platform_plan``, which `render` reads too) is declared by ``declare``;
+(``components.compile.plan.platform_plan``, which `render` reads too) is declared by ``declare_plan``;
 ``ready`` is what every model waits on."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pulumi
 
 from ..compile.plan import CALLER, Child, PlatformPlan, platform_plan
 from ..config.stack import StackConfig
-from .declare import declare
+from .declare import declare_plan
 
 
 class Platform(pulumi.ComponentResource):
@@ -44,7 +44,7 @@ class Platform(pulumi.ComponentResource):
             return ({**child.manifest, "stringData": {data_key: pulumi.Output.secret(value)}},
                     pulumi.ResourceOptions(additional_secret_outputs=["data", "stringData"]))
 
-        self.children: dict[str, pulumi.Resource] = declare(
+        self.children: dict[str, pulumi.Resource] = declare_plan(
             name, self.plan.declared(bool(stack.cluster.render_yaml_to_directory)),
             pulumi.ResourceOptions(parent=self, provider=provider), {CALLER: tuple(caller)},
             kubeconfig_content, manifest_of=manifest_of)

@@ -2,7 +2,7 @@
 
 Thin, as a model's component: the plan (the router's children and the gateway's, their manifests
 or typed props, what each waits on: ``components.compile.plan.router_plan``, the order drawn
-there) is what `render` and the tests read too; ``declare`` (the loop every component uses) hands
+there) is what `render` and the tests read too; ``declare_plan`` (the loop every component uses) hands
 each child to pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order. The gateway's children are
 this component's (``<router>-gateway*``), as before the plans: their URNs are unchanged.
 
@@ -34,7 +34,7 @@ from contract.props import RouterTargetsProps
 from .. import children as roles
 from ..compile.plan import FRONTS, PLATFORM, RouterPlan, router_plan
 from ..config.stack import StackConfig
-from .declare import declare
+from .declare import declare_plan
 from .model import Deploy
 
 
@@ -64,7 +64,7 @@ class RequestRouter(pulumi.ComponentResource):
         name = stack.router.name
         super().__init__("llm-serving:index:RequestRouter", name, None, opts)
         self.plan: RouterPlan = router_plan(stack, deploy.cluster)
-        self.children: dict[str, pulumi.Resource] = declare(
+        self.children: dict[str, pulumi.Resource] = declare_plan(
             name, self.plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
             {PLATFORM: tuple(deploy.depends_on), FRONTS: tuple(fronts)}, deploy.kubeconfig_content,
