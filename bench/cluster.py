@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `tests.support`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `testkit`
 
 from testkit.harness import Project, small_model, stack_config
 
