@@ -1,6 +1,6 @@
 """Shared machinery of the benchmarks that run the real engine on the simulated cluster.
 
-- Projects come from tests/support/harness.py (`Project`: a throwaway copy of the project with
+- Projects come from testkit/harness.py (`Project`: a throwaway copy of the project with
   its own file-backend state and stack); a benchmark may swap its __main__.py for the plain
   peer (bench/peer_plain) or a wrapper (fault injection, profiling) that runs the real program.
 - Every run gets its own namespace, and the bench its own StorageClass and PersistentVolumes
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `tests.support`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `testkit`
 
-from tests.support.harness import Project, small_model, stack_config
+from testkit.harness import Project, small_model, stack_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLCHAIN_ENV = Path.home() / ".cache" / "llm-serving-toolchain" / "env.sh"

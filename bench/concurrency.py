@@ -1,13 +1,13 @@
 """The request path at concurrency: 1, 16, 64 and 256 streams, the whole path vs the engine alone.
 
     .venv/bin/python bench/concurrency.py [--profile release] [--streams 1,16,64,256] [--seconds 8]
-        [--rounds 2] [--json bench/results/<date>-concurrency.json]
+        [--rounds 2] [--json build/bench/<date>-concurrency.json]
 
 What runs, all on loopback, each in a process of its own (so each hop's CPU is its own):
-the fake engine (tests/conformance/fake_engine.py, ``--nodelay``), the real router and pylon
-(tests/conformance/kit.py: the rendered arguments, built by ../shared/tools/build-stargate.sh with
+the fake engine (testkit/fake_engine.py, ``--nodelay``), the real router and pylon
+(testkit/stargate.py: the rendered arguments, built by ../shared/tools/build-stargate.sh with
 ``--profile``), the rendered gateway on the shipped nginx 1.26.3 + njs 0.8.9
-(tests/gateway/nginx_kit.py), and this process as the client (asyncio protocols, no HTTP
+(testkit/nginx_kit.py), and this process as the client (asyncio protocols, no HTTP
 library: the cheapest reader Python has, so the client is not the knee; its CPU is measured too).
 
 Three targets at each concurrency, in rotated order, ``--rounds`` times:
@@ -53,15 +53,13 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "conformance"))
 sys.path.insert(0, str(ROOT))
 
-from kit import MODEL, RouterStack, build_binaries, stack_config  # noqa: E402
-
 from components.compile.gateway import settings as gateway_settings  # noqa: E402
-from tests.gateway.nginx_kit import Gateway, nginx_build  # noqa: E402
+from testkit.nginx_kit import Gateway, nginx_build  # noqa: E402
+from testkit.stargate import MODEL, RouterStack, build_binaries, stack_config  # noqa: E402
 
-FAKE_ENGINE = ROOT / "tests" / "conformance" / "fake_engine.py"
+FAKE_ENGINE = ROOT / "testkit" / "fake_engine.py"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SOURCES = [f"127.0.0.{i}" for i in range(2, 10)]
 TOKEN_PATTERNS = (b"Hello", b" zq")  # the engine's answer: "Hello" + " zq" * (tokens - 1)
@@ -70,7 +68,7 @@ HOPS = ("client", "gateway", "router", "pylon", "engine")
 
 # --- the engine in its own process ------------------------------------------------------------
 class EngineProcess:
-    """tests/conformance/fake_engine.py's main: the same engine, its CPU apart from ours."""
+    """testkit/fake_engine.py's main: the same engine, its CPU apart from ours."""
 
     def __init__(self, name: str, model: str, tokens: int, interval_s: float):
         self.argv = [sys.executable, str(FAKE_ENGINE), "--name", name, "--model", model, "--tokens", str(tokens),

@@ -76,36 +76,36 @@ def overhead(session: Session, quick: bool) -> dict:
     }
 
 
-def parallel(session: Session, quick: bool) -> dict:
-    """`pulumi up` of 8 models vs 1 model (ours), alternating."""
+def parallel(session: Session, quick: bool, many: int = 8) -> dict:
+    """`pulumi up` of `many` models (8; fewer in a smoke run) vs 1 model (ours), alternating."""
     pairs = 1 if quick else 2
-    runs: dict[int, list[UpRun]] = {1: [], 8: []}
+    runs: dict[int, list[UpRun]] = {1: [], many: []}
     for i in range(pairs):
         if i and session.left() < 90:
             break
-        for count in ((8, 1) if i % 2 == 0 else (1, 8)):
+        for count in ((many, 1) if i % 2 == 0 else (1, many)):
             runs[count].append(_require_success(session.up("ours", models_named("m", count) if count > 1
                                                             else models_named("one", 1))))
     # The peer, full runs only: the same 8 models with native awaits (no gates, no status), to
     # see what 8 models cost this engine and cluster without the dynamic-provider host at all.
     plain: dict[int, UpRun] = {}
     if not quick and session.left() > 150:
-        for count in (8, 1):
+        for count in (many, 1):
             plain[count] = _require_success(session.up("plain", models_named("m", count) if count > 1
                                                        else models_named("one", 1)))
-    last = runs[8][-1]
+    last = runs[many][-1]
     steps = step_seconds(last)
     gates = sorted(v for k, v in steps.items() if k.startswith("WeightsGate"))
     statuses = sorted(v for k, v in steps.items() if k.startswith("ModelStatus"))
     reactions = last.watcher.job_to_deployment()
     return {
-        "pairs": len(runs[8]),
-        "one_s": [r.seconds for r in runs[1]], "eight_s": [r.seconds for r in runs[8]],
+        "pairs": len(runs[many]), "models": many,
+        "one_s": [r.seconds for r in runs[1]], "many_s": [r.seconds for r in runs[many]],
         "one": statistics.median(r.seconds for r in runs[1]),
-        "eight": statistics.median(r.seconds for r in runs[8]),
-        "eight_models_gate_create_s": gates, "eight_models_status_create_s": statuses,
-        "eight_models_job_to_deployment_s": sorted(round(x, 3) for x in reactions),
-        "eight_models_job_done_spread_s": (max(last.watcher.job_done.values()) - min(last.watcher.job_done.values())
+        "many": statistics.median(r.seconds for r in runs[many]),
+        "many_models_gate_create_s": gates, "many_models_status_create_s": statuses,
+        "many_models_job_to_deployment_s": sorted(round(x, 3) for x in reactions),
+        "many_models_job_done_spread_s": (max(last.watcher.job_done.values()) - min(last.watcher.job_done.values())
                                            if last.watcher.job_done else None),
         "machine_busy": {count: [round(r.machine_busy, 2) for r in rs] for count, rs in runs.items()},
         "phases": {count: [r.phases for r in rs] for count, rs in runs.items()},
@@ -127,7 +127,7 @@ def crash_loop(session: Session, quick: bool) -> dict:
         inspected: dict = {}
 
         def inspect(project, run, inspected=inspected):
-            inspected["calls"] = count_projection(run.namespace, "crash")
+            inspected["calls"] = count_projection(project.config_file, "crash")
 
         run = session.up("crash", models_named("crash", 1), inspect=inspect)
         classified = run.returncode != 0 and "reason: crash-loop" in run.output
@@ -148,8 +148,8 @@ def status_cost(session: Session, quick: bool) -> dict:
 
     def inspect(project, run):
         for model in ("one", "four"):
-            counted[model] = count_projection(run.namespace, model)
-            counted[f"{model}-create-poll"] = count_ready_wait(run.namespace, model)
+            counted[model] = count_projection(project.config_file, model)
+            counted[f"{model}-create-poll"] = count_ready_wait(project.config_file, model)
 
     four = {"replicas": 4, "weights": {"size": "1Gi", "accessMode": "ReadWriteMany"}}
     run = session.up("ours", models_named("one", 1) + models_named("four", 1, **four), inspect=inspect)

@@ -1,7 +1,7 @@
 """The real vLLM (CPU, the engine kit) behind the whole client path, from one run on loopback.
 
     .venv/bin/python bench/engine_path.py [--line 0.11] [--starts 2] [--rounds 3] [--tokens 64]
-                                          [--json bench/results/<date>-engine-path.json]
+                                          [--json build/bench/<date>-engine-path.json]
 
 What runs: the vLLM server `render` writes for the engine tests' stack (tests/engine/conftest.py:
 the real puller's output, the CPU substitutions only), and in front of it the rendered gateway
@@ -37,12 +37,11 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kit import build_binaries
 from output import emit
 
+from testkit.stargate import build_binaries
 from tests.engine.conftest import POLL_SECONDS, pull_for, serving
 from tests.engine.engine_kit import cpu_env, kit_dir
 from tests.engine.rendered import free_port
@@ -177,13 +176,13 @@ def summarize(bursts: list[list[dict]]) -> dict:
             "refusals": sorted({f"{s['refused']}: {s['body'][:160]}" for s in refused})}
 
 
-def streams(path, rounds: int, tokens: int) -> dict:
+def streams(path, rounds: int, tokens: int, concurrency: tuple[int, ...] = CONCURRENCY) -> dict:
     sides = {"path": path.gateway.base, "direct": path.engine.base_url}
     model = path.engine.served_name
     for base in sides.values():  # warm-up: connections, the tunnel, nginx workers, the engine's first batch
         burst(base, model, 2, 8)
     result = {}
-    for streams_at_once in CONCURRENCY:
+    for streams_at_once in concurrency:
         runs: dict[str, list[list[dict]]] = {side: [] for side in sides}
         for i in range(rounds):
             for side in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
@@ -203,20 +202,22 @@ def streams(path, rounds: int, tokens: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--line", default="0.11", choices=("0.11", "0.32"))
-    parser.add_argument("--starts", type=int, default=2, help="cold starts per side")
+    parser.add_argument("--starts", type=int, default=2, help="cold starts per side (0: none, the streams only)")
     parser.add_argument("--rounds", type=int, default=3, help="bursts per side and concurrency")
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), help="streams at once, comma-separated")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    concurrency = tuple(int(n) for n in args.concurrency.split(","))
     bin_dir, build = stargate_bin()
     tmp = Path(tempfile.mkdtemp(prefix="bench-engine-path-"))
     load_before = os.getloadavg()
     pulled = pull_for(args.line, tmp)
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "line": args.line,
               "stargate_build": build, "tokens": args.tokens, "cpus": os.cpu_count(),
-              "cold_start": cold_start(pulled, tmp, args.starts)}
+              "cold_start": cold_start(pulled, tmp, args.starts) if args.starts else None}
     with serving(pulled, tmp) as engine, running_path(engine, tmp / "path", bin_dir) as path:
-        result["streams"] = streams(path, args.rounds, args.tokens)
+        result["streams"] = streams(path, args.rounds, args.tokens, concurrency)
     result["loadavg_before_after"] = [load_before, os.getloadavg()]
     emit(result, args.json)
 

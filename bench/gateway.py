@@ -1,10 +1,10 @@
 """The gateway's cost on the request path, from one run on loopback (bounded loops).
 
-    .venv/bin/python bench/gateway.py [--pairs 200] [--tokens 2000] [--json bench/results/<date>-gateway.json]
+    .venv/bin/python bench/gateway.py [--pairs 200] [--tokens 2000] [--json build/bench/<date>-gateway.json]
 
-What runs: the real router and pylon (the public Stargate build, tests/conformance/kit.py; built
+What runs: the real router and pylon (the public Stargate build, testkit/stargate.py; built
 and cached by ../shared/tools/build-stargate.sh) with one fake engine, and the rendered gateway
-(nginx + njs, tests/gateway/nginx_kit.py) in front of the router. Measured, alternating the two
+(nginx + njs, testkit/nginx_kit.py) in front of the router. Measured, alternating the two
 sides of each comparison so load on this shared machine hits both alike:
 
 1. time to first byte, streaming chat: through the gateway vs the router called directly with the
@@ -40,15 +40,14 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "conformance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fake_engine
-from kit import MODEL, RouterStack, build_binaries, stack_config
 from output import emit
 
 from components.compile.gateway import settings as gateway_settings
-from tests.gateway.nginx_kit import Gateway
+from testkit import fake_engine
+from testkit.nginx_kit import Gateway
+from testkit.stargate import MODEL, RouterStack, build_binaries, stack_config
 
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]
 

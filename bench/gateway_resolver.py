@@ -3,9 +3,9 @@
     .venv/bin/python bench/gateway_resolver.py [--pairs 1500]
 
 Two gateways rendered from the same settings in front of one stand-in router
-(tests/gateway/fake_router.py): one with the router as an IP literal (nginx never asks DNS), one
+(testkit/fake_router.py): one with the router as an IP literal (nginx never asks DNS), one
 with the router's FQDN, resolved per request through nginx's resolver (valid=5s) against a DNS
-responder on loopback (tests/gateway/dns_responder.py), as the shipped config does. Non-streaming
+responder on loopback (testkit/dns_responder.py), as the shipped config does. Non-streaming
 chat requests alternate between the two so load on this shared machine hits both alike; the
 DNS queries the named side made are counted. No keepalive pool is compared: the router hop is
 HTTP/1.0, one connection per request, on both sides and before the change. Nothing asserts a time.
@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from components.compile.gateway.nginx import GatewaySettings
-from tests.gateway.dns_responder import DnsResponder
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.dns_responder import DnsResponder
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 
 NAME = "llm-router.llm-serving.svc.cluster.local"
 MODEL = "qwen-small"

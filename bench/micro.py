@@ -71,16 +71,16 @@ def _time(fn, arg) -> float:
     return time.perf_counter() - start
 
 
-def bench_targets(quick: bool) -> dict:
-    """Median seconds of ours and the naive peer, alternating, for 1k and 10k endpoints."""
+def bench_targets(quick: bool, smoke: bool = False) -> dict:
+    """Median seconds of ours and the naive peer, alternating, for 1k and 10k endpoints (1k once: smoke)."""
     results = {}
-    for endpoints in (1_000, 10_000):
+    for endpoints in (1_000,) if smoke else (1_000, 10_000):
         slices = endpoint_slices(endpoints)
         ours = routable_targets(slices)
         expected = [(t.pod, t.addresses, t.node) for t in ours.targets]
         if naive_targets(slices) != expected:
             raise AssertionError("the naive peer disagrees with routable_targets: the comparison would be void")
-        runs = (5 if quick else 15) if endpoints == 10_000 else (15 if quick else 40)
+        runs = 1 if smoke else (5 if quick else 15) if endpoints == 10_000 else (15 if quick else 40)
         timings = {"ours": [], "naive": []}
         for i in range(runs):
             order = ("ours", "naive") if i % 2 == 0 else ("naive", "ours")
@@ -95,10 +95,10 @@ def bench_targets(quick: bool) -> dict:
 
 # --- puller throughput (bench/puller_throughput.py's pieces, alternated with the copy) -----
 
-def bench_puller(quick: bool) -> dict:
+def bench_puller(quick: bool, smoke: bool = False) -> dict:
     mount = common.WEIGHTS_MOUNT  # puller_throughput points it at its scratch volume: restore it
     # Shards over 50 MiB: the size from which the image's client hands a file to hf_transfer.
-    mb, shards, runs = (240, 4, 1) if quick else (400, 4, 3)
+    mb, shards, runs = (8, 1, 1) if smoke else (240, 4, 1) if quick else (400, 4, 3)
     try:
         with tempfile.TemporaryDirectory(prefix="puller-bench-") as tmp:
             work = Path(tmp)

@@ -1,12 +1,14 @@
 """The benchmark suite: one command, every figure next to its peer and its goal.
 
-    .venv/bin/python bench/run.py [--quick] [--only NAME[,NAME...]] [--json OUT] [--[no-]profile]
+    .venv/bin/python bench/run.py [--quick | --smoke] [--only NAME[,NAME...]] [--json OUT] [--[no-]profile]
 
 NAME: overhead, parallel, reaction, status, scale, targets, puller, gateway-prompts. Not tests: nothing here
 asserts a time; a missed goal is printed (and recorded in the JSON) with the figures that explain
 it. The machine is assumed noisy: ours and its peer run alternately and the medians are compared
 as a ratio. Time-bounded: about 12 minutes in full, under 4 with --quick; a benchmark that runs
-out of budget reports fewer samples rather than overrunning.
+out of budget reports fewer samples rather than overrunning. --smoke runs each benchmark's smallest
+case once (one sample, 2 models where the figure is about 8, 10 where it is about 100): it proves
+the benchmarks still run (tests/bench, in the test command), its figures mean nothing.
 
 The cluster benchmarks need the toolchain and the simulated cluster (`bash scripts/up-local.sh`
 once); they create their own namespaces, StorageClass and PersistentVolumes and delete them.
@@ -90,35 +92,36 @@ def rows_overhead(r: dict) -> list[Row]:
 
 
 def rows_parallel(r: dict) -> list[Row]:
-    rt = ratio(r["eight"], r["one"])
+    rt = ratio(r["many"], r["one"])
     busy = r.get("machine_busy") or {}
-    rows = [Row("parallel", "up, 8 models vs 1 model", r["eight"], "s", "≤ 1.3× one model", r["one"], "1 model",
+    n = r["models"]
+    rows = [Row("parallel", f"up, {n} models vs 1 model", r["many"], "s", "≤ 1.3× one model", r["one"], "1 model",
                 rt, rt is not None and rt <= 1.3,
-                f"median of {r['pairs']} alternating pairs; 8-model gates took "
-                f"{', '.join(f'{x:g}' for x in r['eight_models_gate_create_s'])} s; Jobs finished over "
-                f"{r['eight_models_job_done_spread_s'] or 0:.1f} s; machine busy "
-                + " / ".join(f"{statistics.median(busy[k]):.0%}" for k in (8, 1) if busy.get(k)))]
+                f"median of {r['pairs']} alternating pairs; {n}-model gates took "
+                f"{', '.join(f'{x:g}' for x in r['many_models_gate_create_s'])} s; Jobs finished over "
+                f"{r['many_models_job_done_spread_s'] or 0:.1f} s; machine busy "
+                + " / ".join(f"{statistics.median(busy[k]):.0%}" for k in (n, 1) if busy.get(k)))]
     plain = r.get("plain") or {}
-    if 8 in plain and 1 in plain:
-        eight, one = plain[8], plain[1]
-        bare8, bare1 = eight["seconds"] - eight["service_await"], one["seconds"] - one["service_await"]
-        rows.append(Row("parallel", "peer: plain program, 8 models vs 1 (one run each)", eight["seconds"], "s",
-                        "", one["seconds"], "plain, 1 model", ratio(eight["seconds"], one["seconds"]),
-                        note=f"without the Service settle: {bare8:.1f} s vs {bare1:.1f} s = {bare8 / bare1:.2f}×; "
-                             "no dynamic provider involved: the cost of 8 models to this engine and cluster"))
+    if n in plain and 1 in plain:
+        many, one = plain[n], plain[1]
+        bare_many, bare1 = many["seconds"] - many["service_await"], one["seconds"] - one["service_await"]
+        rows.append(Row("parallel", f"peer: plain program, {n} models vs 1 (one run each)", many["seconds"], "s",
+                        "", one["seconds"], "plain, 1 model", ratio(many["seconds"], one["seconds"]),
+                        note=f"without the Service settle: {bare_many:.1f} s vs {bare1:.1f} s = {bare_many / bare1:.2f}×; "
+                             f"no dynamic provider involved: the cost of {n} models to this engine and cluster"))
     return rows
 
 
-def rows_reaction(jd: dict, crash: Optional[dict]) -> list[Row]:
+def rows_reaction(jd: dict, crash: Optional[dict], many: int) -> list[Row]:
     rows = []
     plain = (jd.get("plain_1") or {}).get("median")
     lag = jd.get("job_controller_lag")
-    for key, label in (("ours_1", "1 model"), ("ours_8", "8 models at once")):
+    for key, label in (("ours_1", "1 model"), (f"ours_{many}", f"{many} models at once")):
         entry = jd.get(key)
         if not entry or entry["median"] is None:
             continue
         peer = (jd.get("plain" + key[4:]) or {}).get("median") or plain
-        peer_label = "plain Job await" + (", 8 models" if peer is not plain else "")
+        peer_label = "plain Job await" + (f", {many} models" if peer is not plain else "")
         rows.append(Row("reaction", f"Job complete → Deployment created, {label} (median)", entry["median"], "s",
                         "≤ 1 s", peer, peer_label, ratio(entry["median"], peer), entry["median"] <= 1.0,
                         f"{len(entry['samples'])} samples from watch events, max {max(entry['samples']):.2f} s"
@@ -298,12 +301,17 @@ def machine() -> dict:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer samples and sizes (under 4 minutes)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer samples and sizes (under 4 minutes)")
+    size.add_argument("--smoke", action="store_true",
+                      help="each benchmark's smallest case, once: proves it runs, measures nothing (the tests' smoke run)")
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                         help="profile the scale benchmark (default: on in full runs, off with --quick)")
     args = parser.parse_args(argv)
+    args.quick = args.quick or args.smoke
+    many = 2 if args.smoke else 8  # models of the "many models at once" figures
     selected = [n.strip() for n in (args.only.split(",") if args.only else NAMES)]
     unknown = set(selected) - set(NAMES)
     if unknown:
@@ -316,7 +324,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     errors: dict[str, str] = {}
     workdir = Path(tempfile.mkdtemp(prefix="llm-serving-bench-"))
     info = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "mode": "quick" if args.quick else "full", "selected": selected}
+            "mode": "smoke" if args.smoke else "quick" if args.quick else "full", "selected": selected}
 
     def attempt(name: str, fn):
         print(f"[{time.monotonic() - started:6.1f} s] {name} …", file=sys.stderr, flush=True)
@@ -336,7 +344,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if "targets" in selected:
             import micro
 
-            if attempt("targets", lambda: micro.bench_targets(args.quick)):
+            if attempt("targets", lambda: micro.bench_targets(args.quick, args.smoke)):
                 rows += rows_targets(results["targets"])
         if CLUSTER & (set(selected) - {"scale"}):
             import engine
@@ -344,28 +352,26 @@ def main(argv: Optional[list[str]] = None) -> int:
             with cluster.VolumePool() as pool:
                 session = engine.Session(pool, workdir, deadline - (100 if "scale" in selected else 0)
                                          - (30 if "puller" in selected else 0))
-                for name, fn, make_rows in (
-                    ("overhead", engine.overhead, rows_overhead),
-                    ("parallel", engine.parallel, rows_parallel),
-                ):
-                    if name in selected and attempt(name, lambda fn=fn: fn(session, args.quick)):
-                        rows += make_rows(results[name])
+                if "overhead" in selected and attempt("overhead", lambda: engine.overhead(session, args.quick)):
+                    rows += rows_overhead(results["overhead"])
+                if "parallel" in selected and attempt("parallel", lambda: engine.parallel(session, args.quick, many)):
+                    rows += rows_parallel(results["parallel"])
                 crash = None
                 if "reaction" in selected:
                     if engine.needs_samples(session):
                         attempt("reaction-samples", lambda: [session.up(p, cluster.models_named("tiny", 1))
                                                              for p in ("ours", "plain")])
-                    attempt("reaction-8", lambda: engine.many_samples(session, args.quick))
+                    attempt(f"reaction-{many}", lambda: engine.many_samples(session, args.quick, many))
                     crash = attempt("crash_loop", lambda: engine.crash_loop(session, args.quick))
                     results["job_to_deployment"] = engine.job_to_deployment(session)
-                    rows += rows_reaction(results["job_to_deployment"], crash)
+                    rows += rows_reaction(results["job_to_deployment"], crash, many)
                 if "status" in selected and attempt("status", lambda: engine.status_cost(session, args.quick)):
                     rows += rows_status(results["status"], crash)
         if "scale" in selected:
             import scale
 
             if attempt("scale", lambda: scale.bench_scale(args.quick, workdir, not args.quick if args.profile is None else args.profile,
-                                                          deadline - (30 if "puller" in selected else 0))):
+                                                          deadline - (30 if "puller" in selected else 0), args.smoke)):
                 rows += rows_scale(results["scale"])
         if "gateway-prompts" in selected:
             import gateway_prompts
@@ -376,7 +382,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if "puller" in selected:
             import micro
 
-            if attempt("puller", lambda: micro.bench_puller(args.quick)):
+            if attempt("puller", lambda: micro.bench_puller(args.quick, args.smoke)):
                 rows += rows_puller(results["puller"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -28,7 +28,7 @@ CPU seconds of the client processes (wait4) and of the server (/proc) are record
 2-core machine the server and the client share the CPUs, and the puller's MD5 is CPU.
 
 The containers' scripts run with busybox's sh and applets (dd, md5sum...) when it is installed, as
-in the image. Server: versitygw (posix backend; tests/support/s3_server.py) built by scripts/testtools/build.sh,
+in the image. Server: versitygw (posix backend; testkit/s3_server.py) built by scripts/testtools/build.sh,
 serving files from the page cache.
 """
 
@@ -54,8 +54,8 @@ from components.compile import common, object_store, weights
 from components.config import load_stack_config
 from components.preflight import preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
-from tests.puller.test_s3_puller import applets, shell
-from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin
+from testkit.busybox import applets, shell
+from testkit.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, tools_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")

@@ -230,14 +230,16 @@ def cli_profile(config_file: Path) -> dict:
 SKIP_CHECKPOINTS = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 
 
-def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> dict:
+def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float, smoke: bool = False) -> dict:
+    """The previews and validate + render at growing sizes; ``smoke``: 10 models only, once."""
+    models = 10 if smoke else 100
     result: dict = {"preview_default": {}, "preview_skip_checkpoints": {}, "preview_cluster_skip_checkpoints": {},
                     "cli": {}, "notes": []}
     # First, so that a tight budget never drops it: ours against the plain program declaring the
     # same objects, at 100 models, both stacks, with the CI preview's engine settings.
     from preview import compare  # bench/preview.py imports this module
 
-    result["preview_vs_plain"] = compare(100, workdir, deadline - 120, PREVIEW_ENV, reps=1 if quick else 3,
+    result["preview_vs_plain"] = compare(models, workdir, deadline - 120, PREVIEW_ENV, reps=1 if quick else 3,
                                            args=("--parallel", str(PREVIEW_PARALLEL)))
     render_dir = workdir / "render-out"
     render = new_project("ours", "bench-scale", scale_config(10, render_dir), workdir)
@@ -261,7 +263,7 @@ def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> d
     # engine without its per-step snapshot (PULUMI_SKIP_CHECKPOINTS: see the profile); sizes go
     # up and down again so that a drift in the machine's load shows instead of bending the curve.
     # The default at 100 models takes 25-90 s here, most of a --quick budget: full runs only.
-    order = [("skip", 10), ("skip", 100)] if quick else [
+    order = [("skip", 10)] if smoke else [("skip", 10), ("skip", 100)] if quick else [
         ("default", 10), ("skip", 10), ("skip", 100), ("default", 100), ("skip", 300), ("skip", 100), ("skip", 10)]
     for variant, count in order:
         if variant == "default":
@@ -275,7 +277,7 @@ def bench_scale(quick: bool, workdir: Path, profile: bool, deadline: float) -> d
         shutil.rmtree(cluster.root, ignore_errors=True)
 
     # validate + render, as a person runs them (a fresh interpreter each), alternating sizes.
-    counts = (10, 100) if quick else (10, 100, 300)
+    counts = (10,) if smoke else (10, 100) if quick else (10, 100, 300)
     files = {}
     for count in counts:
         render.write_config(scale_config(count, None))

@@ -4,42 +4,43 @@ against the live cluster (the same code the ModelStatus provider and `components
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from pathlib import Path
 
-from cluster import small_model, stack_config
-
-from components.compile.common import ModelNames
-from components.config import load_stack_config
+from components.compile.plan import model_plan
+from components.config import load_stack_config, read_stack_file
+from contract.props import StatusProps
 from providers import kube
-from providers.observe import ModelRef, current_status
+from providers.observe import current_status, observer_for
 from providers.status import wait_until_serving
 
 
-def _names(model: str):
-    return ModelNames.of(load_stack_config(stack_config("bench", [small_model(model)])).models[0])
+def status_props(stack_file: Path, model: str) -> StatusProps:
+    """What the model's ModelStatus reads, from the plan of the stack `up` deployed (the objects'
+    names as `up` declared them: a renamed child, such as the puller Job named after its source
+    and pod template, follows on its own)."""
+    stack = load_stack_config(read_stack_file(stack_file))
+    return next(model_plan(m, stack).status for m in stack.models if m.name == model)
 
 
 def _clients():
     return kube.connect(kube.Target(os.environ.get("KUBECONFIG")))
 
 
-def count_projection(namespace: str, model: str) -> dict:
+def count_projection(stack_file: Path, model: str) -> dict:
     """One `current_status` of one model: API calls made, and what it said."""
-    names = _names(model)
+    props = replace(status_props(stack_file, model), pending_timeout_seconds=60)
     clients = _clients()
-    ref = ModelRef(namespace=namespace, model=model, deployment=names.server, service=names.service,
-                   puller_job=names.puller, pending_timeout_seconds=60)
     clients.calls = 0
-    status = current_status(clients, ref)
+    status = current_status(clients, observer_for(props))
     return {"calls": clients.calls, "state": status.state, "reason": status.reason,
             "ready_replicas": status.ready_replicas, "targets": len(status.targets or [])}
 
 
-def count_ready_wait(namespace: str, model: str) -> dict:
+def count_ready_wait(stack_file: Path, model: str) -> dict:
     """ModelStatus.create on a model that is already serving: the calls of its one poll."""
-    names = _names(model)
+    props = replace(status_props(stack_file, model), ready_timeout_seconds=30, pending_timeout_seconds=60)
     clients = _clients()
-    props = {"namespace": namespace, "model": model, "deployment": names.server, "service": names.service,
-             "puller_job": names.puller, "ready_timeout_seconds": 30, "pending_timeout_seconds": 60}
     clients.calls = 0
     status = wait_until_serving(props, connect=lambda _target: clients)
     return {"calls": clients.calls, "state": status.state}

@@ -1,7 +1,7 @@
 """How long the first request after a sleep waits (scale to zero), excluding the engine's load.
 
     bash scripts/up-local.sh      # once: the toolchain, the operators (KEDA's) and the simulated cluster
-    .venv/bin/python bench/wake.py [--cycles 3] [--json bench/results/<date>-wake.json]
+    .venv/bin/python bench/wake.py [--cycles 3] [--json build/bench/<date>-wake.json]
 
 On the simulated cluster: KEDA's real operator (2.16.1, scripts/toolchain/operators.sh) scales a
 compiled model whose `autoscaling.minReplicas` is 0; the rendered gateway (real nginx + njs) holds
@@ -36,11 +36,11 @@ sys.path.insert(0, str(REPO))
 from components.compile.gateway.nginx import GatewaySettings  # noqa: E402
 from components.compile.plan import compile_stack  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
-from tests.gateway.fake_router import FakeRouter  # noqa: E402
-from tests.gateway.nginx_kit import Gateway  # noqa: E402
-from tests.support.keda_operator import start_operator, throwaway_certs  # noqa: E402
-from tests.support.ports import host_ipv4  # noqa: E402
-from tests.support.prometheus_standin import PrometheusStandIn  # noqa: E402
+from testkit.fake_router import FakeRouter  # noqa: E402
+from testkit.keda_operator import start_operator, throwaway_certs  # noqa: E402
+from testkit.nginx_kit import Gateway  # noqa: E402
+from testkit.ports import host_ipv4  # noqa: E402
+from testkit.prometheus_standin import PrometheusStandIn  # noqa: E402
 
 POLL_SECONDS = 5
 COOLDOWN_SECONDS = 10

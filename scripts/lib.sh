@@ -94,7 +94,7 @@ wait_client_venvs() {
 # 2 cores cold): cargo, started in the background beside the Go toolchain build so that the two
 # overlap on a cold machine. A build failure stops the run at wait_stargate; without the sources
 # the kit says so and the suite skips.
-build_stargate() { cd "$REPO" && PYTHONPATH="$REPO" "$VENV/bin/python" tests/conformance/kit.py; }
+build_stargate() { cd "$REPO" && PYTHONPATH="$REPO" "$VENV/bin/python" testkit/stargate.py; }
 
 start_stargate() {
   STARGATE_LOG="$(mktemp)"

@@ -9,7 +9,7 @@ helper it calls, do at least one of
   rest of ``MOCK_CHECKS``: the library's documented calls that raise on a mismatch).
 A helper counts only when this checker can read it and it meets the rule itself, to any depth:
 a function of the test's own module, a method of the test's own class called on ``self``, or a
-function imported by name from a module under tests/ (``from tests.support.harness import x``,
+function imported by name from a module under tests/ or testkit/ (``from testkit.harness import x``,
 or called through the imported module: ``harness.x()``), found by its module's dotted path. A
 call it cannot see into (a fixture's method, a third-party function, a name from outside tests/)
 does not count, whatever it is called: a ``check_ready()`` that is only a name proves nothing.
@@ -87,10 +87,12 @@ class Module:
 
 
 class Checker:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *kits: Path):
         self.root = root
-        self.modules = {path: Module(path, root) for path in sorted(root.rglob("*.py"))}
-        # By dotted path from the folder above tests/ (tests.support.harness), and, for a bare
+        # The kits beside tests/ (testkit/, shared with bench/) are read too: a test's check may
+        # be a testkit helper's assert.
+        self.modules = {path: Module(path, root) for folder in (root, *kits) for path in sorted(folder.rglob("*.py"))}
+        # By dotted path from the folder above tests/ (tests.support.fakes, testkit.harness), and, for a bare
         # ``from kit import x`` of a sibling file, by its folder and stem.
         self.by_name = {".".join(path.relative_to(root.parent).with_suffix("").parts): module
                         for path, module in self.modules.items()}
@@ -165,7 +167,7 @@ PENDING: set[str] = set()
 
 
 def test_every_test_checks_something():
-    offenders = set(Checker(TESTS).offenders())
+    offenders = set(Checker(TESTS, TESTS.parent / "testkit").offenders())
     new = sorted(offenders - PENDING)
     assert not new, ("tests that cannot fail (no assert, raise or pytest.raises/fail, itself or in a helper "
                      "this test can read):\n") + "\n".join(new)

@@ -28,6 +28,7 @@ TIERS = ("unit", "servers", "cluster", "engine")
 
 FOLDER_TIERS = {
     "": "unit",  # tests/test_*.py at the top (the hygiene test)
+    "bench": "unit",  # each benchmark's smallest case says its own tier (tests/bench/smallest.py)
     "cli": "unit",
     "compile": "unit",
     "component": "unit",
@@ -68,6 +69,7 @@ CLUSTER_WIDE_MODULES = {
     "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
     "test_real_node_cluster": "the real node: one per machine (scripts/node/), and its stop is tested",
     "test_real_pods_cluster": "a CPU model in real pods on the real node (one per machine)",
+    "test_bench_wake_smoke": "installs KEDA's CRDs (bench/wake.py), which others need absent first",
 }
 
 
@@ -79,7 +81,9 @@ CLUSTER_WIDE_MODULES = {
 # cluster) run side by side.
 CLUSTER_WIDE_GROUPS = {
     "crds": ("test_autoscaling_on_cluster", "test_config_property_on_cluster", "test_metrics_on_cluster",
-             "test_nim_operator_cluster"),
+             "test_nim_operator_cluster",
+             # Last: it leaves KEDA's CRDs as it found them, but a failure mid-run could leave them.
+             "test_bench_wake_smoke"),
     "gpus": ("test_multinode_on_cluster", "test_multinode_per_pod_on_cluster", "test_nim_multinode_cluster",
              "test_placement_on_cluster"),
     # The one cluster with the real node (scripts/test.sh REAL_NODE_GROUP starts it with the node).

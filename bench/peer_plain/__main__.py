@@ -7,7 +7,7 @@ puller's pods), no ModelStatus (no classified failure, no routable-target check)
 obvious one: PVC -> Job (awaited to completion) -> Deployment (awaited ready) -> Service
 (awaited until it has endpoints).
 
-bench/run.py runs it in a throwaway copy of the project (tests/support/harness.py), where it
+bench/run.py runs it in a throwaway copy of the project (testkit/harness.py), where it
 replaces __main__.py and reads the same `llm-serving:*` stack config. Vanilla vLLM models only
 (no secrets, router or NIM): that is all the benchmark declares.
 """

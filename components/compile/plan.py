@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 from contract.props import (
+    STACK_CRDS_OWNER,
     ClusterTarget,
     CrdRequirement,
     GateProps,
@@ -59,6 +60,7 @@ from ..config.model import ModelConfig
 from ..config.revisions import changes, revision_model, weights_model
 from ..config.stack import StackConfig, fronted_models
 from . import autoscaling, common, metrics, nim, server
+from .crds import stack_required_crds
 from .dashboard import compile_dashboard
 from .gateway import GatewayManifests, compile_gateway
 from .gateway import endpoint_url as gateway_url
@@ -66,13 +68,17 @@ from .gateway import required_crds as gateway_required_crds
 from .rbac import compile_teardown_identity
 from .router import CHART, compile_router, fronted_services, pylon_address, required_crds
 from .router import endpoint_url as router_url
+from .secrets import stack_secrets
 from .stack import compile_model, compile_model_service_account, compile_namespace
 
 # In ``Child.after``: the platform's objects (namespace, service account, secrets).
 PLATFORM = "platform"
 # In ``Child.after`` of the router's workload: the models it fronts (the component's ``fronts``).
 FRONTS = "fronts"
-EXTERNAL = (PLATFORM, FRONTS)
+# In ``Child.after`` of the platform's children: what its caller made it wait on (a library
+# user's own Namespace): children do not inherit a component's depends_on.
+CALLER = "caller"
+EXTERNAL = (PLATFORM, FRONTS, CALLER)
 
 DynamicProps = Union[GateProps, NimOperatorCheckProps, RequiredCrdsProps, StatusProps, WorkloadKindProps,
                      RouterTargetsProps]
@@ -86,14 +92,24 @@ class Child:
     after: tuple[str, ...] = ()  # roles this child waits on, or PLATFORM
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    # Forgotten, not deleted, by `pulumi destroy` (the platform's Namespace: what users put in it survives).
+    retain_on_delete: bool = False
     # The logical name after the component's (`<component>-<name>`); the role when empty. And the
     # names the child had before (Pulumi aliases: a deployed stack's resource keeps its state).
     name: str = ""
     aliases: tuple[str, ...] = ()
+    # A Secret made from a stack secret: (its config key, the key its value goes under). The
+    # component adds the value as a secret Output; never rendered (the file would hold it in plain text).
+    secret: Optional[tuple[str, str]] = None
 
     @property
     def logical(self) -> str:
         return self.name or self.role
+
+    @property
+    def rendered(self) -> bool:
+        """Whether `render` (and a render stack's `up`) declares it."""
+        return not self.needs_cluster and self.secret is None
 
     @property
     def needs_cluster(self) -> bool:
@@ -105,15 +121,60 @@ class Child:
 def declared(children: tuple[Child, ...], rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
     """The children to declare, in order, each with the roles (or PLATFORM, FRONTS) it waits on. A
     wait on a role the plan lacks (no NetworkPolicy) is dropped; when rendering, a child needing a
-    cluster is left out and its dependents wait on what it waited on."""
+    cluster (or holding a stack secret) is left out and its dependents wait on what it waited on."""
     resolved: dict[str, tuple[str, ...]] = {external: (external,) for external in EXTERNAL}
     for child in children:
         waits = tuple(dict.fromkeys(r for role in child.after for r in resolved.get(role, ())))
-        if rendering and child.needs_cluster:
+        if rendering and not child.rendered:
             resolved[child.role] = waits
             continue
         resolved[child.role] = (child.role,)
         yield child, waits
+
+
+@dataclass(frozen=True)
+class PlatformPlan:
+    """The stack-wide children (namespace, the models' ServiceAccount, the teardown identity, the
+    stack secrets' Secrets, the check of every CRD the stack needs, the dashboard) and the roles every model waits
+    on (``ready``; with what the platform's caller gave it)."""
+
+    children: tuple[Child, ...]
+    ready: tuple[str, ...]
+
+    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
+        return declared(self.children, rendering)
+
+
+def platform_plan(stack: StackConfig, cluster: Any = None) -> PlatformPlan:
+    """The platform's plan. The Namespace is retained on delete: `pulumi destroy` deletes every
+    object the stack declared, then only forgets the Namespace, so the Secrets users created in it
+    by hand (the HF token, the gateway's API keys, the NGC key the docs tell them to `kubectl
+    create`) survive; deleting a Namespace deletes all it holds. Not `protect`: that would fail
+    every destroy until `pulumi state unprotect`. A later `up` adopts the Namespace again
+    (server-side apply creates an existing object as an update)."""
+    target = ClusterTarget.of(stack.cluster if cluster is None else cluster)
+    after = (CALLER, roles.NAMESPACE)
+    secrets = stack_secrets(stack)
+    # Every CRD the stack needs, checked here first (compile/crds.py): a cluster missing several
+    # operators stops the preview naming each, with the setting and the fix, before any model or
+    # router object (and their own checks) is declared.
+    requirements = stack_required_crds(stack)
+    dashboard = compile_dashboard(stack)
+    children = (
+        *((Child(roles.NAMESPACE, compile_namespace(stack), retain_on_delete=True),)
+          if stack.platform.create_namespace else ()),
+        Child(roles.MODEL_SERVICE_ACCOUNT, compile_model_service_account(stack.platform), after=after),
+        *(Child(f"teardown-{manifest['kind'].lower()}", manifest, after=after)
+          for manifest in compile_teardown_identity(stack)),
+        *(Child(secret.ref.name, secret.manifest, after=after, secret=(secret.config_key, secret.ref.key))
+          for secret in secrets),
+        *((Child(roles.STACK_CRD_CHECK, props=RequiredCrdsProps(
+            STACK_CRDS_OWNER, tuple(CrdRequirement.from_dict(r) for r in requirements), target), after=after),)
+          if requirements else ()),
+        *((Child(roles.DASHBOARD, dashboard, after=after),) if dashboard is not None else ()),
+    )
+    ready = (roles.NAMESPACE, roles.MODEL_SERVICE_ACCOUNT, *(s.ref.name for s in secrets), roles.STACK_CRD_CHECK)
+    return PlatformPlan(children, ready)
 
 
 @dataclass(frozen=True)
@@ -422,8 +483,8 @@ def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> t
 
 
 def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
-    """The router's plan: its children and the gateway's, each with what it waits on. The manifests'
-    order is ``RouterManifests.in_order`` then ``GatewayManifests.in_order`` (a test holds them equal)."""
+    """The router's plan: its children and the gateway's, each with what it waits on (the one order
+    they are declared and rendered in)."""
     router = stack.router
     if router is None:
         raise ValueError("the stack declares no router (llm-serving:router)")
@@ -524,14 +585,9 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
 
 
 def compile_stack(stack: StackConfig) -> list[dict]:
-    """Every object the stack declares, in declaration order (the router, fronting the models, last)."""
-    manifests = [compile_namespace(stack)] if stack.platform.create_namespace else []
-    manifests += [compile_model_service_account(stack.platform), *compile_teardown_identity(stack)]
-    dashboard = compile_dashboard(stack)
-    if dashboard is not None:
-        manifests.append(dashboard)
-    for model in stack.models:
-        manifests += [c.manifest for c in model_plan(model, stack).children if c.manifest is not None]
-    if stack.router is not None:
-        manifests += [c.manifest for c in router_plan(stack).children if c.manifest is not None]
-    return manifests
+    """Every object the stack renders, in declaration order: the plans `up` declares (the
+    platform's, each model's, the router's, fronting the models, last), as a render stack's `up`
+    declares them."""
+    plans = [platform_plan(stack), *(model_plan(model, stack) for model in stack.models),
+             *((router_plan(stack),) if stack.router is not None else ())]
+    return [child.manifest for plan in plans for child, _ in plan.declared(rendering=True) if child.manifest is not None]

@@ -13,7 +13,7 @@ from . import autoscaling, common, engines, multinode, network, server, weights
 
 @dataclass(frozen=True)
 class ModelManifests:
-    """The objects of one model, in rollout order (P0 storage, P1 pull, P3 serve)."""
+    """The objects of one model (the order they are declared in is its plan's: compile/plan.py)."""
 
     model: ModelConfig
     names: common.ModelNames
@@ -26,15 +26,6 @@ class ModelManifests:
     puller_network_policy: Optional[dict] = None  # platform.networkPolicy: the puller's egress
     pod_disruption_budget: Optional[dict] = None  # models that may run several server pods
     scaled_object: Optional[dict] = None  # autoscaling: KEDA scales the Deployment
-
-    def in_order(self) -> list[dict]:
-        policy = [self.network_policy] if self.network_policy is not None else []
-        puller_policy = [self.puller_network_policy] if self.puller_network_policy is not None else []
-        pdb = [self.pod_disruption_budget] if self.pod_disruption_budget is not None else []
-        scaler = [self.scaled_object] if self.scaled_object is not None else []
-        weights = [self.weights_pvc] if self.weights_pvc is not None else []
-        puller = [self.puller_job] if self.puller_job is not None else []
-        return [*weights, *puller_policy, *puller, *policy, self.deployment, self.service, *pdb, *scaler]
 
 
 def compile_model(model: ModelConfig, stack: StackConfig) -> ModelManifests:

@@ -2,8 +2,8 @@
 
 Thin, as a model's component: the plan (the router's children and the gateway's, their manifests
 or typed props, what each waits on: ``components.compile.plan.router_plan``, the order drawn
-there) is what `render` and the tests read too; this class hands each child to pulumi-kubernetes
-or to its dynamic provider with ``parent=self``, in the plan's order. The gateway's children are
+there) is what `render` and the tests read too; ``declare_plan`` (the loop every component uses) hands
+each child to pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order. The gateway's children are
 this component's (``<router>-gateway*``), as before the plans: their URNs are unchanged.
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
@@ -29,37 +29,24 @@ from typing import Optional
 
 import pulumi
 
-from contract.props import RequiredCrdsProps, RouterTargetsProps, WorkloadKindProps
-from providers.crd_check import RequiredCrdsProvider
-from providers.resources import RequiredCrds, RouterTargets, WorkloadKindGuard
-from providers.router_guard import WorkloadKindGuardProvider
-from providers.router_targets import RouterTargetsProvider
+from contract.props import RouterTargetsProps
 
 from .. import children as roles
-from ..children import child as child_name
-from ..compile.plan import FRONTS, PLATFORM, Child, RouterPlan, router_plan
+from ..compile.plan import FRONTS, PLATFORM, RouterPlan, router_plan
 from ..config.stack import StackConfig
-from . import kubernetes as kube_resources
-from .cluster_access import with_kubeconfig
+from .declare import declare_plan
 from .model import Deploy
 
 
-def _dynamic(name: str, child: Child, fronts: Sequence[pulumi.Resource], opts: pulumi.ResourceOptions,
-             kubeconfig_content: Optional[pulumi.Input[str]] = None):
-    """The dynamic resource (and its provider) for a child's typed props. Looked up when called,
-    so the component tests can record them."""
-    props = child.props
-    if isinstance(props, RouterTargetsProps):
-        # The fronted models' recorded targets are Outputs: known here, not in the pure plan.
-        props = replace(props, fronted_targets=tuple(
+def _with_fronted_targets(fronts: Sequence[pulumi.Resource]):
+    """The router's targets read with the fronted models' recorded targets (Outputs: known here,
+    not in the pure plan), so a model's re-recorded status re-reads the router's view in the same `up`."""
+    def resolve(props):
+        if not isinstance(props, RouterTargetsProps):
+            return props
+        return replace(props, fronted_targets=tuple(
             front.status.targets for front in fronts if getattr(front, "status", None) is not None))
-    resource, provider = {
-        RequiredCrdsProps: (RequiredCrds, RequiredCrdsProvider),
-        WorkloadKindProps: (WorkloadKindGuard, WorkloadKindGuardProvider),
-        RouterTargetsProps: (RouterTargets, RouterTargetsProvider),
-    }[type(props)]
-    wire, opts = with_kubeconfig(props.to_dict(), kubeconfig_content, opts)
-    return resource(name, wire, provider(), opts)
+    return resolve
 
 
 class RequestRouter(pulumi.ComponentResource):
@@ -77,16 +64,11 @@ class RequestRouter(pulumi.ComponentResource):
         name = stack.router.name
         super().__init__("llm-serving:index:RequestRouter", name, None, opts)
         self.plan: RouterPlan = router_plan(stack, deploy.cluster)
-        child_opts = pulumi.ResourceOptions(parent=self, provider=deploy.provider)
-        external = {PLATFORM: tuple(deploy.depends_on), FRONTS: tuple(fronts)}
-        self.children: dict[str, pulumi.Resource] = {}
-        for child, waits in self.plan.declared(deploy.rendering):
-            depends = [d for role in waits for d in (external[role] if role in external else (self.children[role],))]
-            opts_for = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=depends))
-            child_id = child_name(name, child.role)
-            self.children[child.role] = (_dynamic(child_id, child, fronts, opts_for, deploy.kubeconfig_content)
-                                         if child.props is not None
-                                         else kube_resources.apply(child_id, child.manifest, opts_for))
+        self.children: dict[str, pulumi.Resource] = declare_plan(
+            name, self.plan.declared(deploy.rendering),
+            pulumi.ResourceOptions(parent=self, provider=deploy.provider),
+            {PLATFORM: tuple(deploy.depends_on), FRONTS: tuple(fronts)}, deploy.kubeconfig_content,
+            resolve=_with_fronted_targets(fronts))
         self.crd_check = self.children.get(roles.ROUTER_CRD_CHECK)
         self.kind_guard = self.children[roles.ROUTER_WORKLOAD_KIND]
         self.workload = self.children[roles.ROUTER_WORKLOAD]

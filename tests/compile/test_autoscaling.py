@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from components.compile import autoscaling as compile_autoscaling
-from components.compile.plan import compile_model, compile_stack
+from components.compile.plan import compile_stack
+from components.compile.stack import compile_model
 from components.config import ConfigError, load_stack_config
 from components.config.autoscaling import KEDA_CRD, replica_ceiling
 from tests.support import builders

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from components.compile import common
+from components.compile.stack import compile_model
 from components.config import values
 from tests.support.builders import (
     REPO,
@@ -22,6 +23,7 @@ from tests.support.builders import (
     pod_spec,
     stack,
 )
+from tests.support.planned import model_objects
 
 SECURE_CONTAINER = {
     "runAsNonRoot": True,
@@ -103,7 +105,8 @@ def test_pods_do_not_mount_a_service_account_token(rich_manifests):
 # --- annotations, not labels ------------------------------------------------------------------
 
 def test_model_source_and_health_path_are_annotations_not_labels():
-    objects = compiled(model(source={"repo": REPO, "revision": "v1.0"}, healthPath="v1/ready"))
+    config = stack(model(source={"repo": REPO, "revision": "v1.0"}, healthPath="v1/ready"))
+    objects = compile_model(config.models[0], config)
     source = f"{REPO}@v1.0"
     deployment = objects.deployment
     for meta in (deployment["metadata"], deployment["spec"]["template"]["metadata"]):
@@ -111,7 +114,7 @@ def test_model_source_and_health_path_are_annotations_not_labels():
         assert meta["annotations"][common.HEALTH_PATH_ANNOTATION] == "/v1/ready"
     for manifest in (objects.weights_pvc, objects.puller_job):
         assert manifest["metadata"]["annotations"][common.MODEL_SOURCE_ANNOTATION] == source
-    for manifest in objects.in_order():
+    for manifest in model_objects(config.models[0], config):
         for meta in (manifest["metadata"], manifest.get("spec", {}).get("template", {}).get("metadata", {})):
             for value in meta.get("labels", {}).values():
                 assert "/" not in value and value not in (source, REPO, "/v1/ready")

@@ -19,16 +19,19 @@ import pytest
 import yaml
 
 import components.compile.gateway
+from components import children as roles
 from components.compile import compile_stack
 from components.compile.gateway import CONFIG_HASH_ANNOTATION, compile_gateway, config_hash, endpoint_url, settings
 from components.compile.gateway.limiter import LIMITER_HEADERS, header_variable
 from components.compile.gateway.monitoring import required_crds as gateway_required_crds
 from components.compile.gateway.nginx import HIDDEN_RESPONSE_HEADERS, MODULES, ROUTER_REQUEST_HEADERS, settings_module
+from components.compile.plan import router_plan
 from components.compile.router import compile_router
 from components.config import load_stack_config, read_stack_file
 from components.config.gateway import TRUSTED_HEADERS
 from tests.support.builders import FIXTURES, ROOT, model
 from tests.support.kube_schema import assert_valid_kubernetes
+from tests.support.planned import gateway_objects
 from tests.support.real_crds import operator_crd, structural_schema
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
@@ -75,8 +78,7 @@ def render() -> str:
     """The rendered config (nginx.conf, the settings module, every object), with the script and
     the files' hash by reference: the script has its own tests (tests/gateway/js), and a copy of
     it here would make every edit of the script regenerate this golden."""
-    objects = compile_gateway(load(RICH))
-    manifests = copy.deepcopy(objects.in_order())
+    manifests = copy.deepcopy(gateway_objects(load(RICH)))
     for manifest in manifests:
         if manifest["kind"] == "ConfigMap":
             for name in SCRIPTS:
@@ -100,7 +102,7 @@ def test_gateway_matches_golden():
 
 @pytest.mark.parametrize("gateway", [RICH, {}, {"replicas": 1}], ids=["rich", "default", "one-replica"])
 def test_objects_are_strictly_valid_kubernetes(gateway):
-    for manifest in compile_gateway(load(gateway)).in_order():
+    for manifest in gateway_objects(load(gateway)):
         assert_valid_kubernetes(manifest)
 
 
@@ -227,7 +229,7 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "llm-router", "app.kubernetes.io/component": "gateway"}}}]
     egress = gateway.network_policy["spec"]["egress"]
     assert {"protocol": "TCP", "port": 8090} in [port for rule in egress for port in rule["ports"]]
-    order = [m["metadata"]["name"] for m in gateway.in_order()]
+    order = [m["metadata"]["name"] for m in gateway_objects(load(RICH))]
     assert order.index("llm-router-gateway-limiter") < order.index("llm-router-gateway")
     unlimited = compile_gateway(load({"apiKeys": {"secretName": "k", "tenants": [{"name": "team-b"}]}}))
     assert unlimited.limiter is None and "limiter.conf" not in unlimited.config_map["data"]
@@ -287,9 +289,10 @@ def test_adding_the_gateway_leaves_the_router_serving_as_it_was():
     clients that still call it, while the gateway comes up beside it."""
     before = compile_router(load({"enabled": False}, network_policy=True))
     after = compile_router(load({}, network_policy=True))
-    for key in before.ORDER:
-        if key != "network_policy":
-            assert getattr(before, key) == getattr(after, key), key
+    planned = {c.role: c.manifest for c in router_plan(load({"enabled": False}, network_policy=True)).children}
+    for role, manifest in planned.items():
+        if role != roles.ROUTER_NETWORK_POLICY:
+            assert next(c.manifest for c in router_plan(load({}, network_policy=True)).children if c.role == role) == manifest, role
     assert before.network_policy != after.network_policy
 
 
@@ -386,7 +389,7 @@ def test_tls_issues_a_certificate_for_the_service_names_from_a_self_signed_issue
     assert spec["usages"] == ["digital signature", "server auth"]
     assert spec["privateKey"]["rotationPolicy"] == "Always"
     # The Issuer and Certificate before the pods that mount the Secret.
-    kinds = [m["kind"] for m in objects.in_order()]
+    kinds = [m["kind"] for m in gateway_objects(load(TLS))]
     assert kinds.index("Issuer") < kinds.index("Certificate") < kinds.index("Deployment")
     for manifest in (issuer, certificate):
         assert_valid_cert_manager(manifest)
@@ -433,7 +436,7 @@ def test_tls_mounts_the_secret_read_only_and_serves_https_on_the_client_port():
     assert re.search(r"^\s*listen 8080 ssl;$", conf, re.M) and "ssl_protocols TLSv1.2 TLSv1.3;" in conf
     assert "ssl_certificate $gw_tls_dir/tls.crt;" in conf and "default /etc/llm-gateway/tls;" in conf
     assert re.search(r"^\s*listen 8081;$", conf, re.M)  # the health port: no ssl
-    for manifest in objects.in_order():
+    for manifest in gateway_objects(stack):
         if not manifest["apiVersion"].startswith("cert-manager.io/"):
             assert_valid_kubernetes(manifest)
     # Without TLS: none of it, and the pods keep their identity (no fsGroup).

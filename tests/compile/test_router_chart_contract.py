@@ -27,6 +27,7 @@ import pytest
 from components.compile.router import compile_router
 from components.config import ConfigError, load_stack_config
 from tests.support.builders import model
+from tests.support.planned import router_objects
 
 NS = "nvcf"
 NAME = "llm-request-router"
@@ -38,11 +39,15 @@ BACKEND_GRPC_DIAL = f"http://{BACKEND}.{NS}.svc.cluster.local:50071"
 BACKEND_QUIC_DIAL = f"{BACKEND}.{NS}.svc.cluster.local:50072"
 
 
-def render(**router):
-    return compile_router(load_stack_config({
+def stack_of(**router):
+    return load_stack_config({
         "platform": {"namespace": NS}, "models": [model("chat")],
         "router": {"name": NAME, "image": IMAGE, **router},
-    }))
+    })
+
+
+def render(**router):
+    return compile_router(stack_of(**router))
 
 
 def spec(workload: dict) -> dict:
@@ -172,8 +177,7 @@ def test_services(topology):
 def test_no_backend_router_objects_where_the_chart_renders_none(topology):
     # BR: a disabled backend router renders none of its objects; MR: a pinned StatefulSet does
     # not infer it.
-    rendered = render(**TOPOLOGIES[topology])
-    names = [m["metadata"]["name"] for m in rendered.in_order()]
+    names = [m["metadata"]["name"] for m in router_objects(stack_of(**TOPOLOGIES[topology]))]
     assert not [n for n in names if n.startswith(BACKEND)]
 
 

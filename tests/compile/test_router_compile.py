@@ -16,6 +16,7 @@ from components.config.pylon import image_version
 from components.config.router import MANAGED_FLAGS
 from contract.names import headless_service_name
 from tests.support.builders import ROOT, containers, model, pod_spec
+from tests.support.planned import router_objects
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 K8S_VERSION = kubernetes_validate.latest_version()
@@ -34,8 +35,9 @@ def compiled(**section) -> RouterManifests:
     return compile_router(config(**section))
 
 
-def kinds(manifests: RouterManifests) -> list[tuple[str, str]]:
-    return [(m["kind"], m["metadata"]["name"]) for m in manifests.in_order()]
+def kinds(stack) -> list[tuple[str, str]]:
+    """The router's objects in the order its plan declares them."""
+    return [(m["kind"], m["metadata"]["name"]) for m in router_objects(stack)]
 
 
 STATEFULSET_DNS = dict(replicas=3, workload={"kind": "StatefulSet"})
@@ -55,14 +57,14 @@ ROUTER_IDENTITY = [
 def test_single_replica_deployment_renders_the_router_alone():
     objects = compiled()
     assert objects.topology.name == "single-deployment"
-    assert kinds(objects) == [*ROUTER_IDENTITY, ("Service", "llm-router-headless"),
+    assert kinds(config()) == [*ROUTER_IDENTITY, ("Service", "llm-router-headless"),
                               ("Deployment", "llm-router"), ("Service", "llm-router")]
 
 
 def test_multi_replica_deployment_gets_the_backend_router():
     objects = compiled(**DEPLOYMENT_MULTI)
     assert objects.topology.name == "deployment+backend"
-    assert kinds(objects) == [
+    assert kinds(config(**DEPLOYMENT_MULTI)) == [
         *ROUTER_IDENTITY,
         ("ServiceAccount", "llm-router-backend-router"),
         ("Role", "llm-router-backend-router-endpointslice-reader"),
@@ -85,13 +87,13 @@ def test_statefulsets_render_no_backend_router_unless_needed():
 
 
 def test_everything_on_adds_monitors_and_tls_and_nothing_else():
-    extra = set(kinds(compiled(**EVERYTHING))) - set(kinds(compiled(**DEPLOYMENT_MULTI)))
+    extra = set(kinds(config(**EVERYTHING))) - set(kinds(config(**DEPLOYMENT_MULTI)))
     assert extra == {("ServiceMonitor", "llm-router-metrics"), ("ServiceMonitor", "llm-router-backend-router-metrics"),
                      ("Issuer", "llm-router-selfsigned"), ("Certificate", "llm-router")}
 
 
-def test_in_order_puts_identity_and_tls_before_the_pods_that_use_them():
-    order = kinds(compiled(**EVERYTHING))
+def test_the_plan_puts_identity_and_tls_before_the_pods_that_use_them():
+    order = kinds(config(**EVERYTHING))
     for before, after in [(("Certificate", "llm-router"), ("Deployment", "llm-router-backend-router")),
                           (("Service", "llm-router-headless"), ("Deployment", "llm-router-backend-router")),
                           (("RoleBinding", "llm-router-pod-reader"), ("Deployment", "llm-router"))]:
@@ -333,7 +335,7 @@ SCHEMA_CASES = {
 @pytest.mark.parametrize("section", SCHEMA_CASES.values(), ids=SCHEMA_CASES.keys())
 def test_core_kinds_are_strictly_valid(section):
     checked = 0
-    for manifest in compiled(platform={"networkPolicy": {"enabled": True}}, **section).in_order():
+    for manifest in router_objects(config(platform={"networkPolicy": {"enabled": True}}, **section)):
         if manifest["apiVersion"].startswith(CRD_GROUPS):
             continue
         try:

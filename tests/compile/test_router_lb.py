@@ -9,16 +9,21 @@ import pytest
 from components.compile.router import compile_router
 from components.config import ConfigError, load_stack_config
 from tests.support.builders import model
+from tests.support.planned import router_objects
 
 IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 PULSAR = {"algorithm": "pulsar", "seed": "chat-v1", "requireCacheAffinityKey": True}
 
 
-def render(lb=None, models=("chat",), **router):
+def stack_of(lb=None, models=("chat",), **router):
     section = {"image": IMAGE, **router}
     if lb is not None:
         section["loadBalancer"] = lb
-    return compile_router(load_stack_config({"models": [model(m) for m in models], "router": section}))
+    return load_stack_config({"models": [model(m) for m in models], "router": section})
+
+
+def render(lb=None, models=("chat",), **router):
+    return compile_router(stack_of(lb, models, **router))
 
 
 def router_container(manifests) -> dict:
@@ -43,7 +48,9 @@ def test_the_file_is_the_documented_schema_mounted_where_the_flag_points():
     assert {"name": "lb-config", "mountPath": "/etc/stargate/lb", "readOnly": True} in container["volumeMounts"]
     volume = {"name": "lb-config", "configMap": {"name": "llm-router-lb-config", "defaultMode": 0o444}}
     assert volume in manifests.workload["spec"]["template"]["spec"]["volumes"]
-    assert manifests.in_order().index(manifests.lb_config) < manifests.in_order().index(manifests.workload)
+    # The plan's order: the file before the pods that read it.
+    order = router_objects(stack_of({"models": {"chat": PULSAR}, "requestAlgorithms": {"round-robin": "round-robin"}}))
+    assert order.index(manifests.lb_config) < order.index(manifests.workload)
 
 
 def test_a_changed_file_rolls_the_router_pods():

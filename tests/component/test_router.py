@@ -5,8 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-import components.resources.platform as platform_resources
-import components.resources.router as router_resources
+import providers.resources as dynamic_resources
 from components.config.stack import fronted_models
 from components.resources import RequestRouter, VllmModel
 from providers.router_guard import WorkloadKindGuardProvider
@@ -22,8 +21,8 @@ MULTI = {"image": ROUTER_IMAGE, "replicas": 3, "metrics": {"serviceMonitor": Tru
 
 @pytest.fixture
 def graph(monkeypatch):
-    return record_graph(monkeypatch, (router_resources, "WorkloadKindGuard"), (router_resources, "RouterTargets"),
-                        (router_resources, "RequiredCrds"), (platform_resources.dynamic, "RequiredCrds"))
+    return record_graph(monkeypatch, (dynamic_resources, "WorkloadKindGuard"), (dynamic_resources, "RouterTargets"),
+                        (dynamic_resources, "RequiredCrds"))
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):

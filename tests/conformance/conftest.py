@@ -1,4 +1,4 @@
-"""Fixtures of the conformance suite (see kit.py's docstring for how to use them)."""
+"""Fixtures of the conformance suite (see testkit/stargate.py's docstring for how to use them)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import uuid
 from typing import Optional
 
 import pytest
-from kit import Cluster, RouterStack, TlsFiles, require_binaries, stack_config
+
+from testkit.stargate import Cluster, RouterStack, TlsFiles, require_binaries, stack_config
 
 
 def pytest_collection_modifyitems(config, items):

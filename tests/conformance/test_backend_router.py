@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from kit import chat_body, http, make_ca_issued_tls, stack_config
 
 from components.compile.router import compile_router
+from testkit.stargate import chat_body, http, make_ca_issued_tls, stack_config
 
 # The backend router watches the simulated cluster's EndpointSlices (tests/tiers.py).
 pytestmark = pytest.mark.cluster
@@ -64,7 +64,7 @@ def test_tls_from_a_ca_issuer_through_the_backend_router(router_stack, cluster_n
 def test_without_the_chain_the_ca_issued_leaf_fails(router_stack, cluster_namespace, tmp_path, monkeypatch):
     """The control: the chart's way (the Secret's leaf-only tls.crt given to the backend router
     as is) gets no tunnel through, which is what the chain sidecar fixes."""
-    import kit
+    from testkit import stargate as kit
 
     monkeypatch.setattr(kit.RouterStack, "start_backend_sidecars", lambda self: dict(self._paths))
     monkeypatch.setattr(kit.RouterStack, "wait_registered", lambda self, count: None)
@@ -85,9 +85,8 @@ def test_a_router_pod_that_leaves_the_slices_is_no_longer_handed_out(router_stac
     stack = router_stack(backend=True, cluster=cluster_namespace)
     health = f"http://127.0.0.1:{stack.backend_ports.health}/readyz"
     assert http("GET", health).status == 200
-    from kit import wait_until
-
     from components.compile.router.names import RouterNames
+    from testkit.stargate import wait_until
 
     slice_name = f"{RouterNames.of(stack.stack.router).headless}-{stack.router_pod}"
     cluster_namespace.delete_slice(slice_name)

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 import openai
 import pytest
-from kit import MODEL, fold_differences
 
 from components.compile.gateway import settings as gateway_settings
-from tests.gateway.nginx_kit import Gateway
+from testkit.nginx_kit import Gateway
+from testkit.stargate import MODEL, fold_differences
 
 PULSAR = {"models": {MODEL: {"algorithm": "pulsar", "seed": "gateway-conformance", "requireCacheAffinityKey": True}}}
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]

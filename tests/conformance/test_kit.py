@@ -4,9 +4,10 @@ unrewritten, or be silently dropped)."""
 
 from __future__ import annotations
 
-import kit
 import pytest
 from _pytest.outcomes import Failed, Skipped
+
+from testkit import stargate as kit
 
 # The kit's own logic, on fakes: no binary runs (tests/tiers.py).
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 
-from kit import chat_body, contract_headers
+from testkit.stargate import chat_body, contract_headers
 
 PULSAR = {"models": {"chat": {"algorithm": "pulsar", "seed": "conformance-v1", "requireCacheAffinityKey": True}}}
 

@@ -2,7 +2,7 @@
 
 Router and pylons start with the arguments ``components.compile`` renders for
 ``router.release: public-0.4`` (rewritten only where a pod's addresses and paths differ from
-loopback: kit.py's docstring lists each rewrite), beside fake OpenAI engines. What is proven here
+loopback: testkit/stargate.py's docstring lists each rewrite), beside fake OpenAI engines. What is proven here
 is what the binaries do, not what a chart says.
 """
 
@@ -15,9 +15,9 @@ import threading
 import time
 
 import pytest
-from kit import chat_body, contract_headers, http, stack_config
 
 from components.config.router_release import PUBLIC_BACKEND_FLAGS, PUBLIC_PYLON_FLAGS, PUBLIC_ROUTER_FLAGS
+from testkit.stargate import chat_body, contract_headers, http, stack_config
 
 # clap hides this one from --help (pylon main.rs `hide = true`).
 HIDDEN = {"--benchmark-pin-input-tps"}
@@ -35,7 +35,7 @@ def test_the_public_line_flag_lists_are_the_binaries(stargate_bin, binary, known
 
 def test_the_chart_line_render_is_refused_by_the_public_build(stargate_bin, tmp_path):
     """Why the line is a setting: chart 0.16.2's flags stop the public router at startup."""
-    from kit import Localizer, RouterPorts, rendered
+    from testkit.stargate import Localizer, RouterPorts, rendered
 
     render = rendered(stack_config(release="chart-0.16"))
     ports = RouterPorts()
@@ -200,9 +200,8 @@ def test_a_router_restart_fails_only_requests_in_flight(router_stack):
 def test_the_local_stack_runs_on_the_public_line(stargate_bin, tmp_path):
     """stacks/Pulumi.local.yaml as written, with router.release: public-0.4 (its image is the
     chart line's; the rest of the file is what runs)."""
-    from kit import REPO, RouterStack
-
     from components.config import load_stack_config, read_stack_file
+    from testkit.stargate import REPO, RouterStack
 
     raw = read_stack_file(REPO / "stacks" / "Pulumi.local.yaml")
     raw["router"] = {**raw["router"], "release": "public-0.4"}
@@ -218,9 +217,8 @@ def test_the_local_stack_runs_on_the_public_line(stargate_bin, tmp_path):
 def test_tls_from_a_ca_issuer_on_a_single_router(router_stack, tmp_path):
     """One router, no backend router: the router serves the CA-issued leaf for its rendered
     Certificate's names, the pylon verifies it against ca.crt (no --quic-insecure anywhere)."""
-    from kit import make_ca_issued_tls
-
     from components.compile.router import compile_router
+    from testkit.stargate import make_ca_issued_tls
 
     tls_config = {"enabled": True, "issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
     certificate = compile_router(stack_config({"tls": tls_config})).certificate

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.ports import free_port  # noqa: F401 - also this module's for its users
+from testkit.ports import free_port  # noqa: F401 - also this module's for its users
 
 
 @dataclass

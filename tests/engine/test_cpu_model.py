@@ -24,10 +24,10 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
+from testkit.hf_server import HubServer
 from tests.engine.conftest import ADAPTER, STACK_FILE, Engine, _read_log, _wait_ready, only, pull, stop
 from tests.engine.engine_kit import LINES, kit_dir, tiny_model
 from tests.engine.rendered import bind, free_port, set_env, set_flag
-from tests.support.hf_server import HubServer
 
 pytestmark = pytest.mark.engine
 

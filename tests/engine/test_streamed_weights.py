@@ -1,5 +1,5 @@
 """Streamed weights for real (issue 31 item 4): a model with `source.load: stream` (type s3) is
-served by the real vLLM from the loopback S3 server (versitygw, tests/support/s3_server.py), its
+served by the real vLLM from the loopback S3 server (versitygw, testkit/s3_server.py), its
 rendered server container run as rendered — `--load-format runai_streamer` on the `s3://` URI,
 the rendered AWS / RUNAI_STREAMER env — with the same CPU substitutions as
 test_rendered_server.py (listed in tests/engine/rendered.py) plus two of its own: the store's
@@ -18,9 +18,9 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config
+from testkit.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 from tests.engine.conftest import Engine, _read_log, _wait_ready, cpu_server, only, stop
 from tests.engine.engine_kit import LINES, kit_dir, tiny_model
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 pytestmark = pytest.mark.engine
 

@@ -1,12 +1,12 @@
 """The whole path with a real engine (issue 31 item 3): every hop real, nothing faked.
 
-    openai SDK -> OUR rendered gateway (nginx 1.26.3 + njs 0.8.9, tests/gateway/nginx_kit.py)
+    openai SDK -> OUR rendered gateway (nginx 1.26.3 + njs 0.8.9, testkit/nginx_kit.py)
                -> the real router (public Stargate build, our rendered args)
                -> the real pylon (our rendered args) -> QUIC tunnel
                -> the real vLLM of the line: the engine tests' one server per line
                   (tests/engine/conftest.py), run as rendered on the weights the real puller wrote
 
-The router and pylon are the conformance kit's (tests/conformance/kit.py, with ``upstreams``: one
+The router and pylon are the conformance kit's (testkit/stargate.py, with ``upstreams``: one
 pylon in front of the running vLLM instead of a fake engine), rendered for the engine tests' own
 stack with its router on the line the binaries are (``public-0.4``); the first test checks that
 this stack renders exactly the vLLM server that runs. What is rewritten to run outside a pod is

@@ -1,7 +1,7 @@
 """The whole client path in front of a running real vLLM, on loopback (issue 31 item 3):
 
-    openai SDK -> the rendered gateway (nginx + njs, tests/gateway/nginx_kit.py)
-               -> the real router and pylon (tests/conformance/kit.py, our rendered args)
+    openai SDK -> the rendered gateway (nginx + njs, testkit/nginx_kit.py)
+               -> the real router and pylon (testkit/stargate.py, our rendered args)
                -> the vLLM server of tests/engine/conftest.py (``Engine``), as rendered
 
 ``running_path(engine, workdir)`` renders the engine tests' own stack with its router on the line
@@ -12,7 +12,6 @@ caller's). Used by tests/engine/test_whole_path.py and bench/engine_path.py.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,15 +20,13 @@ from pathlib import Path
 
 import openai
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
-from kit import RouterStack, fold_differences, require_binaries  # noqa: F401 - fold_differences: the tests import the kit through here
-
 from components.compile.gateway import settings as gateway_settings
 from components.config import StackConfig
+from testkit.nginx_kit import Gateway
+from testkit.stargate import RouterStack, fold_differences, require_binaries  # noqa: F401 - fold_differences: the tests import the kit through here
 from tests.engine.conftest import Engine, parse_samples, stack_config
-from tests.gateway.nginx_kit import Gateway
 
-# The router line the binaries are (tests/conformance/kit.py builds the public Stargate 0.4.0):
+# The router line the binaries are (testkit/stargate.py builds the public Stargate 0.4.0):
 # the stack's router section on that line, its image named for it.
 PUBLIC_ROUTER = {"release": "public-0.4", "image": "nvcr.io/nvidia/llm-request-router:0.4.0"}
 

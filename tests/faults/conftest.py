@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import delete_namespaces, require_engine
 from tests.support.fault_kit import Cluster, FaultProject
-from tests.support.harness import delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="session")

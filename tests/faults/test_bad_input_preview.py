@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from testkit.harness import Project
 from tests.support.bad_configs import BY_ID, BadConfig, refusal_lines
-from tests.support.harness import Project
 from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 from tests.support.program_kit import run_program
 

@@ -16,9 +16,9 @@ import re
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.support.chaos_proxy import ChaosProxy, Drop, Respond, every, outage
 from tests.support.fault_kit import assert_state_matches_cluster
-from tests.support.harness import small_model, stack_config
 from tests.support.names import stem
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

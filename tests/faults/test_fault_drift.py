@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.support.fault_kit import assert_state_matches_cluster
-from tests.support.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

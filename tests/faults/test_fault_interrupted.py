@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.support.fault_kit import assert_state_matches_cluster
-from tests.support.harness import small_model, stack_config
 from tests.support.names import stem
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

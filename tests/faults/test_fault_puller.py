@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.support.chaos_proxy import ChaosProxy, fake_logs
-from tests.support.harness import small_model, stack_config
 from tests.support.names import stem
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.support.harness import REPO, small_model, stack_config
+from testkit.harness import REPO, small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

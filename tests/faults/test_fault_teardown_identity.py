@@ -48,7 +48,7 @@ import yaml
 
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
-from tests.support.harness import REPO, small_model, stack_config
+from testkit.harness import REPO, small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

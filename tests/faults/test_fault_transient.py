@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.harness import REPO, small_model, stack_config
+from testkit.harness import REPO, small_model, stack_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from components.compile.gateway.nginx import GatewaySettings, Tenant
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 from tests.gateway.test_gateway_nginx import call
 
 ASLEEP = "sleepy"

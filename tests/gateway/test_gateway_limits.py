@@ -18,8 +18,8 @@ import pytest
 
 from components.compile.gateway.nginx import GatewaySettings
 from components.config.gateway import GatewayConfig
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway, Limiter
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway, Limiter
 from tests.gateway.test_gateway_nginx import CHAT, MODEL, call, digest
 
 TENANTS = [

@@ -28,8 +28,8 @@ from components.config.gateway import (
     FOLD_BYTES_PER_STREAM_BYTE,
     REQUEST_BYTES,
 )
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 
 MODEL = "qwen-small"
 MAX_BODY = 4 * 1024 * 1024

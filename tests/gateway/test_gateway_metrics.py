@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 
 from components.compile.gateway.nginx import GatewaySettings, Tenant
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 from tests.gateway.test_gateway_nginx import CHAT, MODEL, call, digest
 
 SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$")

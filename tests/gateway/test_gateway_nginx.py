@@ -16,8 +16,8 @@ import urllib.request
 import pytest
 
 from components.compile.gateway.nginx import GatewaySettings, Tenant
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway, free_port
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway, free_port
 
 MODEL = "qwen-small"
 CHAT = {"model": MODEL, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]}

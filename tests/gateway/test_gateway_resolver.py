@@ -22,9 +22,9 @@ import pytest
 
 from components.compile.gateway.nginx import GatewaySettings
 from components.compile.gateway.resolver import RESOLVER_FILE, RESOLVER_VALID, resolver_line, write_resolver_script
-from tests.gateway.dns_responder import DnsResponder
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway, free_port
+from testkit.dns_responder import DnsResponder
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway, free_port
 
 MODEL = "qwen-small"
 ROUTER = "llm-router.llm-serving.svc.cluster.local"

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from components.compile.gateway.nginx import GatewaySettings
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 from tests.gateway.test_gateway_nginx import call
 
 MODEL, NEXT = "tiny", "tiny-next"

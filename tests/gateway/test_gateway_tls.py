@@ -23,8 +23,8 @@ import pytest
 
 from components.compile.gateway import settings as gateway_settings
 from components.config import load_stack_config
-from tests.gateway.fake_router import FakeRouter
-from tests.gateway.nginx_kit import Gateway
+from testkit.fake_router import FakeRouter
+from testkit.nginx_kit import Gateway
 from tests.support.builders import model
 
 MODEL = "chat"

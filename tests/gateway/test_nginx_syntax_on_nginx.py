@@ -16,7 +16,7 @@ import pytest
 
 from components.compile.gateway import nginx_syntax as syntax
 from components.compile.gateway.nginx_syntax import block, d
-from tests.gateway.nginx_kit import _share, free_port, start_nginx, stop_nginx
+from testkit.nginx_kit import _share, free_port, start_nginx, stop_nginx
 
 TEXTS = {
     "json": '{"error": {"message": "it\'s a \\"quote\\"; {braces} #hash", "code": null}}\n',

@@ -14,6 +14,7 @@ import time
 
 from components.compile import engines
 from components.compile.gateway import nginx as gateway_nginx
+from testkit.hf_server import HubServer, tiny_model_files
 from tests.images.conftest import (
     container_of,
     find,
@@ -26,7 +27,6 @@ from tests.images.conftest import (
     with_pod_context,
 )
 from tests.images.imagekit import private_containerd
-from tests.support.hf_server import HubServer, tiny_model_files
 
 
 def test_busybox_runs_the_lora_cache_init_as_rendered(containerd, image):

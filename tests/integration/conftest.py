@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Project, delete_namespaces, require_engine
+from testkit.harness import Project, delete_namespaces, require_engine
 
 
 @pytest.fixture(scope="module")
 def make_project(kube):
     """``make_project(lambda namespace: config)`` -> a Project in a fresh namespace ``it-<hex>``.
 
-    Torn down by deleting the namespaces (tests/support/harness.py ``delete_namespaces``), not by
+    Torn down by deleting the namespaces (testkit/harness.py ``delete_namespaces``), not by
     `pulumi destroy`: the tests that prove destroy (test_local_stack, test_disruption,
     test_multinode*, test_nim_*, test_sources, test_state_compat, tests/faults/test_fault_destroy)
     run it themselves. The projects live in a private directory, not tmp_path_factory's:

@@ -18,8 +18,8 @@ import pytest
 
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
+from testkit.harness import small_model, stack_config
 from tests.support.fixture_crds import WAIT, FixtureCrds, wait_for
-from tests.support.harness import small_model, stack_config
 from tests.support.real_crds import operator_crd
 
 pytestmark = pytest.mark.integration
@@ -187,7 +187,7 @@ def test_a_spec_change_rolls_out_at_the_autoscalers_count(deployed, kube):
 #
 # KEDA 2.16.1's operator (built from its Go module: scripts/toolchain/operators.sh) runs on this
 # machine against the simulated cluster, watching the test's namespace only. No Prometheus runs
-# here: a stand-in answers KEDA's queries (tests/support/prometheus_standin.py), the held count
+# here: a stand-in answers KEDA's queries (testkit/prometheus_standin.py), the held count
 # read live from the rendered gateway's /metrics (nginx, in front of a stand-in router that does
 # not list the model until its pod is ready, as the real router lists only routable models). KEDA
 # activates the model on that count; the HPA it creates cannot read metrics here (no KEDA metrics
@@ -207,7 +207,7 @@ def keda_operator(crd_installed, kube, tmp_path_factory):
     import os
     import subprocess
 
-    from tests.support.keda_operator import start_operator, throwaway_certs
+    from testkit.keda_operator import start_operator, throwaway_certs
 
     binary = os.environ.get("LLM_SERVING_KEDA_OPERATOR", "")
     if not os.access(binary, os.X_OK):
@@ -256,10 +256,10 @@ def rendered_gateway_settings():
 
 
 def test_a_model_sleeps_when_idle_and_a_held_request_wakes_it(keda_operator, make_project, kube):
-    from tests.gateway.fake_router import FakeRouter
-    from tests.gateway.nginx_kit import Gateway
-    from tests.support.ports import host_ipv4
-    from tests.support.prometheus_standin import PrometheusStandIn
+    from testkit.fake_router import FakeRouter
+    from testkit.nginx_kit import Gateway
+    from testkit.ports import host_ipv4
+    from testkit.prometheus_standin import PrometheusStandIn
 
     gateway_settings = rendered_gateway_settings()
     assert (gateway_settings.sleepers, gateway_settings.hold_max_per_model) == (("tiny",), 2)

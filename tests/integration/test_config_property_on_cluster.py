@@ -30,10 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from testkit.harness import require_engine
 from tests.config.test_config_property import SEED, check_one
 from tests.support.config_strategies import MUTATED_STACKS, VALID_STACKS
 from tests.support.fixture_crds import FixtureCrds
-from tests.support.harness import require_engine
 from tests.support.real_crds import nim_operator_crds, operator_crd
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

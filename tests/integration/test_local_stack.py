@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 from tests.support.names import stem
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ import json
 import pytest
 
 from components.compile import dashboard as dash
+from testkit.harness import small_model, stack_config
 from tests.support.fixture_crds import FixtureCrds
-from tests.support.harness import small_model, stack_config
 from tests.support.real_crds import operator_crd
 
 pytestmark = pytest.mark.integration

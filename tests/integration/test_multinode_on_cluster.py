@@ -20,8 +20,8 @@ import time
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.support.fixture_crds import wait_for
-from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.harness import small_model, stack_config
 from tests.integration.test_multinode_on_cluster import GROUP, PLURAL, VERSION, WAIT, require_lws
 from tests.integration.test_placement_on_cluster import CLASS, POOL, reclaim_released
 from tests.support.fixture_crds import wait_for
-from tests.support.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

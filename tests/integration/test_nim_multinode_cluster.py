@@ -26,8 +26,8 @@ import pytest
 
 from components.compile import nim as nim_compile
 from components.config import load_stack_config
+from testkit.harness import stack_config
 from tests.support.fixture_crds import FixtureCrds, wait_for
-from tests.support.harness import stack_config
 from tests.support.nim_operator import (
     GROUP,
     LWS_GROUP,

@@ -31,8 +31,8 @@ import yaml
 from components.compile import nim as nim_compile
 from components.compile.rbac import compile_teardown_identity
 from components.config import load_stack_config
+from testkit.harness import small_model, stack_config
 from tests.support.fixture_crds import FixtureCrds, wait_for
-from tests.support.harness import small_model, stack_config
 from tests.support.nim_operator import (
     WAIT,
     BackgroundUp,

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

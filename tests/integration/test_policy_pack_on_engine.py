@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.harness import REPO, Project, require_engine
+from testkit.harness import REPO, Project, require_engine
 
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "stacks"))
 import mutating_program

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from policies.rules import ALL_RULES
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.harness import REPO, Project, require_engine, small_model, stack_config
+from testkit.harness import REPO, Project, require_engine, small_model, stack_config
 from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
 pytestmark = pytest.mark.integration

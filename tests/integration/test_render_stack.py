@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.harness import REPO, Project, require_engine
+from testkit.harness import REPO, Project, require_engine
 
 pytestmark = pytest.mark.integration
 

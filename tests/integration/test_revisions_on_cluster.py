@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 
 pytestmark = pytest.mark.integration
 
@@ -111,8 +111,8 @@ def test_the_stacks_gateway_sends_the_share_and_keeps_each_conversation_on_its_r
 
     from components.compile.gateway import settings
     from components.config import load_stack_config
-    from tests.gateway.fake_router import FakeRouter
-    from tests.gateway.nginx_kit import Gateway
+    from testkit.fake_router import FakeRouter
+    from testkit.nginx_kit import Gateway
     from tests.gateway.test_gateway_nginx import call
 
     rendered = settings(load_stack_config(config(project.namespace, next_revision=with_next(20))))

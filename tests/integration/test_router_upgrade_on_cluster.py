@@ -18,7 +18,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.support.harness import REPO, small_model, stack_config
+from testkit.harness import REPO, small_model, stack_config
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.support.harness import small_model, stack_config
+from testkit.harness import small_model, stack_config
 from tests.support.names import stem
 
 pytestmark = pytest.mark.integration

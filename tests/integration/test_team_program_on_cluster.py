@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from tests.support.harness import REPO, delete_namespaces, require_engine
+from testkit.harness import REPO, delete_namespaces, require_engine
 from tests.support.wheel import build_wheel, venv_with
 
 pytestmark = pytest.mark.integration

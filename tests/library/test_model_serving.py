@@ -104,13 +104,11 @@ def test_the_callers_depends_on_holds_for_the_first_objects(graph):
 
 @pulumi.runtime.test
 def test_the_kubeconfig_content_reaches_every_reader_of_the_cluster_as_a_secret(monkeypatch):
-    import components.resources.platform as platform_resources
-    import components.resources.router as router_resources
     from providers import resources as dynamic_resources
 
     pulumi.runtime.set_mocks(Mocks(), preview=False)
-    graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"), (platform_resources.dynamic, "RequiredCrds"),
-                         (router_resources, "RouterTargets"), (router_resources, "RequiredCrds"))
+    # Every component declares its dynamic resources from providers.resources (resources/declare.py).
+    graph = record_graph(monkeypatch, (dynamic_resources, "RequiredCrds"), (dynamic_resources, "RouterTargets"))
     args = llm.ModelServingArgs(namespace="team-a", models=ARGS.models, router=ARGS.router,
                                 platform={"metrics": {"enabled": True}}, kubeconfig_content="apiVersion: v1\n")
     llm.ModelServing("team-a", args)

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 import llm_serving
-from tests.support.harness import REPO
+from testkit.harness import REPO
 from tests.support.wheel import build_wheel, venv_with
 
 pytestmark = pytest.mark.servers  # builds a wheel and a virtualenv (~10 s), starts no server

@@ -101,9 +101,10 @@ def test_an_unreadable_cluster_is_undecided_at_preview_and_fails_at_create(clust
 def test_the_stacks_check_names_every_missing_crd_at_once_in_a_sentence(cluster):
     """Issue 38: each setting's check is a resource of its own and the engine stops the preview at
     the first that fails, so a cluster missing three operators was told one per run, after a dump
-    of the check's inputs. The platform's check holds the stack's every requirement."""
-    from components.compile.crds import stack_required_crds
-    from contract.props import STACK_CRDS_OWNER
+    of the check's inputs. The platform's check holds the stack's every requirement (its props
+    as the platform's plan gives them)."""
+    from components import children as roles
+    from components.compile.plan import platform_plan
 
     stack = load_stack_config({
         "platform": {"sharedMemorySizeLimit": "1Gi", "metrics": {"enabled": True}},
@@ -113,7 +114,8 @@ def test_the_stacks_check_names_every_missing_crd_at_once_in_a_sentence(cluster)
                     "image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4",
                     "nim": {"authSecret": "ngc"}}],
         "router": ROUTER})
-    stack_props = {"owner": STACK_CRDS_OWNER, "requirements": stack_required_crds(stack), "kubeconfig": "", "context": ""}
+    [check] = [child for child in platform_plan(stack).children if child.role == roles.STACK_CRD_CHECK]
+    stack_props = check.props.to_dict()
     [failure] = RequiredCrdsProvider(connect=lambda target: None).check({}, stack_props).failures
     assert failure.property == ""
     lines = failure.reason.splitlines()

@@ -19,7 +19,8 @@ from pulumi.dynamic import dynamic as pulumi_dynamic
 
 from contract.props import GateProps
 from providers import gate, kube
-from providers.gate import UNKNOWN, WeightsGateProvider, WeightsNotReady
+from providers.gate import WeightsGateProvider, WeightsNotReady
+from providers.inputs import UNKNOWN_INPUT as UNKNOWN
 from providers.projection import job_succeeded
 from providers.status import ModelStatusProvider
 from tests.support.fakes import (

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import pytest
 
 from contract.props import StatusProps
-from providers.projection import READY, SCALED_TO_ZERO
-from providers.status import ModelNotServing, rollout_complete
+from providers.projection import READY, SCALED_TO_ZERO, rollout_complete
+from providers.status import ModelNotServing
 from tests.support.fakes import (
     SERVER,
     STATUS_PROPS,

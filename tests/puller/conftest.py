@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.hf_server import HubServer
+from testkit.hf_server import HubServer
 
 
 @pytest.fixture

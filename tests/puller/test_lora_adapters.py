@@ -13,7 +13,7 @@ from pathlib import Path
 
 from components.compile import common, server
 from components.config import load_stack_config
-from tests.support.hf_server import hub_cli
+from testkit.hf_server import hub_cli
 
 BASE = "acme/tiny"
 ADAPTER_FILES = {

@@ -23,10 +23,10 @@ import pytest
 
 from components.compile import common, multinode
 from components.config import load_stack_config
+from testkit.hf_server import hub_cli, tiny_model_files
+from testkit.s3_server import S3Server, tools_bin
 from tests.puller.test_puller import REPO, SERVED
 from tests.puller.test_s3_puller import BUCKET, KEYS, PREFIX, model_files, previewed, shell
-from tests.support.hf_server import hub_cli, tiny_model_files
-from tests.support.s3_server import S3Server, tools_bin
 
 RUN_TIMEOUT = 120
 PODS = ("leaderTemplate", "workerTemplate")  # one pod of each role: two volumes

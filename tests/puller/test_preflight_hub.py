@@ -11,7 +11,7 @@ from components.config import load_stack_config
 from components.config.model import DEFAULT_IGNORE_PATTERNS
 from components.preflight import HubError, PreflightError, RepoState, preflight_stack
 from components.preflight.hub import fetch
-from tests.support.hf_server import tiny_model_files
+from testkit.hf_server import tiny_model_files
 
 TINY = "acme/tiny"
 

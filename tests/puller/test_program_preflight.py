@@ -13,7 +13,7 @@ import pytest
 
 from components.preflight import ENDPOINT_ENV
 from components.resources import kubernetes as kube_resources
-from tests.support.hf_server import tiny_model_files
+from testkit.hf_server import tiny_model_files
 from tests.support.names import stem
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ import pytest
 from components.compile import common, weights
 from components.config import load_stack_config
 from components.preflight import ENDPOINT_ENV, PreflightError, preflight_stack
-from tests.support.hf_server import hub_cli, read_safetensors_header, tiny_model_files
+from testkit.hf_server import hub_cli, read_safetensors_header, tiny_model_files
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/tiny"

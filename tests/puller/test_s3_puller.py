@@ -34,10 +34,11 @@ from components.config.sources import S3Object
 from components.preflight import PreflightError, preflight_stack
 from components.preflight.s3 import ENDPOINT_ENV
 from providers.projection import diagnose_puller_failure
+from testkit.busybox import applets, shell
+from testkit.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 from tests.support.corrupt_proxy import CorruptProxy
 from tests.support.cut_proxy import CutProxy
 from tests.support.refusing_proxy import RefusingProxy
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 BUCKET = "models"
 PREFIX = "llama-tiny/"
@@ -94,26 +95,6 @@ def previewed(config, store: S3Server, **env):
     return preflight_stack(config, env=env).stack
 
 
-def shell() -> list[str]:
-    return ["busybox", "sh"] if shutil.which("busybox") else ["sh"]
-
-
-# The commands the scripts run besides rclone: the image (Alpine) has them as busybox applets.
-APPLETS = ("awk", "cat", "cut", "dd", "find", "grep", "head", "md5sum", "nproc", "printf", "rm", "sed", "sort", "stat",
-           "tr")
-
-
-def applets(tmp: Path) -> str:
-    """A PATH entry with busybox's applets for the scripts' commands ('' without busybox)."""
-    busybox = shutil.which("busybox")
-    if not busybox:
-        return ""
-    folder = tmp.parent / "busybox-applets"
-    folder.mkdir(exist_ok=True)
-    for name in APPLETS:
-        if not (folder / name).exists():
-            (folder / name).symlink_to(busybox)
-    return f"{folder}:"
 
 
 def run(container: dict, bin_dir: Path, secrets: dict, tmp: Path) -> subprocess.CompletedProcess:

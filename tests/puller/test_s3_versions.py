@@ -21,8 +21,8 @@ import pytest
 
 from components.compile import common
 from components.preflight import PreflightError
+from testkit.s3_server import S3Server, tools_bin
 from tests.puller.test_s3_puller import BUCKET, PREFIX, model_files, on_volume, previewed, run_job, stack_for
-from tests.support.s3_server import S3Server, tools_bin
 
 V2_CONFIG = b'{"architectures": ["LlamaForCausalLM"], "version": 2}'
 

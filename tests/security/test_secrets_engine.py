@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from tests.support.harness import Project, require_engine, small_model, stack_config
+from testkit.harness import Project, require_engine, small_model, stack_config
 from tests.support.no_cluster import ConnectionTrap, write_kubeconfig
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from components.compile import compile_stack
 from components.config import load_stack_config
 from components.config.streaming import CONFIG_MOUNT
 from providers.transience import classify_crash
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
+from testkit.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMER = ROOT / "scripts" / "testtools" / "streamer.sh"

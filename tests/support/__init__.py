@@ -4,9 +4,10 @@
 - ``component_kit``: Pulumi mocks that record a component's children (tests/component);
 - ``policy_helpers``: run one policy rule over a world of objects (tests/policies);
 - ``fakes``: an in-memory Kubernetes API for the providers (tests/providers, tests/faults);
-- ``harness``, ``fixture_crds``: a throwaway project copy on the real engine and simulated
-  cluster, and the test CRDs it needs (tests/integration, tests/faults, bench);
+- ``fixture_crds``: the test CRDs the cluster tests need (tests/integration, tests/faults);
 - ``fault_kit``, ``chaos_proxy``, ``no_cluster``, ``bad_configs``: fault injection (tests/faults,
   tests/security);
-- ``hf_server``: a local Hugging Face hub for the puller (tests/puller, bench).
+
+What the benchmarks run too (the project harness, the loopback hub and S3 store, the gateway and
+router kits) is in ``testkit/``, beside tests/: bench/ imports no test module.
 """

@@ -30,7 +30,7 @@ from typing import Optional
 
 import yaml
 
-from tests.support.harness import Project
+from testkit.harness import Project
 
 FAULT_ANNOTATION = "llm-serving.dev/kwok-fault"
 MODEL_LABEL = "llm-serving.dev/model"

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from typing import Optional
 
 from components.compile import nim as nim_compile
+from testkit.harness import REPO
 from tests.support.fixture_crds import wait_for
-from tests.support.harness import REPO
 
 GROUP, VERSION = nim_compile.GROUP, nim_compile.VERSION
 LWS_GROUP, LWS_VERSION, LWS_PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"

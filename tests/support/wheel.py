@@ -16,7 +16,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tests.support.harness import REPO
+from testkit.harness import REPO
 
 SOURCES = ("pyproject.toml", "llm_serving", "components", "contract", "providers", "docs/library.md")
 

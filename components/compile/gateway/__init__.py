@@ -95,14 +95,6 @@ class GatewayManifests:
     issuer: Optional[dict] = None
     certificate: Optional[dict] = None
 
-    def in_order(self) -> list[dict]:
-        """Policy first (pods never run without it), the config and the certificate before the
-        pods that mount them."""
-        limiter = (self.limiter.network_policy, self.limiter.deployment, self.limiter.service) if self.limiter else ()
-        return [m for m in (self.network_policy, self.issuer, self.certificate, self.config_map, *limiter,
-                            self.deployment, self.service, self.pod_disruption_budget, self.metrics_service,
-                            self.service_monitor) if m is not None]
-
 
 def enabled(stack: StackConfig) -> bool:
     return stack.router is not None and stack.router.gateway.enabled

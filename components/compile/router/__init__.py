@@ -86,18 +86,6 @@ class RouterManifests:
     backend_network_policy: Optional[dict] = None
     lb_config: Optional[dict] = None
 
-    ORDER = (
-        "network_policy", "backend_network_policy", "service_account", "role", "role_binding",
-        "backend_service_account", "backend_role", "backend_role_binding", "issuer", "certificate",
-        "lb_config", "headless_service", "backend_deployment", "backend_service", "backend_pod_disruption_budget",
-        "backend_service_monitor", "workload", "service", "pod_disruption_budget", "service_monitor",
-    )
-
-    def in_order(self) -> list[dict]:
-        """Identity and TLS before the pods that use them; the headless Service before the backend
-        router that watches it."""
-        return [m for m in (getattr(self, key) for key in self.ORDER) if m is not None]
-
 
 def _fronted(stack: StackConfig) -> list[ModelConfig]:
     by_name = {m.name: m for m in stack.models}

@@ -93,16 +93,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from fake_engine import FakeEngine
-
 from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
 from components.config import StackConfig, load_stack_config
 from components.config.revisions import revision_model
-from tests.support.ports import free_port, host_ipv4
+from testkit.fake_engine import FakeEngine
+from testkit.ports import free_port, host_ipv4
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ROUTER_NAME = "llm-router"
 MODEL = "chat"
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from components.compile.gateway.limiter import LIMITER_CONF, LIMITER_HEALTH_PATH
 from components.compile.gateway.nginx import GatewaySettings, limiter_files, render_files
 from components.compile.gateway.resolver import RESOLVER_FILE, resolver_line
-from tests.support.ports import free_port
+from testkit.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ENSURE_SHIPPED = REPO / "scripts" / "gateway" / "ensure-nginx-shipped.sh"
 ENSURE_DEBIAN12 = REPO / "scripts" / "gateway" / "ensure-nginx.sh"
 DEBIAN12_JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"

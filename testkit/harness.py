@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "llm_serving", "components", "providers", "contract", "policies")
 
 

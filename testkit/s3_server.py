@@ -20,9 +20,9 @@ from typing import Optional
 
 import requests
 
-from tests.support.ports import free_port
+from testkit.ports import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "scripts" / "testtools" / "build.sh"
 ACCESS_KEY = "llmservingtest"
 SECRET_KEY = "llm-serving-test-secret-0123456789"

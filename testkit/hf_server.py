@@ -50,7 +50,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 CHUNK = 1 << 20
-HUB_CLIENT = Path(__file__).resolve().parents[2] / "scripts" / "testtools" / "hub-client.sh"
+HUB_CLIENT = Path(__file__).resolve().parents[1] / "scripts" / "testtools" / "hub-client.sh"
 
 
 @cache
