@@ -14,10 +14,10 @@ loopback, every hop a process of its own:
   and none is refused), its limiter, on the shipped nginx 1.26.3 + njs 0.8.9
   (tests/gateway/nginx_kit.py); TLS off (``--tls`` is not offered: TLS is nginx's own cost, the
   same with or without the script, and would hide the script's share);
-- the real router and pylon (tests/conformance/kit.py, the release build of
+- the real router and pylon (testkit/stargate.py, the release build of
   ../shared/tools/build-stargate.sh; ``--profile debug`` for the debug build), pylon's starting
   input rate raised so its admission never refuses a fast engine's large prompts;
-- the engine: tests/conformance/fake_engine.py in a process of its own, TCP_NODELAY, answering
+- the engine: testkit/fake_engine.py in a process of its own, TCP_NODELAY, answering
   ``--tokens`` tokens ``--token-interval-ms`` apart (default 16 tokens 10 ms apart: a fixed
   answer in about 0.2 s, so that 20 streams of 220 KB prompts do not by themselves saturate two
   cores and the added time is the gateway's, not a queue's; it parses every prompt, as a real
@@ -72,18 +72,17 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "conformance"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from concurrency import SOURCES, Conn, EngineProcess, Window, children, machine_busy_s, percentile, proc_cpu_s  # noqa: E402
-from kit import RouterStack, build_binaries, stack_config  # noqa: E402
 
 from components.compile.gateway import settings as gateway_settings  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
 from components.config.loader import read_stack_file  # noqa: E402
-from tests.gateway.nginx_kit import Gateway, nginx_build, start_nginx, stop_nginx  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
+from testkit.nginx_kit import Gateway, nginx_build, start_nginx, stop_nginx  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
+from testkit.stargate import RouterStack, build_binaries, stack_config  # noqa: E402
 
 GPU_STACK = ROOT / "stacks" / "Pulumi.gpu-cluster.yaml"
 # Far above what this machine sends (a few thousand requests and < 10^9 prompt tokens a minute;

@@ -25,8 +25,9 @@ class Case:
 SMALLEST = (
     # In-process: the router's target computation (1k endpoints, once).
     Case("run.py", ("--smoke", "--only", "targets"), "unit", timeout=60),
-    # The puller through the image's hf client from a loopback hub (8 MB, once).
-    Case("run.py", ("--smoke", "--only", "puller"), "servers", timeout=120),
+    # The puller through the image's hf client from a loopback hub (8 MB, once), and large prompts
+    # through the gateway (1 KB x 1 stream).
+    Case("run.py", ("--smoke", "--only", "puller,gateway-prompts"), "servers", timeout=240),
     Case("puller_throughput.py", ("--mb", "8", "--shards", "1", "--runs", "1"), "servers", json=False, timeout=120),
     Case("s3_puller_throughput.py", ("--shapes", "1x4", "--runs", "1"), "servers", timeout=120),
     # The gateway, router and pylon on loopback.
