@@ -161,6 +161,17 @@ class Containerd:
                 return fields[2]
         return None
 
+    def has_snapshot(self, key: str) -> bool:
+        """Whether the committed snapshot ``key`` (a one-layer image's unpacked layer: its chain id
+        is its diff id) exists. An image can be listed, with the right digest, without it: a
+        containerd stopped in the middle of an unpack or a snapshot removal keeps the image record
+        (seen: two test runs sharing this containerd; every run then failed with "parent snapshot
+        ... does not exist")."""
+        return self.ctr("snapshots", "info", key, check=False).returncode == 0
+
+    def remove_images(self, names: list[str]) -> None:
+        self.ctr("images", "rm", *names, check=False)
+
     def import_layout(self, layout: Path, oci_script: Path) -> str:
         """Stream the layout into `ctr images import -` (nothing written beside it)."""
         writer = subprocess.Popen([sys.executable, str(oci_script), "archive", str(layout)], stdout=subprocess.PIPE)
