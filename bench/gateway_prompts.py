@@ -75,7 +75,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from concurrency import SOURCES, Conn, EngineProcess, Window, children, machine_busy_s, percentile, proc_cpu_s  # noqa: E402
+from concurrency import (  # noqa: E402
+    SOURCES,
+    Conn,
+    EngineProcess,
+    Window,
+    _ms,
+    _sub,
+    children,
+    machine_busy_s,
+    med,
+    percentile,
+    proc_cpu_s,
+)
 
 from components.compile.gateway import settings as gateway_settings  # noqa: E402
 from components.config import load_stack_config  # noqa: E402
@@ -353,9 +365,6 @@ async def run(target: Target, model: str, prompt_: Prompt, streams: int, procs: 
     return result
 
 
-def _ms(value: Optional[float]) -> Optional[float]:
-    return None if value is None else round(value * 1000, 2)
-
 
 # --- perf: where the gateway's workers spend their time ---------------------------------------
 def perf_profiler(pids: list[int], workdir: Path):
@@ -530,13 +539,6 @@ def steps_table(steps: dict) -> str:
 
 
 # --- the summary ------------------------------------------------------------------------------
-def med(values) -> Optional[float]:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 3) if values else None
-
-
-def _sub(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return None if a is None or b is None else a - b
 
 
 def _div(a: Optional[float], b: Optional[float]) -> Optional[float]:
