@@ -63,10 +63,10 @@ class ModelServer(pulumi.ComponentResource):
         self.children: dict[str, pulumi.Resource] = declare_plan(
             model.name, self.plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
-            {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content)
+            {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content, fill=deploy.fill)
 
-        self.endpoint_url = pulumi.Output.from_input(self.plan.endpoint_url)
-        outputs: dict = dict(self.plan.outputs)
+        self.endpoint_url = pulumi.Output.from_input(deploy.filled(self.plan.endpoint_url))
+        outputs: dict = deploy.filled(dict(self.plan.outputs))
         self.status = self.children.get(roles.STATUS)
         if self.status is None:
             self.state = pulumi.Output.from_input("UNKNOWN")

@@ -1,0 +1,126 @@
+"""``pulumi.Input`` arguments (issue 40): the namespace, images and the stack secrets may come from
+another resource. The objects take the Output where the value is written (so they depend on that
+resource), and the value is validated when known, with a message naming the argument."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+import llm_serving as llm
+from tests.support.component_kit import Mocks, record_graph
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+SERVER_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
+
+
+def chat(**fields) -> llm.Model:
+    return llm.Model("chat", llm.HubSource("acme/tiny-llm", revision=REVISION), gpus=1,
+                     resources=llm.Resources(cpu="1", memory="24Gi"), **fields)
+
+
+@pytest.fixture(autouse=True)
+def kubeconfig(tmp_path, monkeypatch):
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+@pytest.fixture
+def graph(monkeypatch):
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    return record_graph(monkeypatch)
+
+
+@pulumi.runtime.test
+def test_a_namespace_from_a_namespace_resource_is_written_and_waited_on(graph):
+    namespace = k8s.core.v1.Namespace("team-namespace", metadata={"name": "team-a"})
+    serving = llm.ModelServing("team-a", llm.ModelServingArgs(namespace=namespace.metadata.name, models=[chat()]))
+    server = graph.manifests["chat-server"]
+    assert isinstance(server["metadata"]["namespace"], pulumi.Output)
+
+    def check(values):
+        written, endpoint, dependencies = values
+        assert written == "team-a"
+        assert endpoint == {"chat": "http://chat.team-a.svc.cluster.local:8000"}
+        # The Output carries the Namespace: the object waits on it without a depends_on.
+        assert namespace in dependencies
+
+    deps = server["metadata"]["namespace"].resources()
+    return pulumi.Output.all(server["metadata"]["namespace"], serving.endpoints, pulumi.Output.from_input(deps)) \
+        .apply(check)
+
+
+@pulumi.runtime.test
+def test_an_image_from_another_resource_reaches_the_server(graph):
+    image = pulumi.Output.from_input(SERVER_IMAGE)
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat(image=image)]))
+    container = graph.manifests["chat-server"]["spec"]["template"]["spec"]["containers"][0]
+    return container["image"].apply(lambda written: (assert_equal(written, SERVER_IMAGE)))
+
+
+def assert_equal(a, b):
+    assert a == b, (a, b)
+
+
+@pytest.mark.parametrize(("namespace", "expected"), [
+    ("Team_A", "  platform.namespace: "),           # not a DNS label: the config's message, at its field
+    (42, "  namespace: resolved to a int, not text"),
+])
+def test_a_bad_value_is_refused_when_known_naming_the_argument(monkeypatch, namespace, expected):
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    record_graph(monkeypatch)
+    failures: list[str] = []
+
+    @pulumi.runtime.test
+    def deploy():
+        serving = llm.ModelServing("team-a", llm.ModelServingArgs(namespace=pulumi.Output.from_input(namespace),
+                                                                  models=[chat()]))
+        return serving.endpoints
+
+    with pytest.raises(ValueError) as refused:
+        deploy()
+    failures.append(str(refused.value))
+    assert any(line.startswith(expected) for line in failures[0].splitlines()), failures[0]
+
+
+def test_a_known_value_that_changes_more_than_its_text_is_refused(monkeypatch):
+    """The placeholder image names no vLLM line, so the platform's default line (0.11) is compiled;
+    a platform image of the 0.32 line gives a CPU model another CPU image and environment: the
+    objects declared from the placeholder would be wrong, so it is refused when known."""
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    record_graph(monkeypatch)
+    cpu = llm.Model("tiny", llm.HubSource("acme/tiny-llm", revision=REVISION), gpus=0,
+                    resources=llm.Resources(cpu="2", memory="8Gi"))
+
+    @pulumi.runtime.test
+    def deploy(image):
+        platform = llm.Platform(vllm_image=pulumi.Output.from_input(image), shared_memory_size_limit="1Gi")
+        return llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[cpu],
+                                                               platform=platform)).endpoints
+
+    deploy("docker.io/vllm/vllm-openai:v0.11.0")  # the line the placeholder compiled: accepted
+    with pytest.raises(ValueError, match=r"platform\.vllm_image: the value known at deployment changes more"):
+        deploy("docker.io/vllm/vllm-openai:v0.32.0")
+
+
+def test_an_output_where_no_output_is_taken_is_refused_at_construction():
+    with pytest.raises(TypeError, match=r"models\[0\]\.name: a plain value, not a Output"):
+        llm.stack_config_of(llm.ModelServingArgs(namespace="team-a", models=[
+            llm.Model(pulumi.Output.from_input("chat"), llm.HubSource("acme/tiny-llm"))]))
+
+
+@pulumi.runtime.test
+def test_a_stack_secret_from_another_resource_becomes_the_models_secret(monkeypatch):
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    graph = record_graph(monkeypatch)
+    token = pulumi.Output.secret("hf_" + "x" * 34)
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat()], hf_token=token))
+    secrets = [name for name in graph.manifests if graph.manifests[name]["kind"] == "Secret"]
+    assert secrets, sorted(graph.manifests)
+    data = graph.manifests[secrets[0]]["stringData"]
+    (value,) = data.values()
+    return pulumi.Output.all(value, pulumi.Output.is_secret(value)).apply(
+        lambda v: assert_equal(v, ["hf_" + "x" * 34, True]))
