@@ -154,7 +154,7 @@ class ModelServingArgs:
             if self.platform:
                 _deprecated("ModelServingArgs(platform={...})", "ModelServingArgs(platform=Platform(...))")
             given = self.platform
-        namespace = (inputs.placeholder("namespace", "namespace", self.namespace) if is_output(self.namespace)
+        namespace = (inputs.placeholder("name", "namespace", self.namespace) if is_output(self.namespace)
                      else self.namespace)
         platform = _merged({"namespace": namespace, "createNamespace": self.create_namespace,
                             # No network while a program declares: the stack program's Hub

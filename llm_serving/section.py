@@ -36,10 +36,11 @@ class Inputs:
     """The not-yet-known values of one set, each behind a placeholder that passes the config's
     check for its kind of field; ``placeholder`` returns the text written in the config instead."""
 
-    # Shapes each kind's check accepts; the number keeps placeholders apart (and never grows a
-    # DNS label past its limit).
-    SHAPES = {"namespace": "llm-serving-input-{n}",
-              "image": "input.llm-serving.invalid/placeholder-{n}:input-{n}"}
+    # Shapes each kind's check accepts (a DNS label: a namespace or a Secret's name; an image with a
+    # pinned tag); the number keeps placeholders apart, and the `-v` after it keeps one from being
+    # the start of another (`...-1-v` is not in `...-10-v`).
+    SHAPES = {"name": "llm-serving-input-{n}-v",
+              "image": "input.llm-serving.invalid/placeholder-{n}-v:input-{n}-v"}
 
     def __init__(self) -> None:
         self.values: list[tuple[str, str, Any]] = []  # (placeholder, argument path, Output)
@@ -59,7 +60,7 @@ class Section:
 
     config_model: ClassVar[type[BaseModel]]
     source_type: ClassVar[Optional[str]] = None  # a weight source's `type` tag
-    input_fields: ClassVar[frozenset[str]] = frozenset()  # fields that take a pulumi.Input
+    input_fields: ClassVar[dict[str, str]] = {}  # field -> its kind (Inputs.SHAPES), for those taking a pulumi.Input
     text_lists: ClassVar[frozenset[str]] = frozenset()  # lists of strings (a command line, patterns)
     # Fields of a subclass that are not the config's (the library's earlier arguments).
     extra_fields: ClassVar[frozenset[str]] = frozenset()
@@ -89,9 +90,9 @@ class Section:
             elif is_output(value) or _holds_output(value):
                 if item.name not in self.input_fields:
                     raise TypeError(f"{path}: a plain value, not a {type(value).__name__}: this argument is compiled "
-                                    "into the objects before any resource exists; the namespace, images and "
-                                    "stack secrets take an Output")
-                config[key] = inputs.placeholder("image", path, value)
+                                    "into the objects before any resource exists; the namespace, images, "
+                                    "stack secrets and Secrets' names take an Output")
+                config[key] = inputs.placeholder(self.input_fields[item.name], path, value)
             else:
                 config[key] = plain(value)
         return config

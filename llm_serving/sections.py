@@ -313,7 +313,12 @@ class Platform(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = platform.PlatformConfig
-    input_fields: ClassVar[frozenset[str]] = frozenset(('vllm_image', 'vllm_cpu_image', 'puller_image', 'busybox_image'))
+    input_fields: ClassVar[dict[str, str]] = {
+        'vllm_image': 'image',
+        'vllm_cpu_image': 'image',
+        'puller_image': 'image',
+        'busybox_image': 'image',
+    }
     text_lists: ClassVar[frozenset[str]] = frozenset(('image_pull_secrets',))
 
     _: KW_ONLY
@@ -458,9 +463,10 @@ class S3Credentials(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = sources.S3Credentials
+    input_fields: ClassVar[dict[str, str]] = {'secret': 'name'}
 
     _: KW_ONLY
-    secret: str
+    secret: Input[str]
     """Name of an existing Secret in the stack's namespace. Required."""
     access_key_id_key: Optional[str] = None
     """Key of the access key id in the Secret. Default: ``'AWS_ACCESS_KEY_ID'``."""
@@ -717,9 +723,10 @@ class SecretKeyRef(Section):
     """Stack file: ``llm-serving:models[].hfTokenSecret`` (``components.config.types.SecretKeyRef``)."""
 
     config_model: ClassVar[type[BaseModel]] = types.SecretKeyRef
+    input_fields: ClassVar[dict[str, str]] = {'name': 'name'}
 
     _: KW_ONLY
-    name: str
+    name: Input[str]
     """Name of an existing Kubernetes Secret in the stack's namespace. Required."""
     key: Optional[str] = None
     """Key inside the Secret. Default: ``'token'``."""
@@ -745,11 +752,11 @@ class NimSettings(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = model.NimSettings
-    input_fields: ClassVar[frozenset[str]] = frozenset(('model_puller',))
+    input_fields: ClassVar[dict[str, str]] = {'auth_secret': 'name', 'model_puller': 'image', 'pull_secret': 'name'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('profiles',))
 
     _: KW_ONLY
-    auth_secret: Optional[str] = None
+    auth_secret: Optional[Input[str]] = None
     """Secret with key `NGC_API_KEY` (and `HF_TOKEN` when `cacheSource: hf`). operator path: required; the
     NIMCache and NIMService `authSecret`. raw path: optional; the server's `NGC_API_KEY` comes from it. Unset,
     with `llm-serving:ngcApiKey` set: the Secret `llm-serving-ngc-api-key` the stack creates from it (except
@@ -763,7 +770,7 @@ class NimSettings(Section):
     """operator path: image of the NIMCache Job; unset uses the model's `image`. For `hf`, an image with the HF
     CLI such as `nvcr.io/nim/nvidia/llm-nim:<tag>`. Default: unset.
     """
-    pull_secret: Optional[str] = None
+    pull_secret: Optional[Input[str]] = None
     """operator path: image pull Secret of `modelPuller` (required for `cacheSource: hf`); also added to the
     NIMService's pull secrets. Default: unset.
     """
@@ -863,7 +870,7 @@ class NextRevision(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = model.NextRevision
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('args',))
 
     _: KW_ONLY
@@ -894,7 +901,7 @@ class Model(Section):
     """One model server. Stack file: ``llm-serving:models[]`` (``components.config.model.ModelConfig``)."""
 
     config_model: ClassVar[type[BaseModel]] = model.ModelConfig
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('args',))
 
     name: str
@@ -1071,7 +1078,7 @@ class BackendRouter(Section):
     """Stack file: ``llm-serving:router.backendRouter`` (``components.config.router.BackendRouter``)."""
 
     config_model: ClassVar[type[BaseModel]] = router.BackendRouter
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
 
     _: KW_ONLY
     enabled: Optional[Union[Literal['auto'], bool]] = None
@@ -1226,6 +1233,7 @@ class RouterTls(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = router.RouterTls
+    input_fields: ClassVar[dict[str, str]] = {'existing_secret': 'name'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('dns_names', 'allowed_domains'))
 
     _: KW_ONLY
@@ -1234,7 +1242,7 @@ class RouterTls(Section):
     `--quic-insecure`). Off: Stargate self-signs and runs with `--quic-insecure`, the chart's default.
     Default: ``False``.
     """
-    existing_secret: Optional[str] = None
+    existing_secret: Optional[Input[str]] = None
     """Mount this existing `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`) instead of issuing a
     cert-manager Certificate; you own its issuance and renewal. With `router.pylon`, it must also hold
     `ca.crt` (the CA pylons verify the router with). Default: unset.
@@ -1285,7 +1293,7 @@ class PylonConfig(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = pylon.PylonConfig
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('args',))
 
     _: KW_ONLY
@@ -1321,6 +1329,7 @@ class WorkerAuth(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = pylon.WorkerAuth
+    input_fields: ClassVar[dict[str, str]] = {'secret_name': 'name'}
 
     _: KW_ONLY
     mode: Literal['token', 'open']
@@ -1332,7 +1341,7 @@ class WorkerAuth(Section):
     how a 0.16.2 router runs without NVCF (newer images also need `--allow-open-worker-auth` in
     `router.args`). No default: choose one. Required.
     """
-    secret_name: Optional[str] = None
+    secret_name: Optional[Input[str]] = None
     """`token` only: the existing Secret holding the token and the router's worker-auth file. Default: unset."""
     token_key: Optional[str] = None
     """`token` only: the Secret key of the bearer token pylons send. Default: ``'token'``."""
@@ -1443,9 +1452,10 @@ class ApiKeys(Section):
     """Stack file: ``llm-serving:router.gateway.apiKeys`` (``components.config.gateway.ApiKeys``)."""
 
     config_model: ClassVar[type[BaseModel]] = gateway.ApiKeys
+    input_fields: ClassVar[dict[str, str]] = {'secret_name': 'name'}
 
     _: KW_ONLY
-    secret_name: str
+    secret_name: Input[str]
     """Existing Secret holding the key hashes: lines `<sha256 hex of key> <tenant>` (`printf %s "$KEY" |
     sha256sum`). The gateway re-reads it per request, so rotation needs no restart. Required.
     """
@@ -1492,6 +1502,7 @@ class GatewayTls(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = gateway.GatewayTls
+    input_fields: ClassVar[dict[str, str]] = {'existing_secret': 'name'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('dns_names', 'allowed_domains'))
 
     _: KW_ONLY
@@ -1501,7 +1512,7 @@ class GatewayTls(Section):
     clients must trust the issuer's CA and call `https://`. Turn it on before the gateway is reached from
     outside the cluster, or from pods that are not trusted to see the API keys in transit. Default: ``False``.
     """
-    existing_secret: Optional[str] = None
+    existing_secret: Optional[Input[str]] = None
     """Serve this existing `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`; `tls.crt` with the
     intermediates) instead of issuing a cert-manager Certificate; you own its names, issuance and renewal.
     Default: unset.
@@ -1594,7 +1605,7 @@ class GatewayConfig(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = gateway.GatewayConfig
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('models',))
 
     _: KW_ONLY
@@ -1677,7 +1688,7 @@ class Router(Section):
     """
 
     config_model: ClassVar[type[BaseModel]] = router.RouterConfig
-    input_fields: ClassVar[frozenset[str]] = frozenset(('image',))
+    input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('models', 'args'))
 
     _: KW_ONLY

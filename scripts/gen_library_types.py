@@ -48,6 +48,12 @@ OWNED = {"PlatformConfig": ("namespace", "create_namespace")}
 POSITIONAL = {"HubSource": ("repo", "revision", "allow_patterns"), "S3Source": ("bucket", "prefix", "endpoint", "region"),
               "VolumeSource": ("claim_name", "sub_path"), "Resources": ("cpu", "memory", "kv_cache"),
               "Model": ("name", "source")}
+# Names of Secrets the program may create itself (``secret.metadata.name``): pulumi.Input, so the
+# objects that read one wait on it. (Images are found by their check; the namespace and the stack
+# secrets are ModelServingArgs'.)
+SECRET_NAMES = {("SecretKeyRef", "name"), ("S3Credentials", "secret"), ("NimSettings", "auth_secret"),
+                ("NimSettings", "pull_secret"), ("WorkerAuth", "secret_name"), ("ApiKeys", "secret_name"),
+                ("RouterTls", "existing_secret"), ("GatewayTls", "existing_secret")}
 # A weight source's `type` is the class, not a field: the library writes the tag.
 TAGGED = "type"
 
@@ -184,11 +190,14 @@ def render_class(model: type[BaseModel], path: str) -> list[str]:
               and n not in OWNED.get(model.__name__, ())]
     fields = [*(pair for p in positional for pair in fields if pair[0] == p),
               *(pair for pair in fields if pair[0] not in positional)]
-    inputs = [n for n, f in fields if "Input[" in python_type(f.annotation, f.metadata)]
+    inputs = {n: "image" if "Input[" in python_type(f.annotation, f.metadata) else "name" for n, f in fields
+              if "Input[" in python_type(f.annotation, f.metadata) or (model.__name__, n) in SECRET_NAMES}
     texts = [n for n, f in fields if sequence_of_text(f.annotation)]
     nested = {n: models_in(f.annotation) for n, f in fields if models_in(f.annotation)}
     if inputs:
-        lines.append(f"    input_fields: ClassVar[frozenset[str]] = frozenset({tuple(inputs)!r})")
+        line = f"    input_fields: ClassVar[dict[str, str]] = {inputs!r}"
+        lines.extend([line] if len(line) <= 140 else [
+            "    input_fields: ClassVar[dict[str, str]] = {", *(f"        {k!r}: {v!r}," for k, v in inputs.items()), "    }"])
     if texts:
         lines.append(f"    text_lists: ClassVar[frozenset[str]] = frozenset({tuple(texts)!r})")
     lines.append("")
@@ -198,6 +207,8 @@ def render_class(model: type[BaseModel], path: str) -> list[str]:
             lines.append("    _: KW_ONLY")
             keyword_only = True
         kind = python_type(field.annotation, field.metadata)
+        if (model.__name__, field_name) in SECRET_NAMES:
+            kind = "Input[str]"  # a Secret the program may create (its metadata.name)
         annotation = kind if field.is_required() else f"Optional[{kind}]"
         line = f"    {field_name}: {annotation}" + ("" if field.is_required() else " = None")
         lines.append(line + ("  # noqa: E501 (a long choice, generated)" if len(line) > 140 else ""))

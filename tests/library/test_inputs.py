@@ -124,3 +124,23 @@ def test_a_stack_secret_from_another_resource_becomes_the_models_secret(monkeypa
     (value,) = data.values()
     return pulumi.Output.all(value, pulumi.Output.is_secret(value)).apply(
         lambda v: assert_equal(v, ["hf_" + "x" * 34, True]))
+
+
+@pulumi.runtime.test
+def test_a_secret_the_program_creates_is_named_by_its_output_and_waited_on(graph):
+    """An S3 `load: stream` model whose keys are a Secret of the program: the server reads the
+    Secret by the Output's name, so it is created after the Secret."""
+    keys = k8s.core.v1.Secret("s3-keys", metadata={"name": "team-s3-keys", "namespace": "team-a"},
+                              string_data={"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "key"})
+    source = llm.S3Source("models", prefix="tiny-llm/", endpoint="http://minio.storage.svc:9000", load="stream",
+                          stream_memory_limit="1Gi", credentials=llm.S3Credentials(secret=keys.metadata.name))
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat_from(source)]))
+    env = {e["name"]: e for e in graph.manifests["stream-server"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    reference = env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"]
+    assert isinstance(reference, pulumi.Output)
+    return pulumi.Output.all(reference, pulumi.Output.from_input(reference.resources())).apply(
+        lambda values: (assert_equal(values[0], "team-s3-keys"), assert_equal(keys in values[1], True)))
+
+
+def chat_from(source) -> llm.Model:
+    return llm.Model("stream", source, gpus=1, resources=llm.Resources(cpu="1", memory="4Gi"))
