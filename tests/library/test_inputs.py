@@ -57,8 +57,9 @@ def test_a_namespace_from_a_namespace_resource_is_written_and_waited_on(graph):
 def test_an_image_from_another_resource_reaches_the_server(graph):
     image = pulumi.Output.from_input(SERVER_IMAGE)
     llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat(image=image)]))
-    container = graph.manifests["chat-server"]["spec"]["template"]["spec"]["containers"][0]
-    return container["image"].apply(lambda written: (assert_equal(written, SERVER_IMAGE)))
+    spec = graph.manifests["chat-server"]["spec"]
+    assert isinstance(spec, pulumi.Output)  # known at deployment
+    return spec.apply(lambda s: assert_equal(s["template"]["spec"]["containers"][0]["image"], SERVER_IMAGE))
 
 
 def assert_equal(a, b):
@@ -86,24 +87,37 @@ def test_a_bad_value_is_refused_when_known_naming_the_argument(monkeypatch, name
     assert any(line.startswith(expected) for line in failures[0].splitlines()), failures[0]
 
 
-def test_a_known_value_that_changes_more_than_its_text_is_refused(monkeypatch):
-    """The placeholder image names no vLLM line, so the platform's default line (0.11) is compiled;
-    a platform image of the 0.32 line gives a CPU model another CPU image and environment: the
-    objects declared from the placeholder would be wrong, so it is refused when known."""
-    pulumi.runtime.set_mocks(Mocks(), preview=False)
-    record_graph(monkeypatch)
+@pulumi.runtime.test
+def test_what_a_known_value_implies_is_compiled_from_it(graph):
+    """The placeholder image names no vLLM line, so the set is first compiled on the platform's
+    default line (0.11); a platform image of the 0.32 line gives a CPU model the 0.32 CPU image
+    and its environment, compiled again from the real value once it is known."""
     cpu = llm.Model("tiny", llm.HubSource("acme/tiny-llm", revision=REVISION), gpus=0,
                     resources=llm.Resources(cpu="2", memory="8Gi"))
+    platform = llm.Platform(vllm_image=pulumi.Output.from_input("docker.io/vllm/vllm-openai:v0.32.0"),
+                            shared_memory_size_limit="1Gi")
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[cpu], platform=platform))
+    spec = graph.manifests["tiny-server"]["spec"]
+    return spec.apply(lambda s: assert_equal(s["template"]["spec"]["containers"][0]["image"],
+                                             "docker.io/vllm/vllm-openai-cpu:v0.32.0"))
+
+
+def test_values_that_make_another_set_of_objects_are_refused(monkeypatch):
+    """A model's hfTokenSecret named, once known, as the Secret the stack makes from hf_token: the
+    set then reads the stack secret and holds its Secret, which the placeholder's set did not."""
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    record_graph(monkeypatch)
 
     @pulumi.runtime.test
-    def deploy(image):
-        platform = llm.Platform(vllm_image=pulumi.Output.from_input(image), shared_memory_size_limit="1Gi")
-        return llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[cpu],
-                                                               platform=platform)).endpoints
+    def deploy():
+        reference = llm.SecretKeyRef(name=pulumi.Output.from_input("llm-serving-hf-token"))
+        args = llm.ModelServingArgs(namespace="team-a", models=[chat(hf_token_secret=reference)],
+                                    hf_token=pulumi.Output.secret("hf_" + "x" * 34))
+        return llm.ModelServing("team-a", args).endpoints
 
-    deploy("docker.io/vllm/vllm-openai:v0.11.0")  # the line the placeholder compiled: accepted
-    with pytest.raises(ValueError, match=r"platform\.vllm_image: the value known at deployment changes more"):
-        deploy("docker.io/vllm/vllm-openai:v0.32.0")
+    with pytest.raises(ValueError, match=r"models\[0\]\.hf_token_secret\.name: the values known at deployment make "
+                                         r"another set of objects"):
+        deploy()
 
 
 def test_an_output_where_no_output_is_taken_is_refused_at_construction():
@@ -135,11 +149,15 @@ def test_a_secret_the_program_creates_is_named_by_its_output_and_waited_on(graph
     source = llm.S3Source("models", prefix="tiny-llm/", endpoint="http://minio.storage.svc:9000", load="stream",
                           stream_memory_limit="1Gi", credentials=llm.S3Credentials(secret=keys.metadata.name))
     llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat_from(source)]))
-    env = {e["name"]: e for e in graph.manifests["stream-server"]["spec"]["template"]["spec"]["containers"][0]["env"]}
-    reference = env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"]
-    assert isinstance(reference, pulumi.Output)
-    return pulumi.Output.all(reference, pulumi.Output.from_input(reference.resources())).apply(
-        lambda values: (assert_equal(values[0], "team-s3-keys"), assert_equal(keys in values[1], True)))
+    spec = graph.manifests["stream-server"]["spec"]
+
+    def check(values):
+        spec, dependencies = values
+        env = {e["name"]: e for e in spec["template"]["spec"]["containers"][0]["env"]}
+        assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "team-s3-keys"
+        assert keys in dependencies  # created after the Secret
+
+    return pulumi.Output.all(spec, pulumi.Output.from_input(spec.resources())).apply(check)
 
 
 def chat_from(source) -> llm.Model:
