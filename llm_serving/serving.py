@@ -67,10 +67,10 @@ def library_problems(args: ModelServingArgs, stack: StackConfig) -> list[str]:
         # The router never discovers Services: each model registers through the pylon sidecar in
         # its pods. Without one the router starts, every model is READY, and nothing is routed.
         problems.append(
-            "router.settings.pylon: the router reaches models only through the pylon sidecar it puts in "
-            "their pods, and none is set: it would deploy, and route to nothing. Give RouterArgs("
-            "settings={'pylon': {'image': '<stargate-client image>'}, 'workerAuth': {'mode': 'token', "
-            "'secretName': '<Secret>'}}) (docs/04-router-and-clients.md), or leave router out")
+            "router.pylon: the router reaches models only through the pylon sidecar it puts in "
+            "their pods, and none is set: it would deploy, and route to nothing. Give Router("
+            "pylon=PylonConfig(image='<stargate-client image>'), worker_auth=WorkerAuth(mode='token', "
+            "secret_name='<Secret>')) (docs/04-router-and-clients.md), or leave router out")
     return problems
 
 

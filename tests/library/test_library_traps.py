@@ -76,8 +76,8 @@ def test_a_router_without_a_pylon_is_refused_with_the_settings_that_make_it_rout
     with pytest.raises(ValueError) as refused:
         llm.stack_config_of(serving_args(router=llm.RouterArgs(image="registry.example.com/llm/request-router:0.16.2")))
     line = str(refused.value).splitlines()[1].strip()
-    assert line.startswith("router.settings.pylon: the router reaches models only through the pylon sidecar"), line
-    assert "'pylon': {'image':" in line and "'workerAuth'" in line
+    assert line.startswith("router.pylon: the router reaches models only through the pylon sidecar"), line
+    assert "pylon=PylonConfig(image=" in line and "worker_auth=WorkerAuth(" in line
     assert llm.stack_config_of(serving_args(router=ROUTER)).router.pylon is not None
 
 
