@@ -154,7 +154,12 @@ class ModelServing(pulumi.ComponentResource):
         if stack.platform.preflight.enabled:
             # Asked for in platform: the stack program's preflight (pins revisions, lists S3
             # sources, checks volume sizes), run here before anything is declared.
-            stack, _ = program.preflight(stack)
+            token = args.hf_token if isinstance(args.hf_token, str) else None
+            if args.hf_token is not None and token is None:
+                pulumi.log.warn("hf_token is an Output, which the preflight cannot wait for: it asks the Hub without "
+                                "it (a gated or private repo fails there); give the token as text, or turn the "
+                                "preflight off and pin each revision to a commit")
+            stack, _ = program.preflight(stack, stack_token=token)
         else:
             for line in unpinned_warnings(stack):
                 pulumi.log.warn(line)
