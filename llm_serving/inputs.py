@@ -1,12 +1,13 @@
 """Arguments known only at deployment (``pulumi.Input``: the namespace, images, Secrets' names).
 
-The set is declared from its compilation with placeholders (llm_serving/section.py), which fixes
-its objects, their names and their order. Once the values are known, the set is validated again
-with them and compiled again, and each object takes its content from that compilation (so a
-hash of a config that names the namespace, or what an image's tag implies, is the real value's).
-Every object then waits for the values: until they are known, a preview shows the objects'
-content as unknown. An object the placeholders would not have declared, or one they declared
-that the real values do not, is refused with the arguments' paths: give those values as text.
+The set is declared from its plans compiled with placeholders (llm_serving/section.py), which fix
+its children, their logical names and their order. Once the values are known, the set is
+validated again with them and planned again, and each child takes its manifest or props from the
+child at its place in that plan (so a hash of a config that names the namespace, a puller Job
+whose name hashes its source's Secret, or what an image's tag implies, is the real value's).
+Every child then waits for the values: until they are known, a preview shows their content as
+unknown. A plan with other children than the placeholders' (another kind at a place, one more or
+less) is refused with the arguments' paths: give those values as text.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from components.compile.plan import compile_stack
+from components.compile.plan import Child, model_plan, platform_plan, router_plan
 from components.config import ConfigError, load_stack_config
 from components.config.stack import StackConfig
 
@@ -36,17 +37,28 @@ def replaced(value: Any, real: dict[str, str]) -> Any:
     return value
 
 
-def _key(manifest: dict) -> tuple:
-    metadata = manifest.get("metadata") or {}
-    return manifest.get("apiVersion"), manifest.get("kind"), metadata.get("namespace"), metadata.get("name")
+def plans(stack: StackConfig, platform_name: str) -> dict[tuple[str, int], Child]:
+    """Every child the set declares, by (its component's name, its place in the plan), as
+    llm_serving.serving.declare and the components declare them."""
+    rendering = bool(stack.cluster.render_yaml_to_directory)
+    owned = [(platform_name, platform_plan(stack)), *((m.name, model_plan(m, stack, stack.cluster)) for m in stack.models),
+             *(((stack.router.name, router_plan(stack, stack.cluster)),) if stack.router is not None else ())]
+    return {(owner, position): child for owner, plan in owned
+            for position, (child, _) in enumerate(plan.declared(rendering))}
 
 
-def known(inputs: Inputs, config: dict, stack: StackConfig,
+def _shape(child: Child) -> tuple:
+    manifest = child.manifest or {}
+    return child.role, manifest.get("apiVersion"), manifest.get("kind"), type(child.props).__name__
+
+
+def known(inputs: Inputs, config: dict, stack: StackConfig, platform_name: str,
           problems_of: Callable[[StackConfig], list[str]]) -> pulumi.Output[dict]:
     """Once every value is known and the set is valid with them: ``real`` (placeholder -> value)
-    and ``objects`` (the set compiled with them, by kind and name). Else the deployment fails with
-    the arguments' paths, before any object that holds a placeholder is sent."""
+    and ``children`` (the set planned with them, by owner and place). Else the deployment fails
+    with the arguments' paths, before any child is sent."""
     paths = ", ".join(where for _, where, _ in inputs.values)
+    declared = plans(stack, platform_name)
 
     def check(values: list[Any]) -> dict:
         real: dict[str, str] = {}
@@ -63,25 +75,37 @@ def known(inputs: Inputs, config: dict, stack: StackConfig,
         if problems:
             raise ValueError("invalid ModelServingArgs (values known at deployment):\n"
                              + "\n".join(f"  {p}" for p in problems))
-        compiled = compile_stack(resolved)
-        declared = [replaced(m, real) for m in compile_stack(stack)]
-        shapes = [(_key(m), sorted(m)) for m in compiled]
-        if shapes != [(_key(m), sorted(m)) for m in declared]:
-            differs = next((f"{a[0][1]} {a[0][3]}" for a, b in zip(shapes, [(_key(m), sorted(m)) for m in declared],
-                                                                    strict=False) if a != b), "the last object")
-            raise ValueError(f"invalid ModelServingArgs:\n  {paths}: the values known at deployment make another set of "
-                             f"objects than the one declared before they were known ({differs}); give them as "
+        children = plans(resolved, platform_name)
+        differs = sorted(f"{owner}: {(children.get((owner, at)) or declared[(owner, at)]).role}"
+                         for owner, at in set(children) | set(declared)
+                         if (owner, at) not in children or (owner, at) not in declared
+                         or _shape(children[(owner, at)]) != _shape(declared[(owner, at)]))
+        if differs:
+            raise ValueError(f"invalid ModelServingArgs:\n  {paths}: the values known at deployment make other objects "
+                             f"than the ones declared before they were known ({', '.join(differs[:3])}); give them as "
                              "plain text")
-        return {"real": real, "objects": {_key(m): m for m in compiled}}
+        return {"real": real, "children": children}
 
     return pulumi.Output.all(*(value for _, _, value in inputs.values)).apply(check)
 
 
-def filler(inputs: Inputs, known_values: pulumi.Output[dict]) -> Callable[[Any], Any]:
-    """What the declare loop applies to each manifest, props and output: a manifest takes each
-    top-level field from the set compiled with the real values (an Output, so the object depends
-    on the values' resources and on the check above); any other text that holds a placeholder
-    becomes an Output of the real text; the rest is unchanged."""
+def _holds_output(value: Any) -> bool:
+    if isinstance(value, pulumi.Output):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_output(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_output(v) for v in value)
+    return False
+
+
+def filler(inputs: Inputs, known_values: pulumi.Output[dict]) -> Callable[[Any, Any], Any]:
+    """What the declare loop applies to each child's manifest or props, and the components to their
+    outputs. A child takes each top-level field from the child at its place in the set planned
+    with the real values (an Output: the object depends on the values' resources and on the
+    check above), except a field already holding an Output (a stack secret's value, a cluster's
+    kubeconfig, the router's fronted targets), which keeps it. An output's text that holds a
+    placeholder becomes an Output of the real text."""
     placeholders = [placeholder for placeholder, _, _ in inputs.values]
 
     def text(value: Any) -> Any:
@@ -95,23 +119,16 @@ def filler(inputs: Inputs, known_values: pulumi.Output[dict]) -> Callable[[Any],
             return [text(v) for v in value]
         return value
 
-    def manifest(value: dict) -> dict:
-        def field(known: dict, name: str, original: Any) -> Any:
-            key = _key(replaced({k: value[k] for k in ("apiVersion", "kind", "metadata")}, known["real"]))
-            compiled = known["objects"].get(key, {})
-            # A field (or object) the compilation does not write: a stack secret's value, added at
-            # declaration, with the real values in its text.
-            return compiled[name] if name in compiled else replaced(original, known["real"])
+    def real_field(known: dict, at: tuple[str, int], name: str, original: Any) -> Any:
+        child = known["children"][at]
+        fields = child.manifest if child.manifest is not None else child.props.to_dict()
+        return fields[name] if name in fields else replaced(original, known["real"])
 
-        return {name: original if name in ("apiVersion", "kind")
-                else known_values.apply(lambda known, name=name, original=original: field(known, name, original))
+    def fill(value: Any, at: Any = None) -> Any:
+        if at is None or not isinstance(value, dict):
+            return text(value)
+        return {name: original if name in ("apiVersion", "kind") or _holds_output(original)
+                else known_values.apply(lambda known, name=name, original=original: real_field(known, at, name, original))
                 for name, original in value.items()}
-
-    def fill(value: Any) -> Any:
-        # Every object, not only those that write a placeholder: a value may change an object that
-        # does not hold it (a platform image's line picks a CPU model's image).
-        if isinstance(value, dict) and {"apiVersion", "kind", "metadata"} <= set(value):
-            return manifest(value)
-        return text(value)
 
     return fill

@@ -166,11 +166,12 @@ class ModelServing(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         # The caller's depends_on (their Namespace, say) holds for the first objects too: the
         # platform's, on which every model and the router wait.
-        fill = _identity
+        fill = None
         if inputs:
             # Values known at deployment (the namespace, images): each object takes them where
             # the placeholder is written, once the set is valid with them.
-            real = deferred.known(inputs, config, stack, lambda resolved: library_problems(args, resolved))
+            real = deferred.known(inputs, config, stack, f"{name}-platform",
+                                  lambda resolved: library_problems(args, resolved))
             fill = deferred.filler(inputs, real)
         declared = declare(stack, platform_name=f"{name}-platform", parent=self,
                            depends_on=opts.depends_on if opts is not None else None,
@@ -185,10 +186,6 @@ class ModelServing(pulumi.ComponentResource):
                                "router": self.router})
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 @dataclass(frozen=True)
 class Declared:
     platform: Platform
@@ -201,7 +198,7 @@ def declare(stack: StackConfig, *, platform_name: str = "platform",
             secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
             parent: Optional[pulumi.Resource] = None, depends_on=None,
             kubeconfig_content: Optional[pulumi.Input[str]] = None,
-            fill: Callable[[Any], Any] = _identity) -> Declared:
+            fill: Optional[Callable[[Any, Optional[tuple[str, int]]], Any]] = None) -> Declared:
     """A validated stack's objects: the platform, one component per model (``VllmModel`` or
     ``NimModel``) and the router, in that order of waiting.
 

@@ -42,7 +42,7 @@ class Deploy:
     fill: Optional[Fill] = None
 
     def filled(self, value: Any) -> Any:
-        return self.fill(value) if self.fill else value
+        return self.fill(value, None) if self.fill else value
 
     @property
     def rendering(self) -> bool:

@@ -52,7 +52,7 @@ class Platform(pulumi.ComponentResource):
             kubeconfig_content, manifest_of=manifest_of, fill=fill)
         self.ready: tuple[pulumi.Resource, ...] = (
             *caller, *(self.children[role] for role in self.plan.ready if role in self.children))
-        self.register_outputs({"namespace": fill(stack.platform.namespace) if fill else stack.platform.namespace})
+        self.register_outputs({"namespace": fill(stack.platform.namespace, None) if fill else stack.platform.namespace})
 
 
 def _resources(depends_on) -> list[pulumi.Resource]:

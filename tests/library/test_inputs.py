@@ -116,7 +116,8 @@ def test_values_that_make_another_set_of_objects_are_refused(monkeypatch):
         return llm.ModelServing("team-a", args).endpoints
 
     with pytest.raises(ValueError, match=r"models\[0\]\.hf_token_secret\.name: the values known at deployment make "
-                                         r"another set of objects"):
+                                         r"other objects than the ones declared before they were known "
+                                         r"\(team-a-platform: llm-serving-hf-token\)"):
         deploy()
 
 
@@ -162,3 +163,28 @@ def test_a_secret_the_program_creates_is_named_by_its_output_and_waited_on(graph
 
 def chat_from(source) -> llm.Model:
     return llm.Model("stream", source, gpus=1, resources=llm.Resources(cpu="1", memory="4Gi"))
+
+
+@pulumi.runtime.test
+def test_a_copied_s3_model_with_the_programs_secret_pulls_under_the_real_values_names(graph):
+    """The puller Job's name hashes its source, Secret name included: the Job and the gate that
+    waits for it take the name the real Secret's name gives, not the placeholder's."""
+    from components.compile.plan import model_plan
+
+    keys = k8s.core.v1.Secret("s3-keys", metadata={"name": "team-s3-keys", "namespace": "team-a"})
+    source = llm.S3Source("models", prefix="tiny-llm/", endpoint="http://minio.storage.svc:9000",
+                          credentials=llm.S3Credentials(secret=keys.metadata.name))
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat_from(source)]))
+    plain = llm.stack_config_of(llm.ModelServingArgs(namespace="team-a", models=[
+        chat_from(llm.S3Source("models", prefix="tiny-llm/", endpoint="http://minio.storage.svc:9000",
+                               credentials=llm.S3Credentials(secret="team-s3-keys")))]))
+    expected = {c.role: c for c in model_plan(plain.models[0], plain).children}
+    job = next(name for name, m in graph.manifests.items() if m["kind"] == "Job")
+    gate = next(name for name in graph.props if "gate" in name)
+
+    def check(values):
+        metadata, gate_job = values
+        assert metadata["name"] == expected["puller"].manifest["metadata"]["name"]
+        assert gate_job == expected["weights-gate"].props.to_dict()["puller_job"]
+
+    return pulumi.Output.all(graph.manifests[job]["metadata"], graph.props[gate]["puller_job"]).apply(check)
