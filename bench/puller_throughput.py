@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from components.compile import common, weights
 from components.config import load_stack_config
-from testkit.hf_server import HubServer, hub_cli, write_model_shards
+from scripts.localmodel.hub_server import HubServer
+from testkit.hf_server import hub_cli, write_model_shards
 
 RUN_TIMEOUT = 300
 HF_TRANSFER_ON = {"HF_HUB_ENABLE_HF_TRANSFER": "1"}

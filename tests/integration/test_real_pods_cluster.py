@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.localmodel.hub_server import HubServer
 from testkit.harness import Project
-from testkit.hf_server import HubServer
 from tests.engine.engine_kit import tiny_model
 from tests.integration.test_real_node_cluster import LABEL, cluster_name, cluster_sh
 
