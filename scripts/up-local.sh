@@ -12,8 +12,23 @@ NODE_SOCKET=/run/llm-serving-node/containerd.sock  # scripts/node/real-node.sh S
 VLLM_LINE=0.32                                     # the vLLM CPU image's line (scripts/images/build.py)
 STACK_FILE="$REPO/stacks/Pulumi.local.yaml"
 
+# A `pulumi` already on PATH runs the stack if it is at least the Python SDK's version (an older
+# CLI may not speak its protocol); else the one the toolchain builds. Either way with the
+# toolchain's PULUMI_HOME, which holds the kubernetes provider plugin the stack pins.
+user_pulumi="$(command -v pulumi || true)"
 setup_python
 setup_toolchain
+PULUMI=pulumi
+sdk_version="$(sed -n 's/^pulumi==//p' "$REPO/requirements.txt")"
+if [[ -n $user_pulumi && $user_pulumi != "$TOOLCHAIN_BIN/pulumi" ]]; then
+  user_version="$("$user_pulumi" version 2>/dev/null | sed 's/^v//')" || user_version=""
+  if [[ -n $user_version && "$(printf '%s\n%s\n' "$sdk_version" "$user_version" | sort -V | head -1)" == "$sdk_version" ]]; then
+    PULUMI="$user_pulumi"
+    log "using $user_pulumi ($user_version) for the stack"
+  else
+    log "not using $user_pulumi (${user_version:-its version unknown}, older than the SDK's $sdk_version): the toolchain's pulumi"
+  fi
+fi
 # The stack's pods run on the real node (scripts/node/; docs/01-local-cluster.md).
 LLM_SERVING_REAL_NODE=1 start_cluster
 pulumi_env
@@ -52,14 +67,14 @@ if (( ${#hub[@]} )); then
   bash scripts/cluster/cluster.sh start-hub "$model_dir/model" "${hub[@]}"
 fi
 
-pulumi stack select --create local --non-interactive >/dev/null
+"$PULUMI" stack select --create local --non-interactive >/dev/null
 log "pulumi up -s local"
 pulumi_args=(--yes --skip-preview --non-interactive -s local)
 [[ -n $left_out ]] && pulumi_args+=(--config-file "$config_file")
-pulumi up "${pulumi_args[@]}"
+"$PULUMI" up "${pulumi_args[@]}"
 outputs="$LLM_SERVING_STATE_DIR/up-local/outputs.json"
 mkdir -p "$(dirname "$outputs")"
-pulumi stack output -s local --json | tee "$outputs"
+"$PULUMI" stack output -s local --json | tee "$outputs"
 if [[ -z $left_out ]]; then
   log "what the router forwards to (python -m components targets --stack local)"
   "$VENV/bin/python" -m components targets --stack local
