@@ -50,7 +50,8 @@ case $status in
   *) log "building the router and pylon images failed (exit $status)"; exit 1 ;;
 esac
 log "images: ${images[*]} (build and import into the real node; warm: nothing to do)"
-python3 scripts/images/build.py import --address "$NODE_SOCKET" --skip-present "${images[@]}"
+# One copy on disk: the node keeps the unpacked snapshot, the build cache the layer.
+python3 scripts/images/build.py import --address "$NODE_SOCKET" --skip-present --discard-layers "${images[@]}"
 
 # Weights: the model made on this machine (scripts/localmodel/tiny_model.py, with the vLLM
 # line's own transformers), served by the Hub stand-in on the node's bridge, where the stack's
