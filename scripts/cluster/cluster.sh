@@ -267,9 +267,16 @@ apply_manifests() {
 }
 
 reclaim_pvs() {
-  local pv
+  local pv path
   for pv in $(kc get pv -l 'llm-serving/volume-pool in (local-weights,local-node,real-node)' \
       -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
+    # A real-node volume is a directory on this machine: emptied before it is offered again, as a
+    # local volume provisioner's cleanup does. A new claim must not find the last one's data (a
+    # puller skips files already there: a test saw no download). The fake nodes' hold nothing.
+    path=$(kc get pv "$pv" -o jsonpath='{.spec.local.path}')
+    if [[ $path == "$TOOLCHAIN_ROOT/real-node/run/volumes/"* && -d $path ]]; then
+      find "$path" -xdev -mindepth 1 -delete
+    fi
     kc patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null && log "reclaimed $pv"
   done
 }
