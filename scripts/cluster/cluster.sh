@@ -542,7 +542,7 @@ hub_pidfile() { echo "$KWOK_WORKDIR/local-hub$CLUSTER_SUFFIX.pid"; }
 hub_alive() { local pid; pid=$(cat "$(hub_pidfile)" 2>/dev/null) && alive "$pid"; }
 
 cmd_start_hub() { # start-hub FILES_DIR ENDPOINT REPO...
-  local files=$1 endpoint=$2 repos=("${@:3}") want repo log_file="$KWOK_WORKDIR/local-hub$CLUSTER_SUFFIX.log"
+  local files=$1 endpoint=$2 repos=("${@:3}") want repo log_file="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/local-hub.log"
   [[ "$(bash "$REAL_NODE_SH" owner 2>/dev/null)" == "$CLUSTER_NAME" ]] && bash "$REAL_NODE_SH" status >/dev/null \
     || die "start-hub: the real node does not run for cluster $CLUSTER_NAME, and the Hub stand-in listens on its bridge; start it: scripts/cluster/cluster.sh start --real-node"
   want="$(cd "$files" && pwd) $endpoint ${repos[*]}"
@@ -552,7 +552,7 @@ cmd_start_hub() { # start-hub FILES_DIR ENDPOINT REPO...
     return
   fi
   stop_hub
-  mkdir -p "$KWOK_WORKDIR"
+  mkdir -p "$(dirname "$log_file")"
   local args=(--endpoint "$endpoint" --files "$files")
   for repo in "${repos[@]}"; do args+=(--repo "$repo"); done
   # setsid + 9>&-: it outlives this script and must not hold the start/stop lock.
