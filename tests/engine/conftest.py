@@ -27,7 +27,8 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
-from testkit.hf_server import HubServer, hub_cli
+from scripts.localmodel.hub_server import HubServer
+from testkit.hf_server import hub_cli
 from tests.engine.engine_kit import CPU_ENV, LINES, kit_dir, tiny_model
 from tests.engine.rendered import Runnable, bind, free_port, mounts_of, set_env, set_flag
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import llm_serving as llm
+from components.compile import compile_stack
 from components.config import load_stack_config
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -78,6 +79,19 @@ def test_a_volume_source_and_an_enum_engine():
                           image="nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4")
     assert model.to_config()["engine"] == "nim"
     assert model.to_config()["source"] == {"type": "pvc", "claimName": "models", "subPath": "llama"}
+
+
+def test_the_router_and_gateway_placement_reach_their_pods_through_settings():
+    cpu = {"pool": "cpu"}
+    args = llm.ModelServingArgs(namespace="team-a", models=[CHAT], router=llm.RouterArgs(
+        image=ROUTER_IMAGE, settings={"nodeSelector": cpu, "gateway": {"nodeSelector": {"pool": "edge"}}, **PYLON}))
+    pods = {m["metadata"]["name"]: m["spec"]["template"]["spec"] for m in compile_stack(llm.stack_config_of(args))
+            if m["kind"] == "Deployment"}
+    assert pods["llm-router"]["nodeSelector"] == cpu
+    assert pods["llm-router-gateway"]["nodeSelector"] == {"pool": "edge"}
+    with pytest.raises(ValueError, match=r"router.tolerations\[0\].key: required with operator 'Equal'"):
+        llm.stack_config_of(llm.ModelServingArgs(namespace="team-a", models=[CHAT], router=llm.RouterArgs(
+            image=ROUTER_IMAGE, settings={"tolerations": [{"operator": "Equal", "value": "x"}], **PYLON})))
 
 
 @pytest.mark.parametrize(("models", "expected"), [
