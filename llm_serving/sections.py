@@ -1633,6 +1633,14 @@ class GatewayConfig(Section):
     """nginx worker processes per pod. Default: ``2``."""
     resources: Optional[GatewayResources] = None
     """Requests and limits. Default: its fields' defaults."""
+    node_selector: Optional[Mapping[str, str]] = None
+    """Node labels the gateway's pods (and its limiter's) must carry, as a model's `nodeSelector`; unset: any
+    node the scheduler picks. Default: ``{}``.
+    """
+    tolerations: Optional[Sequence[Toleration]] = None
+    """Taints the gateway's pods (and its limiter's) tolerate, as a model's `tolerations`; unset: none. Default:
+    ``[]``.
+    """
     max_body_bytes: Optional[int] = None
     """Largest request body accepted (413 beyond); spooled to the /tmp volume as it arrives, counted against
     `inFlight.maxBodyBytes`. Default: ``4194304``.
@@ -1673,6 +1681,7 @@ class GatewayConfig(Section):
     def section_types(cls) -> dict[str, tuple[type[Section], ...]]:
         return {
             'resources': (GatewayResources,),
+            'tolerations': (Toleration,),
             'api_keys': (ApiKeys,),
             'affinity': (Affinity,),
             'tls': (GatewayTls,),
@@ -1716,6 +1725,14 @@ class Router(Section):
     """gid and fsGroup of router and backend-router pods (the chart's fsGroup). Default: ``1000``."""
     resources: Optional[ContainerResources] = None
     """Router requests and limits (default: the chart's 100m/128Mi, 1000m/1Gi). Default: its fields' defaults."""
+    node_selector: Optional[Mapping[str, str]] = None
+    """Node labels the router's pods and the backend router's must carry, as a model's `nodeSelector`; unset: any
+    node the scheduler picks. Default: ``{}``.
+    """
+    tolerations: Optional[Sequence[Toleration]] = None
+    """Taints the router's pods and the backend router's tolerate, as a model's `tolerations`; unset: none.
+    Default: ``[]``.
+    """
     service_account: Optional[str] = None
     """An existing ServiceAccount for the router pods. Unset: `<name>` is created with the chart's Role (pods:
     list, watch). Default: unset.
@@ -1765,6 +1782,7 @@ class Router(Section):
     def section_types(cls) -> dict[str, tuple[type[Section], ...]]:
         return {
             'resources': (ContainerResources,),
+            'tolerations': (Toleration,),
             'workload': (Workload,),
             'backend_router': (BackendRouter,),
             'metrics': (RouterMetrics,),

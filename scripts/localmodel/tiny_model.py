@@ -12,6 +12,7 @@ Standard library only: it runs before any venv of the project exists.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -48,8 +49,19 @@ def tiny_model(kit_dir: Path) -> Path:
     out = kit_dir.parent / "engine-models" / f"{kit_dir.name}-maker-{key}"
     if (out / ".complete").exists():
         return out
-    shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # One maker per directory: the test command's tiers (the engine tier, the real-node group)
+    # and up-local may ask for the same model at once, and a second maker would delete the
+    # first one's half-written directory under it.
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / ".complete").exists():
+            _make(kit_dir, out)
+    return out
+
+
+def _make(kit_dir: Path, out: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
     # No hub at all (HF_HUB_OFFLINE): everything is made from the script's own text.
     result = subprocess.run([str(kit_dir / "bin" / "python"), str(MAKE_MODEL), str(out)],
                             capture_output=True, text=True, timeout=600,
@@ -57,7 +69,6 @@ def tiny_model(kit_dir: Path) -> Path:
                                  "HF_HUB_OFFLINE": "1"})
     if result.returncode != 0:
         raise RuntimeError(f"make_model.py failed with {kit_dir}:\n{result.stderr[-4000:]}")
-    return out
 
 
 def main(argv: list[str]) -> int:
