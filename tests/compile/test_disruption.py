@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from components.compile import compile_stack, disruption, network
+from components.compile.plan import model_plan
 from components.compile.stack import compile_model
 from components.config import ConfigError, load_stack_config
 from components.config.disruption import DEFAULT_DRAIN_SECONDS, GRACE_MARGIN_SECONDS
 from tests.support.builders import compiled, container, model, nim_model, pod_spec, stack
 from tests.support.kube_schema import assert_valid_kubernetes
-from tests.support.planned import model_objects
 
 SHARED = {"accessMode": "ReadWriteMany"}
 
@@ -80,7 +80,7 @@ def test_two_replicas_get_a_budget_of_one_over_exactly_the_server_pods():
     puller_labels = manifests.puller_job["spec"]["template"]["metadata"]["labels"]
     assert not all(puller_labels.get(k) == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())
     # Declared after the server and its Service.
-    assert model_objects(config.models[0], config)[-1] == pdb
+    assert model_plan(config.models[0], config).objects[-1] == pdb
 
 
 def test_two_replicas_prefer_one_pod_per_node_and_never_wait_for_it():
