@@ -56,8 +56,7 @@ from contract.props import (
 )
 
 from .. import children as roles
-from ..config.model import ModelConfig
-from ..config.revisions import changes, revision_model, weights_model
+from ..config.model import ModelConfig, changes, revision_model, weights_model
 from ..config.stack import StackConfig, fronted_models
 from . import autoscaling, common, metrics, nim, server
 from .crds import stack_required_crds
@@ -383,7 +382,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
                          **({"leader_worker_set": nim.lws_name(model)} if multi else {})}})
 
 
-# Roles of a next revision's children: the plan of the model revisions.revision_model derives,
+# Roles of a next revision's children: the plan of the model config.model.revision_model derives,
 # each role prefixed (children `<model>-next-<role>`: the revision's objects are `<model>-next...`).
 NEXT_ROLE_PREFIX = roles.NEXT_ROLE_PREFIX
 # The weights children: a next revision's are the model's own with its source (weights_names).

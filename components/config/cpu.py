@@ -37,7 +37,7 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
 Refused, each with its fix: NIM (its images need GPUs), multi-node and every parallel degree
 above one (the CPU backend runs Ray never and one rank per pod here), GGUF weights (the CPU
 backend has no GGUF kernels), the flags and variables above, and ``VLLM_CPU_*`` variables on a GPU
-model (nothing reads them there). Paths are relative to the model, as in ``rules.py``.
+model (nothing reads them there). Paths are relative to the model.
 """
 
 from __future__ import annotations

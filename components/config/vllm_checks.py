@@ -1,6 +1,7 @@
 """What a vLLM model's settings must be on the release line it runs (``vllm_release.py``).
 
-Checked at the stack (the line comes from the model or the platform): the model's own `args`
+Checked at the stack (the line comes from the model or the platform), above both (it imports
+them; only ``stack.py`` runs it): the model's own `args`
 against the line's real parser (``vllm_args.py``), with the line named and what it accepts; its
 `VLLM_*` env against the names the line reads; the LoRA rank against the line's ranks; and the
 API servers runtime LoRA updating allows. Paths are relative to the model, except the platform's.
@@ -10,15 +11,13 @@ from __future__ import annotations
 
 import difflib
 from functools import cache
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import cpu, vllm_args
+from .model import ModelConfig
+from .platform import PlatformConfig
 from .values import Problem
 from .vllm_release import DEFAULT_RELEASE, RELEASES, ReleaseLine, image_version, resolve
-
-if TYPE_CHECKING:
-    from .model import ModelConfig
-    from .platform import PlatformConfig
 
 # The path vllm serve gets as its model in both renders' shape (the weights mount); its value is
 # irrelevant to what argparse accepts.

@@ -30,7 +30,7 @@ def problems_of(raw: dict) -> list[str]:
 # --- config ------------------------------------------------------------------------------------
 
 def test_defaults_and_their_grace():
-    policy = stack(model("a")).models[0].disruption_policy(stack(model("a")).platform)
+    policy = stack(model("a")).models[0].disruption_policy(stack(model("a")).platform.disruption)
     assert (policy.drain_seconds, policy.topology_spread) == (DEFAULT_DRAIN_SECONDS, "node") == (120, "node")
     assert policy.grace_seconds == DEFAULT_DRAIN_SECONDS + GRACE_MARGIN_SECONDS == 135
 
@@ -38,7 +38,7 @@ def test_defaults_and_their_grace():
 def test_a_model_overrides_only_the_keys_it_sets():
     config = load_stack_config({"platform": {"disruption": {"drainSeconds": 300, "topologySpread": "node-and-zone"}},
                                 "models": [model("a", disruption={"drainSeconds": 30}), model("b")]})
-    a, b = (m.disruption_policy(config.platform) for m in config.models)
+    a, b = (m.disruption_policy(config.platform.disruption) for m in config.models)
     assert (a.drain_seconds, a.topology_spread) == (30, "node-and-zone")
     assert (b.drain_seconds, b.topology_spread) == (300, "node-and-zone")
 
