@@ -5,9 +5,8 @@ Shared compilers call these; nothing engine-specific lives in ``server.py``.
 
 from __future__ import annotations
 
-from ..config import cpu as cpu_config
 from ..config.model import ModelConfig
-from ..config.platform import PlatformConfig
+from ..config.platform import PlatformConfig, cpu_image
 from ..config.stack import StackConfig
 from ..config.streaming import streams
 from . import common, cpu, streaming
@@ -56,7 +55,7 @@ def server_image(model: ModelConfig, platform: PlatformConfig) -> str:
     if model.image:
         return model.image
     if model.engine == "vllm":
-        return cpu_config.cpu_image(platform) if model.on_cpu else platform.vllm_image
+        return cpu_image(platform) if model.on_cpu else platform.vllm_image
     # The config model requires an image on NIM models (NIM images are per model).
     raise ValueError(f"model '{model.name}': NIM models need an explicit image")
 

@@ -294,7 +294,7 @@ class ModelConfig(Strict):
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
-        problems.extend(cpu.model_problems(self))
+        problems.extend(cpu_problems(self))
         problems.extend(next_problems(self))
         problems.extend(identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))
@@ -717,4 +717,34 @@ def identity_problems(model: ModelConfig) -> list[Problem]:
     elif context.run_as_user is None and context.run_as_group is None:
         problems.append(Problem("securityContext.allowNonDefaultIdentity",
                                 "nothing to allow: set runAsUser/runAsGroup, or remove it"))
+    return problems
+
+
+def cpu_problems(model: ModelConfig) -> list[Problem]:
+    """What a CPU model cannot be, and CPU-only settings on a GPU model."""
+    if model.gpus > 0:
+        return _gpu_cpu_settings_problems(model)
+    if model.engine == "nim":
+        return [Problem("gpus", "NIM images serve on GPUs only; set gpus to at least 1, or serve the model on "
+                        "CPU with engine: vllm")]
+    problems: list[Problem] = []
+    if model.multi_node is not None:
+        problems.append(Problem("multiNode", "a CPU model (gpus: 0) serves from one pod: vLLM's CPU backend spans "
+                                "no nodes; remove multiNode, or set gpus"))
+    if model.tensor_parallel_size > 1:
+        problems.append(Problem("tensorParallelSize", f"{model.tensor_parallel_size}: {cpu.ONE_RANK}"))
+    problems += cpu.resource_problems(model.resources.cpu, model.resources.memory, model.resources.kv_cache)
+    problems += cpu.arg_problems(model.args)
+    problems += [Problem(f"env.{name}", f"is set by this program on a CPU model: {cpu.MANAGED_ENV[name]}")
+                 for name in sorted(model.env) if name in cpu.MANAGED_ENV]
+    return problems
+
+
+def _gpu_cpu_settings_problems(model: ModelConfig) -> list[Problem]:
+    problems = []
+    if model.resources.kv_cache is not None:
+        problems.append(Problem("resources.kvCache", "sizes the KV cache of CPU models (gpus: 0) only; on GPUs vLLM "
+                                "sizes it from --gpu-memory-utilization: remove it, or set gpus: 0"))
+    problems += [Problem(f"env.{name}", "is read by vLLM's CPU backend only, and this model runs on GPUs: remove "
+                         "it, or set gpus: 0") for name in sorted(model.env) if name.startswith("VLLM_CPU_")]
     return problems

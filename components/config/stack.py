@@ -18,17 +18,17 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from . import cpu, secret_values, stack_secrets, values, vllm_checks
+from . import secret_values, stack_secrets, values, vllm_checks
 from .autoscaling import AutoscalingPlatform
 from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import ModelConfig, auth_secret_problems, changes, may_sleep, next_name, revision_model
-from .platform import ClusterConfig, PlatformConfig
+from .platform import ClusterConfig, PlatformConfig, cpu_image
 from .router import RouterConfig
 from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
 from .types import StackSecret, Strict
 from .values import Problem
-from .vllm_release import image_version, line_of_version
+from .vllm_release import RELEASES, image_version, line_of_version
 
 
 class StackConfig(Strict):
@@ -72,7 +72,7 @@ class StackConfig(Strict):
             problems.extend(problem.under(f"models.{index}") for problem in auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
-            problems.extend(p.under(f"models.{index}") for p in cpu.stack_problems(model, self.platform))
+            problems.extend(p.under(f"models.{index}") for p in cpu_stream_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in next_revision_line_problems(model, self.platform))
         problems.extend(served_name_problems(
             self.models, {next_name(model): model.name for model in self.models if model.next is not None}))
@@ -440,3 +440,16 @@ def served_name_problems(models: Iterable[ModelConfig], revisions: Mapping[str, 
                 continue
             owner[adapter.name] = f"adapter {number} of model '{model.name}'"
     return problems
+
+
+def cpu_stream_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
+    """What only the image tells: vLLM's upstream CPU image has no Run:ai streamer (its Dockerfile
+    installs the wheel without the `runai` extra), so a streamed source cannot load on it."""
+    if model.gpus > 0 or model.engine != "vllm" or not getattr(model.source, "streams", False):
+        return []
+    image = model.image or cpu_image(platform)
+    if image not in {line.cpu_image for line in RELEASES.values()}:
+        return []
+    return [Problem("source.load", f"stream loads through the Run:ai streamer, which vLLM's CPU image ({image}) "
+                    "does not ship: copy the weights onto the volume (remove load), or set image to a CPU image "
+                    "with vLLM's runai extra")]

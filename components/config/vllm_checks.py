@@ -13,9 +13,9 @@ import difflib
 from functools import cache
 from typing import Optional
 
-from . import cpu, vllm_args
+from . import vllm_args
 from .model import ModelConfig
-from .platform import PlatformConfig
+from .platform import PlatformConfig, cpu_image, platform_line
 from .values import Problem
 from .vllm_release import DEFAULT_RELEASE, RELEASES, ReleaseLine, image_version, resolve
 
@@ -30,7 +30,7 @@ def parser_of(line: str):
 
 
 def image_of(model: ModelConfig, platform: PlatformConfig) -> str:
-    return model.image or (cpu.cpu_image(platform) if model.on_cpu else platform.vllm_image)
+    return model.image or (cpu_image(platform) if model.on_cpu else platform.vllm_image)
 
 
 def setting_of(model: ModelConfig, platform: PlatformConfig) -> Optional[str]:
@@ -42,7 +42,7 @@ def setting_of(model: ModelConfig, platform: PlatformConfig) -> Optional[str]:
     if model.image is not None and image_version(model.image) is not None:
         return None
     if model.on_cpu and model.image is None:
-        return cpu.platform_line(platform)
+        return platform_line(platform)
     return platform.vllm_release
 
 

@@ -55,7 +55,6 @@ def test_each_source_type_has_its_model():
 # this may only shrink. The other sections are types that validate their own keys: what reads
 # several of a model's settings is checked in model.py, what reads several sections in stack.py.
 MODEL_TYPE_CIRCLES = {
-    "cpu": "a CPU model's checks and sizes (model_problems, stack_problems, kv_cache_gib, threads)",
     "stack_secrets": "which models read a stack secret (each entry's default_for and reads)",
 }
 
