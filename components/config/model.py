@@ -24,7 +24,6 @@ from .lora import Lora
 from .multinode import NIM_JSONL_LOGGING, NIM_MULTINODE_ENV, MultiNode
 from .revisions import NEXT_NAME_MAX, NEXT_SUFFIX, NextRevision
 from .sources import WeightSource, source_type
-from .streaming import stream_problems, streams
 from .types import (
     Dns1123Label,
     HealthPath,
@@ -239,6 +238,12 @@ class ModelConfig(Strict):
         return self.engine == "nim" and self.path == "operator"
 
     @property
+    def streams(self) -> bool:
+        """Whether the server streams its weights from the store (`source.load: stream`, config/streaming.py):
+        no volume, no puller, no gate."""
+        return bool(getattr(self.source, "streams", False))
+
+    @property
     def on_cpu(self) -> bool:
         """A CPU model (``gpus: 0``): vLLM's CPU server (config/cpu.py)."""
         return self.gpus == 0
@@ -274,7 +279,7 @@ class ModelConfig(Strict):
                 f"{self.gpus} GPUs; set gpus to a multiple of it, or lower it",
             ))
         per_pod = self.multi_node is not None and self.multi_node.per_pod  # a volume per pod: nothing shared
-        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod and not streams(self):
+        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod and not self.streams:
             problems.append(Problem(
                 "replicas",
                 f"{self.replicas} replicas cannot share a ReadWriteOnce weights volume "
@@ -297,8 +302,8 @@ class ModelConfig(Strict):
         problems.extend(cpu_problems(self))
         problems.extend(next_problems(self))
         problems.extend(identity_problems(self))
-        problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))
-        problems.extend(managed.env_problems(self.env, self.engine, streams(self)))
+        problems.extend(managed.arg_problems(self.args, self.engine, self.streams))
+        problems.extend(managed.env_problems(self.env, self.engine, self.streams))
         problems.extend(no_effect_problems(self))
         if problems:
             raise values.Problems(problems)
@@ -332,7 +337,7 @@ def source_problems(model: ModelConfig) -> list[Problem]:
     """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
     source, problems = model.source, []
     kind = source_type(source)
-    if kind != "hf" and getattr(model, "on_operator", False):
+    if kind != "hf" and model.on_operator:
         problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
                          f"Hub); a {kind} source needs path: raw"))
     if kind == "s3":
@@ -342,6 +347,38 @@ def source_problems(model: ModelConfig) -> list[Problem]:
             if field in model.weights.model_fields_set:
                 problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
                                  f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
+    return problems
+
+
+def stream_problems(model: ModelConfig) -> list[Problem]:
+    """What a streamed `s3` source makes wrong in its model (paths relative to the model)."""
+    source, problems = model.source, []
+    if not source.streams:
+        if "stream_memory_limit" in source.model_fields_set:
+            problems.append(Problem("source.streamMemoryLimit", "applies to load: stream only; remove it"))
+        return problems
+    if model.engine != "vllm":
+        problems.append(Problem("source.load", "stream is vLLM's loader (--load-format runai_streamer); "
+                                "NIM reads its weights from a volume: use load: copy"))
+    if model.multi_node is not None:
+        problems.append(Problem("multiNode", "vLLM 0.11 copies the config files into a folder of the pod that "
+                                "starts the server only, and a group of pods serving from it is not established; "
+                                "remove multiNode or use source.load: copy"))
+    if model.lora.enabled:
+        problems.append(Problem("lora.enabled", "LoRA adapters are re-based onto the weights path, and a streamed "
+                                "model has none; use source.load: copy, or turn lora off"))
+    if source.version_at:
+        problems.append(Problem("source.versionAt", "a streamed server reads the objects as they are when it starts "
+                                "(vLLM 0.11 hands the streamer an s3:// path, never a version); use source.load: copy "
+                                "to serve the bucket as it was at versionAt, or remove versionAt"))
+    for key, field in (("size", "size"), ("storageClassName", "storage_class_name"), ("accessMode", "access_mode")):
+        if field in model.weights.model_fields_set:
+            problems.append(Problem(f"weights.{key}", f"a streamed model has no weights volume; remove weights.{key}"))
+    limit, memory = values.parse_quantity(source.stream_memory_limit), values.parse_quantity(model.resources.memory)
+    if limit * 2 > memory:
+        problems.append(Problem("source.streamMemoryLimit", f"{source.stream_memory_limit} is more than half of "
+                                f"resources.memory ({model.resources.memory}), which also holds the server; "
+                                "lower it or raise resources.memory"))
     return problems
 
 def replica_ceiling(model: ModelConfig) -> int:
@@ -397,7 +434,7 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
     elif scaling.min_replicas == scaling.max_replicas:
         found.append(Problem("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
                              "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
-    if model.weights.access_mode == "ReadWriteOnce" and not streams(model):
+    if model.weights.access_mode == "ReadWriteOnce" and not model.streams:
         found.append(Problem("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
                              f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
                              "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
@@ -586,11 +623,11 @@ def next_problems(model: ModelConfig) -> list[Problem]:
                                 "own that differ); set what the new revision changes, or remove next"))
         return problems
     derived = revision_model(model)
-    if streams(derived) != streams(model):
+    if derived.streams != model.streams:
         problems.append(Problem("next.source", "loads its weights otherwise than the model (`load: stream` on one "
                                 "of them only): their pullers share the model's network policy; give both the same "
                                 "load, or deploy the revision as another model"))
-    if ("source" not in changes(model) and model.weights.access_mode == "ReadWriteOnce" and not streams(model)):
+    if ("source" not in changes(model) and model.weights.access_mode == "ReadWriteOnce" and not model.streams):
         problems.append(Problem("next", "keeps the model's source, so both revisions mount the model's one weights "
                                 "volume, which ReadWriteOnce attaches to one node; set weights.accessMode: "
                                 "ReadWriteMany, or give the revision a source of its own"))
@@ -600,14 +637,14 @@ def next_problems(model: ModelConfig) -> list[Problem]:
         problems.append(Problem("next.replicas", f"{model.next.replicas} replicas cannot share a ReadWriteOnce "
                                 "weights volume (replicas on two nodes hit Multi-Attach and never start); set "
                                 "weights.accessMode: ReadWriteMany, or next.replicas: 1"))
-    problems += [p.under("next") for p in managed.arg_problems(derived.args, derived.engine, streams(derived))
+    problems += [p.under("next") for p in managed.arg_problems(derived.args, derived.engine, derived.streams)
                  if p.path.startswith("args")]
     return problems
 
 def revision_rwo_shared(model: ModelConfig) -> bool:
     """The next revision runs several pods on one ReadWriteOnce weights volume."""
     return (model.next is not None and model.next.replicas > 1 and model.weights.access_mode == "ReadWriteOnce"
-            and not streams(revision_model(model)))
+            and not revision_model(model).streams)
 
 def no_effect_problems(model: ModelConfig) -> list[Problem]:
     """Settings the model's engine or path ignores (the table in effect.py), each refused with what
