@@ -11,8 +11,9 @@ import pulumi
 import pytest
 
 from components.compile import compile_stack
+from components.compile.plan import stack_plan
 from components.config import load_stack_config, read_stack_file
-from llm_serving.serving import declare
+from components.resources.stack import declare
 from tests.support.component_kit import Mocks, record_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,5 +27,6 @@ def test_up_in_render_mode_declares_what_render_writes(path, monkeypatch):
     stack = load_stack_config(raw)
     graph = record_graph(monkeypatch)
     pulumi.runtime.set_mocks(Mocks(), preview=False)
-    declare(stack, provider=None)
-    assert list(graph.manifests.values()) == compile_stack(stack)
+    plan = stack_plan(stack)
+    declare(plan, provider=None)
+    assert list(graph.manifests.values()) == plan.rendered() == compile_stack(stack)

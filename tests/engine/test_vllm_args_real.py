@@ -20,7 +20,7 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config.vllm_release import FACTS_DIR, RELEASES
-from tests.engine.engine_kit import cpu_env, kit_dir
+from testkit.engine_kit import cpu_env, kit_dir
 from tests.support.builders import model
 
 pytestmark = pytest.mark.engine

@@ -2,7 +2,7 @@
 
 `pulumi up` of a stack of its own deploys a CPU model (`gpus: 0`) placed on the real node by the
 model's own `nodeSelector` and `tolerations`: the rendered puller (the `hf` image built here)
-pulls a tiny model made on this machine (tests/engine/make_model.py) from a Hub stand-in
+pulls a tiny model made on this machine (testkit/make_model.py) from a Hub stand-in
 (testkit/hf_server.py) that listens on the node's bridge address only, the gate verifies
 it on the real volume, and the vLLM CPU image serves it: the pod becomes Ready by its own probes
 once the model has loaded, and answers a chat completion through the model's Service. The
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.engine_kit import tiny_model
 from testkit.harness import Project
 from testkit.hf_server import HubServer
-from tests.engine.engine_kit import tiny_model
 from tests.integration.test_real_node_cluster import LABEL, cluster_name, cluster_sh
 
 pytestmark = pytest.mark.integration

@@ -3,7 +3,7 @@ tiny model made for it on this machine. Nothing here talks to a hub; the only ne
 first install needs is PyPI (scripts/testtools/vllm-kit.sh; locks and provenance in
 scripts/testtools/vllm/README.md).
 
-Entry points (other test folders may use them; all cache outside the repo, warm = instant):
+Entry points (the tests and bench/engine_path.py use them; all cache outside the repo, warm = instant):
 
 - ``LINES``: the vLLM release lines the kit has, ``("0.11", "0.32")``.
 - ``kit_dir(line) -> Path``: that line's venv (``bin/python``, ``bin/vllm``), installed on first
@@ -18,7 +18,7 @@ Entry points (other test folders may use them; all cache outside the repo, warm 
 - ``tiny_model(line) -> Path``: a directory with ``model/`` (a 2-layer Llama trained here to
   fixed answers, a BPE tokenizer trained here, a ChatML template, bf16 safetensors) and
   ``adapter/`` (a peft LoRA of rank 8 for it, trained to other answers), made by
-  tests/engine/make_model.py with that line's own transformers and peft.
+  testkit/make_model.py with that line's own transformers and peft.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 KIT_SCRIPT = ROOT / "scripts" / "testtools" / "vllm-kit.sh"
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
 LINES = ("0.11", "0.32")
