@@ -12,7 +12,7 @@ import pulumi
 
 from .config import StackConfig
 from .config.loader import PROJECT
-from .config.pylon import no_pylon_warning
+from .config.router import no_pylon_warning
 from .config.stack import configured, used
 from .config.stack_secrets import HF_TOKEN
 
