@@ -10,6 +10,7 @@ platform, the router, the other models) belong to the stack (``stack.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
@@ -785,3 +786,47 @@ def _gpu_cpu_settings_problems(model: ModelConfig) -> list[Problem]:
     problems += [Problem(f"env.{name}", "is read by vLLM's CPU backend only, and this model runs on GPUs: remove "
                          "it, or set gpus: 0") for name in sorted(model.env) if name.startswith("VLLM_CPU_")]
     return problems
+
+
+# Which models read a stack secret (stack_secrets.py), per config key: the update that makes a model
+# read it where it names no Secret of its own (None: it does not use it, or its path reads
+# credentials elsewhere), and whether a resolved model reads it (the stack creates it only then).
+def _hf_token_default(model: ModelConfig) -> Optional[dict]:
+    # The operator path reads HF_TOKEN from nim.authSecret, never from hfTokenSecret.
+    if model.on_operator or model.hf_token_secret is not None:
+        return None
+    return {"hf_token_secret": stack_secrets.HF_TOKEN_SECRET}
+
+def _ngc_api_key_default(model: ModelConfig) -> Optional[dict]:
+    nim = model.nim_settings
+    if model.engine != "nim" or nim.auth_secret:
+        return None
+    if model.on_operator and nim.cache_source == "hf":
+        return None  # an hf cache needs HF_TOKEN in the same Secret: the user's own Secret
+    return {"nim": nim.model_copy(update={"auth_secret": stack_secrets.NGC_API_KEY_SECRET.name})}
+
+def _reads_hf_token(model: ModelConfig) -> bool:
+    ref = model.hf_token_secret
+    return ref is not None and (ref.name, ref.key) == (stack_secrets.HF_TOKEN_SECRET.name, stack_secrets.HF_TOKEN_SECRET.key)
+
+def _reads_ngc_api_key(model: ModelConfig) -> bool:
+    return model.engine == "nim" and model.nim_settings.auth_secret == stack_secrets.NGC_API_KEY_SECRET.name
+
+
+SECRET_READERS: dict[str, tuple[Callable[[ModelConfig], Optional[dict]], Callable[[ModelConfig], bool]]] = {
+    stack_secrets.HF_TOKEN.config_key: (_hf_token_default, _reads_hf_token),
+    stack_secrets.NGC_API_KEY.config_key: (_ngc_api_key_default, _reads_ngc_api_key),
+}
+
+
+def reads_stack_secret(model: ModelConfig, spec: stack_secrets.StackSecretSpec) -> bool:
+    return SECRET_READERS[spec.config_key][1](model)
+
+
+def with_secret_defaults(model: ModelConfig, specs: tuple[stack_secrets.StackSecretSpec, ...]) -> ModelConfig:
+    """``model`` reading the given stack secrets wherever it names no Secret of its own."""
+    for spec in specs:
+        update = SECRET_READERS[spec.config_key][0](model)
+        if update:
+            model = model.model_copy(update=update)
+    return model

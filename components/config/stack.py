@@ -21,7 +21,16 @@ from pydantic import Field, model_validator
 from . import secret_values, stack_secrets, values, vllm_checks
 from .autoscaling import AutoscalingPlatform
 from .gateway import GatewayConfig, admitted_models, gateway_problems
-from .model import ModelConfig, auth_secret_problems, changes, may_sleep, next_name, revision_model
+from .model import (
+    ModelConfig,
+    auth_secret_problems,
+    changes,
+    may_sleep,
+    next_name,
+    reads_stack_secret,
+    revision_model,
+    with_secret_defaults,
+)
 from .platform import ClusterConfig, PlatformConfig, cpu_image
 from .router import RouterConfig
 from .router_lb import lb_model_problems
@@ -132,10 +141,10 @@ class StackConfig(Strict):
     def with_secret_defaults(self) -> StackConfig:
         """The stack with every model reading the stack secrets it uses and names no Secret for
         (see stack_secrets.py). ``load_stack_config`` returns stacks resolved this way."""
-        specs = stack_secrets.configured(self)
+        specs = configured(self)
         if not specs:
             return self
-        models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
+        models = tuple(with_secret_defaults(model, specs) for model in self.models)
         return self.model_copy(update={"models": models})
 
 
@@ -453,3 +462,13 @@ def cpu_stream_problems(model: ModelConfig, platform: PlatformConfig) -> list[Pr
     return [Problem("source.load", f"stream loads through the Run:ai streamer, which vLLM's CPU image ({image}) "
                     "does not ship: copy the weights onto the volume (remove load), or set image to a CPU image "
                     "with vLLM's runai extra")]
+
+
+def configured(stack: StackConfig) -> tuple[stack_secrets.StackSecretSpec, ...]:
+    """The stack secrets this stack sets."""
+    return tuple(spec for spec in stack_secrets.STACK_SECRETS if getattr(stack, spec.field) is not None)
+
+
+def used(stack: StackConfig) -> tuple[stack_secrets.StackSecretSpec, ...]:
+    """The stack secrets this stack sets and at least one of its models reads."""
+    return tuple(spec for spec in configured(stack) if any(reads_stack_secret(model, spec) for model in stack.models))
