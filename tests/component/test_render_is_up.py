@@ -30,3 +30,20 @@ def test_up_in_render_mode_declares_what_render_writes(path, monkeypatch):
     plan = stack_plan(stack)
     declare(plan, provider=None)
     assert list(graph.manifests.values()) == plan.rendered() == compile_stack(stack)
+
+
+def test_the_components_declare_the_stack_plan_they_are_given(monkeypatch):
+    """One plan, built once: each component holds its part of the StackPlan (not one it built
+    again), in the plan's order, the router last with the gateway's plan in it."""
+    stack = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.tour.yaml"))
+    plan = stack_plan(stack)
+    assert [p.name for p in plan.models] == [m.name for m in stack.models]
+    assert plan.plans == (plan.platform, *plan.models, plan.router)
+    assert plan.gateway is plan.router.gateway and plan.gateway.children
+    record_graph(monkeypatch)
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    declared = declare(plan, provider=None)
+    assert declared.platform.plan is plan.platform
+    assert all(declared.servers[model.name].plan is model for model in plan.models)
+    assert declared.router.plan is plan.router
+    assert list(declared.servers) == [m.name for m in plan.models]
