@@ -201,9 +201,13 @@ def wait_ready(engine: Engine) -> None:
             engine.models_at_ready = [m["id"] for m in json.loads(body)["data"]]
             return
         time.sleep(POLL_SECONDS)
-    tail = "\n".join(line for _, line in engine.log[-60:])
+    lines = [line for _, line in engine.log]
+    # The engine core logs its root cause first; the API server's traceback, last, only says it died.
+    first = next((i for i, line in enumerate(lines) if " ERROR " in line), max(0, len(lines) - 60))
+    shown = "\n".join(lines[first:first + 40])
+    tail = "\n".join(lines[max(first + 40, len(lines) - 60):])
     raise AssertionError(f"vLLM {engine.line} never answered its startup probe within {budget}s "
-                         f"(exit {engine.process.poll()}):\n{tail}")
+                         f"(exit {engine.process.poll()}):\n{shown}\n...\n{tail}")
 
 
 def stop(process: subprocess.Popen, grace: float) -> None:

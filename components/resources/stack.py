@@ -14,6 +14,7 @@ from typing import Optional
 import pulumi
 
 from ..compile.plan import StackPlan
+from .declare import Fill
 from .model import Deploy, ModelServer, VllmModel
 from .nim import NimModel
 from .platform import Platform
@@ -34,18 +35,19 @@ def declare(plan: StackPlan, *, platform_name: str = "platform",
             provider: Optional[pulumi.ProviderResource] = None,
             secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
             parent: Optional[pulumi.Resource] = None, depends_on=None,
-            kubeconfig_content: Optional[pulumi.Input[str]] = None) -> Declared:
+            kubeconfig_content: Optional[pulumi.Input[str]] = None, fill: Optional[Fill] = None) -> Declared:
     """``plan``'s components. ``provider``: the stack program's (``ModelServing`` passes none: its
     children inherit the caller's); ``secret_values``: the stack secrets' values (Platform);
     ``parent``, ``depends_on``: where the components go and what the platform's first objects wait
-    on (a library user's Namespace)."""
+    on (a library user's Namespace); ``fill``: what puts a library program's values known at
+    deployment into each manifest, props and output (llm_serving/inputs.py)."""
     child = pulumi.ResourceOptions(parent=parent) if parent is not None else None
     platform_opts = (pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends_on))
                      if child is not None or depends_on else None)
     platform = Platform(platform_name, plan.platform, provider, platform_opts, rendering=plan.rendering,
-                        secret_values=secret_values, kubeconfig_content=kubeconfig_content)
+                        secret_values=secret_values, kubeconfig_content=kubeconfig_content, fill=fill)
     deploy = Deploy(provider=provider, rendering=plan.rendering, depends_on=platform.ready,
-                    kubeconfig_content=kubeconfig_content)
+                    kubeconfig_content=kubeconfig_content, fill=fill)
     # path raw: the vLLM objects with NIM's image and identity; path operator: NIMCache +
     # NIMService, after a check that the cluster has the operator's CRDs.
     servers = {model.name: MODEL_COMPONENTS[model.model.engine](model, deploy, child) for model in plan.models}
