@@ -1,5 +1,5 @@
-"""llm-serving: the Pulumi program. One component per configured model, declared by the
-llm_serving package this program is one user of.
+"""llm-serving: the Pulumi program. The stack's plan (components.compile.plan.stack_plan), declared
+by components.resources.stack.declare: the platform, one component per model, the router.
 
 The config is validated in full before any resource is declared, so a bad stack never reaches
 the cluster.
@@ -9,9 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import program
+from components.compile.plan import stack_plan
 from components.config import ConfigError
 from components.config.loader import load_program_config
-from llm_serving.serving import declare
+from components.resources.stack import declare
 
 # First: the SDK's per-resource debug messages cost the program a blocking call each (see there).
 program.quiet_sdk_debug_log()
@@ -32,9 +33,10 @@ provider = k8s.Provider(
 )
 for line in program.stack_warnings(stack):
     pulumi.log.warn(line)
-# The platform, one component per model and the router: what llm_serving.ModelServing declares
-# under itself, declared here at the top of the stack (the URNs deployed stacks hold).
-declared = declare(stack, provider=provider, secret_values=program.secret_values(stack))
+# The stack's one plan: the platform, one component per model and the router, what
+# llm_serving.ModelServing declares under itself, declared here at the top of the stack (the URNs
+# deployed stacks hold).
+declared = declare(stack_plan(stack), provider=provider, secret_values=program.secret_values(stack))
 
 pulumi.export("namespace", stack.platform.namespace)
 pulumi.export("models", {name: component.outputs for name, component in declared.servers.items()})

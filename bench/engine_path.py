@@ -3,9 +3,9 @@
     .venv/bin/python bench/engine_path.py [--line 0.11] [--starts 2] [--rounds 3] [--tokens 64]
                                           [--json build/bench/<date>-engine-path.json]
 
-What runs: the vLLM server `render` writes for the engine tests' stack (tests/engine/conftest.py:
+What runs: the vLLM server `render` writes for the engine tests' stack (testkit/engine.py:
 the real puller's output, the CPU substitutions only), and in front of it the rendered gateway
-(nginx 1.26.3 + njs 0.8.9), the real router and pylon (tests/engine/whole_path.py; the release
+(nginx 1.26.3 + njs 0.8.9), the real router and pylon (testkit/whole_path.py; the release
 Stargate build when ../shared/tools/build-stargate.sh has made one, else the debug build, which
 the result names). Measured, each side alternating with its peer so the shared machine's load
 hits both alike:
@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from output import emit
 
+from testkit.engine import POLL_SECONDS, pull_for, serving
+from testkit.engine_kit import cpu_env, kit_dir
+from testkit.ports import free_port
 from testkit.stargate import build_binaries
-from tests.engine.conftest import POLL_SECONDS, pull_for, serving
-from tests.engine.engine_kit import cpu_env, kit_dir
-from tests.engine.rendered import free_port
-from tests.engine.whole_path import running_path
+from testkit.whole_path import running_path
 
 RELEASE_BIN = Path.home() / ".cache" / "llm-serving-stargate" / "fadc0f815832" / "release-bin"
 PROMPT = [{"role": "user", "content": "Say hello."}]

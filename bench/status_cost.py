@@ -7,7 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from components.compile.plan import model_plan
+from components.compile.plan import stack_plan
 from components.config import load_stack_config, read_stack_file
 from contract.props import StatusProps
 from providers import kube
@@ -20,7 +20,7 @@ def status_props(stack_file: Path, model: str) -> StatusProps:
     names as `up` declared them: a renamed child, such as the puller Job named after its source
     and pod template, follows on its own)."""
     stack = load_stack_config(read_stack_file(stack_file))
-    return next(model_plan(m, stack).status for m in stack.models if m.name == model)
+    return stack_plan(stack).model(model).status
 
 
 def _clients():

@@ -27,7 +27,7 @@ from .compile import compile_stack
 from .compile.gateway import endpoint_url
 from .compile.router import compile_router
 from .config import ConfigError, StackConfig, load_stack_config, read_stack_file, stack_file
-from .config.pylon import no_pylon_warning
+from .config.router import no_pylon_warning
 from .preview_report import command as preview_report
 from .status_cli import print_status
 

@@ -13,8 +13,9 @@ import pulumi
 
 from .config import StackConfig
 from .config.loader import PROJECT
-from .config.pylon import no_pylon_warning
-from .config.stack_secrets import HF_TOKEN, configured, used
+from .config.router import no_pylon_warning
+from .config.stack import configured, used
+from .config.stack_secrets import HF_TOKEN
 
 
 def preflight(stack: StackConfig, stack_token: Optional[str] = None) -> tuple[StackConfig, dict]:

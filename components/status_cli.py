@@ -10,14 +10,14 @@ from providers import kube
 from providers.observe import current_status, observer_for
 from providers.projection import READY, SCALED_TO_ZERO, UNKNOWN, Status, asleep
 
-from .compile.plan import model_plan
+from .compile.plan import stack_plan
 from .config.stack import StackConfig
 
 
 def collect(stack: StackConfig) -> list[tuple[str, Status]]:
     """Each model's status (and its next revision's), read by the observer its plan names (raw
     objects or operator CRs)."""
-    plans = [status for model in stack.models for status in model_plan(model, stack).statuses]
+    plans = [status for model in stack_plan(stack).models for status in model.statuses]
     observers = [(name, observer_for(props), props.min_replicas) for name, props in plans]
     try:
         clients = kube.connect(ClusterTarget.of(stack.cluster).kube())

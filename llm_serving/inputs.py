@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from components.compile.plan import Child, model_plan, platform_plan, router_plan
+from components.compile.plan import Child, StackPlan, stack_plan
 from components.config import ConfigError, load_stack_config
 from components.config.stack import StackConfig
 
@@ -37,14 +37,12 @@ def replaced(value: Any, real: dict[str, str]) -> Any:
     return value
 
 
-def plans(stack: StackConfig, platform_name: str) -> dict[tuple[str, int], Child]:
+def plans(plan: StackPlan, platform_name: str) -> dict[tuple[str, int], Child]:
     """Every child the set declares, by (its component's name, its place in the plan), as
-    llm_serving.serving.declare and the components declare them."""
-    rendering = bool(stack.cluster.render_yaml_to_directory)
-    owned = [(platform_name, platform_plan(stack)), *((m.name, model_plan(m, stack, stack.cluster)) for m in stack.models),
-             *(((stack.router.name, router_plan(stack, stack.cluster)),) if stack.router is not None else ())]
-    return {(owner, position): child for owner, plan in owned
-            for position, (child, _) in enumerate(plan.declared(rendering))}
+    components.resources.stack.declare and the components declare them."""
+    owners = (platform_name, *(model.name for model in plan.models), *((plan.router.name,) if plan.router else ()))
+    return {(owner, position): child for owner, component in zip(owners, plan.plans, strict=True)
+            for position, (child, _) in enumerate(component.declared(plan.rendering))}
 
 
 def _shape(child: Child) -> tuple:
@@ -52,13 +50,14 @@ def _shape(child: Child) -> tuple:
     return child.role, manifest.get("apiVersion"), manifest.get("kind"), type(child.props).__name__
 
 
-def known(inputs: Inputs, config: dict, stack: StackConfig, platform_name: str,
+def known(inputs: Inputs, config: dict, plan: StackPlan, platform_name: str,
           problems_of: Callable[[StackConfig], list[str]]) -> pulumi.Output[dict]:
-    """Once every value is known and the set is valid with them: ``real`` (placeholder -> value)
+    """``plan``: the set as declared, planned with the placeholders. Once every value is known and
+    the set is valid with them: ``real`` (placeholder -> value)
     and ``children`` (the set planned with them, by owner and place). Else the deployment fails
     with the arguments' paths, before any child is sent."""
     paths = ", ".join(where for _, where, _ in inputs.values)
-    declared = plans(stack, platform_name)
+    declared = plans(plan, platform_name)
 
     def check(values: list[Any]) -> dict:
         real: dict[str, str] = {}
@@ -75,7 +74,7 @@ def known(inputs: Inputs, config: dict, stack: StackConfig, platform_name: str,
         if problems:
             raise ValueError("invalid ModelServingArgs (values known at deployment):\n"
                              + "\n".join(f"  {p}" for p in problems))
-        children = plans(resolved, platform_name)
+        children = plans(stack_plan(resolved), platform_name)
         differs = sorted(f"{owner}: {(children.get((owner, at)) or declared[(owner, at)]).role}"
                          for owner, at in set(children) | set(declared)
                          if (owner, at) not in children or (owner, at) not in declared

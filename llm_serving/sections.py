@@ -26,6 +26,7 @@ from components.config import (
     multinode,
     platform,
     pylon,
+    revisions,
     router,
     router_lb,
     sources,
@@ -431,10 +432,10 @@ class Platform(Section):
 @dataclass(frozen=True)
 class HubSource(Section):
     """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`. Stack file:
-    ``llm-serving:models[].source`` (``components.config.model.ModelSource``).
+    ``llm-serving:models[].source`` (``components.config.sources.ModelSource``).
     """
 
-    config_model: ClassVar[type[BaseModel]] = model.ModelSource
+    config_model: ClassVar[type[BaseModel]] = sources.ModelSource
     source_type: ClassVar[Optional[str]] = 'hf'
     text_lists: ClassVar[frozenset[str]] = frozenset(('allow_patterns', 'ignore_patterns'))
 
@@ -864,12 +865,11 @@ class MultiNode(Section):
 
 @dataclass(frozen=True)
 class NextRevision(Section):
-    """The model's next revision (components/config/revisions.py): its own pods beside the serving ones, under
-    the model's name, with a share of the traffic. Stack file: ``llm-serving:models[].next``
-    (``components.config.model.NextRevision``).
+    """The model's next revision: its own pods beside the serving ones, under the model's name, with a share of
+    the traffic. Stack file: ``llm-serving:models[].next`` (``components.config.revisions.NextRevision``).
     """
 
-    config_model: ClassVar[type[BaseModel]] = model.NextRevision
+    config_model: ClassVar[type[BaseModel]] = revisions.NextRevision
     input_fields: ClassVar[dict[str, str]] = {'image': 'image'}
     text_lists: ClassVar[frozenset[str]] = frozenset(('args',))
 

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import pulumi
 
 from components import program
+from components.compile.plan import stack_plan
 from components.config import ConfigError, load_stack_config
 from components.config.sources import source_type
-from components.config.stack import StackConfig, fronted_models
-from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
-from components.resources.model import ModelServer
+from components.config.stack import StackConfig
+from components.resources.stack import declare
 
 from . import inputs as deferred
 from .args import ModelServingArgs
@@ -166,14 +164,15 @@ class ModelServing(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         # The caller's depends_on (their Namespace, say) holds for the first objects too: the
         # platform's, on which every model and the router wait.
+        plan = stack_plan(stack)
         fill = None
         if inputs:
             # Values known at deployment (the namespace, images): each object takes them where
             # the placeholder is written, once the set is valid with them.
-            real = deferred.known(inputs, config, stack, f"{name}-platform",
+            real = deferred.known(inputs, config, plan, f"{name}-platform",
                                   lambda resolved: library_problems(args, resolved))
             fill = deferred.filler(inputs, real)
-        declared = declare(stack, platform_name=f"{name}-platform", parent=self,
+        declared = declare(plan, platform_name=f"{name}-platform", parent=self,
                            depends_on=opts.depends_on if opts is not None else None,
                            secret_values=args.secret_values() or None,
                            kubeconfig_content=args.kubeconfig_content, fill=fill)
@@ -184,44 +183,3 @@ class ModelServing(pulumi.ComponentResource):
         self.router = pulumi.Output.from_input(self.request_router.outputs if self.request_router else None)
         self.register_outputs({"models": self.models, "endpoints": self.endpoints, "states": self.states,
                                "router": self.router})
-
-
-@dataclass(frozen=True)
-class Declared:
-    platform: Platform
-    servers: dict[str, ModelServer]
-    router: Optional[RequestRouter]
-
-
-def declare(stack: StackConfig, *, platform_name: str = "platform",
-            provider: Optional[pulumi.ProviderResource] = None,
-            secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
-            parent: Optional[pulumi.Resource] = None, depends_on=None,
-            kubeconfig_content: Optional[pulumi.Input[str]] = None,
-            fill: Optional[Callable[[Any, Optional[tuple[str, int]]], Any]] = None) -> Declared:
-    """A validated stack's objects: the platform, one component per model (``VllmModel`` or
-    ``NimModel``) and the router, in that order of waiting.
-
-    The stack program (``__main__.py``) calls it at the top of its stack, with its provider and
-    secrets: its components keep the URNs deployed stacks hold. ``ModelServing`` calls it under
-    itself, with no provider (its children inherit the caller's), and ``fill``: what puts the
-    values known at deployment into each manifest, props and output (llm_serving/inputs.py)."""
-    child = pulumi.ResourceOptions(parent=parent) if parent is not None else None
-    platform_opts = (pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends_on))
-                     if child is not None or depends_on else None)
-    platform = Platform(platform_name, stack, provider, platform_opts, secret_values=secret_values,
-                        kubeconfig_content=kubeconfig_content, fill=fill)
-    deploy = Deploy(provider=provider, cluster=stack.cluster, depends_on=platform.ready,
-                    kubeconfig_content=kubeconfig_content, fill=fill)
-    servers: dict[str, ModelServer] = {}
-    for model in stack.models:
-        # path raw: the vLLM objects with NIM's image and identity; path operator: NIMCache +
-        # NIMService, after a check that the cluster has the operator's CRDs.
-        component = {"vllm": VllmModel, "nim": NimModel}[model.engine]
-        servers[model.name] = component(model, stack, deploy, child)
-    router = None
-    if stack.router is not None:
-        # The router's pods start once the models it fronts are declared and ready to be routed to.
-        fronted = fronted_models(stack.router, [m.name for m in stack.models])
-        router = RequestRouter(stack, deploy, fronts=[servers[n] for n in fronted], opts=child)
-    return Declared(platform, servers, router)

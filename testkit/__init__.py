@@ -13,6 +13,10 @@ ships llm_serving, components, providers and contract only).
   stand-in router, a DNS responder (tests/gateway, bench/gateway*.py, bench/wake.py);
 - ``keda_operator``, ``prometheus_standin``: the real KEDA operator on the simulated cluster and a
   stand-in Prometheus (tests/integration, bench/wake.py);
+- ``engine_kit``, ``make_model``, ``rendered``, ``engine``, ``whole_path``: the real vLLM of each
+  release line (the engine kit) and the tiny model made for it here, the rendered server run as
+  processes on the weights the rendered puller wrote, and the whole client path before it
+  (tests/engine, tests/images, bench/engine_path.py);
 - ``ports``: a free loopback port and the host's address.
 
 It imports nothing of tests/ (tests/test_testkit.py checks it, and that bench/ imports no test

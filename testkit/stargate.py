@@ -97,7 +97,7 @@ from components.compile import pylon as pylon_compile
 from components.compile.router import compile_router, lb
 from components.compile.router import names as router_names
 from components.config import StackConfig, load_stack_config
-from components.config.revisions import revision_model
+from components.config.model import revision_model
 from testkit.fake_engine import FakeEngine
 from testkit.ports import free_port, host_ipv4
 

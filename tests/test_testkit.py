@@ -1,9 +1,8 @@
 """testkit/ is what the tests and the benchmarks share; neither leans the wrong way:
 
 - testkit imports nothing of tests/ (a test's refactor cannot break a benchmark);
-- bench/ imports nothing of tests/ but the modules listed below, each with why it is not in the
-  kit yet (a benchmark that imports a test module breaks when the test is refactored, unnoticed:
-  bench/run.py --quick failed that way in 2026-12).
+- bench/ imports nothing of tests/ (a benchmark that imports a test module breaks when the test
+  is refactored, unnoticed: bench/run.py --quick failed that way in 2026-12).
 """
 
 from __future__ import annotations
@@ -13,15 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# bench/engine_path.py runs the engine tier's serving helpers (tests/engine/conftest.py's pull_for
-# and serving, whole_path.py), which another branch was reworking (2026-12-07): to move into
-# testkit/ once it has landed.
-BENCH_MAY_IMPORT = {
-    "tests.engine.conftest": "bench/engine_path.py: the engine tier's pull and serve helpers",
-    "tests.engine.engine_kit": "bench/engine_path.py: the vLLM kit's location and CPU env",
-    "tests.engine.rendered": "bench/engine_path.py: the rendered server's free port",
-    "tests.engine.whole_path": "bench/engine_path.py: the whole path before the real vLLM",
-}
+# Test modules bench/ may import, each with why it is not in the kit yet: none (the engine tier's
+# serving helpers bench/engine_path.py runs moved into testkit/ in 2026-12). A new entry needs a reason.
+BENCH_MAY_IMPORT: dict[str, str] = {}
 
 
 def imported_modules(path: Path) -> set[str]:

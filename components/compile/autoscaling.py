@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.autoscaling import KEDA_CRD, KEDA_FIX, KEDA_VERSION, may_sleep
-from ..config.model import ModelConfig
+from ..config.autoscaling import KEDA_CRD, KEDA_FIX, KEDA_VERSION
+from ..config.model import ModelConfig, may_sleep
 from ..config.stack import StackConfig
 from . import common
 

@@ -11,8 +11,8 @@ from ..config.vllm_checks import line_of
 
 def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
     return [
-        {"name": "VLLM_CPU_KVCACHE_SPACE", "value": str(cpu.kv_cache_gib(model))},
-        {"name": "OMP_NUM_THREADS", "value": str(cpu.threads(model))},
+        {"name": "VLLM_CPU_KVCACHE_SPACE", "value": str(cpu.kv_cache_gib(model.resources.memory, model.resources.kv_cache))},
+        {"name": "OMP_NUM_THREADS", "value": str(cpu.threads(model.resources.cpu))},
         # No binding, in the words of the model's line.
         {"name": "VLLM_CPU_OMP_THREADS_BIND", "value": line_of(model, platform).cpu_unbound},
         # vLLM's CPU image has no user but root, so the pod's uid has no passwd entry; torch asks

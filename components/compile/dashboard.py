@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config.revisions import next_name
+from ..config.model import next_name
 from ..config.stack import StackConfig
 from . import common
 from .gateway.monitoring import metrics_service_name

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config.autoscaling import replica_ceiling
 from ..config.disruption import DisruptionPolicy
-from ..config.model import ModelConfig
+from ..config.model import ModelConfig, replica_ceiling
 from ..config.platform import PlatformConfig
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -115,4 +114,4 @@ def preferred_anti_affinity(model: ModelConfig, policy: DisruptionPolicy, select
 
 
 def policy_of(model: ModelConfig, platform: PlatformConfig) -> DisruptionPolicy:
-    return model.disruption_policy(platform)
+    return model.disruption_policy(platform.disruption)

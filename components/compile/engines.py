@@ -5,11 +5,9 @@ Shared compilers call these; nothing engine-specific lives in ``server.py``.
 
 from __future__ import annotations
 
-from ..config import cpu as cpu_config
 from ..config.model import ModelConfig
-from ..config.platform import PlatformConfig
+from ..config.platform import PlatformConfig, cpu_image
 from ..config.stack import StackConfig
-from ..config.streaming import streams
 from . import common, cpu, streaming
 
 LORA_CACHE_MOUNT = "/lora-cache"
@@ -56,7 +54,7 @@ def server_image(model: ModelConfig, platform: PlatformConfig) -> str:
     if model.image:
         return model.image
     if model.engine == "vllm":
-        return cpu_config.cpu_image(platform) if model.on_cpu else platform.vllm_image
+        return cpu_image(platform) if model.on_cpu else platform.vllm_image
     # The config model requires an image on NIM models (NIM images are per model).
     raise ValueError(f"model '{model.name}': NIM models need an explicit image")
 
@@ -66,7 +64,7 @@ def server_command(model: ModelConfig) -> dict:
         # NIM images start their own server from the image entrypoint.
         return {"args": list(model.args)} if model.args else {}
     # The weights volume, or (source.load: stream) the store itself.
-    model_path = streaming.server_args(model) if streams(model) else [common.WEIGHTS_MOUNT]
+    model_path = streaming.server_args(model) if model.streams else [common.WEIGHTS_MOUNT]
     args = [
         *model_path,
         # A next revision (config/revisions.py) answers to the model's name, which clients send,
@@ -120,7 +118,7 @@ def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
         # (HFValidationError, the server exits). 0.32 skips cloud URIs there. The streamed server
         # reads its config files from the store, so it has no hub to stay away from. (0.11.0 then
         # stops at a second, unrelated check: see tests/engine/test_streamed_weights.py.)
-        env = [] if streams(model) else [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+        env = [] if model.streams else [{"name": "HF_HUB_OFFLINE", "value": "1"}]
         env.append({"name": "HOME", "value": "/tmp"})
         if model.on_cpu:
             env += cpu.server_env(model, platform)
@@ -134,6 +132,6 @@ def server_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
                 {"name": "VLLM_PLUGINS", "value": "lora_filesystem_resolver"},
                 {"name": "VLLM_LORA_RESOLVER_CACHE_DIR", "value": LORA_ADAPTERS_DIR},
             ]
-        if streams(model):
+        if model.streams:
             env += streaming.server_env(model)
     return env + [{"name": k, "value": v} for k, v in sorted(model.env.items())]

@@ -29,7 +29,6 @@ from contract.labels import LWS_NAME_LABEL, NIM_LWS_SUFFIX
 from ..config.model import ModelConfig
 from ..config.sources import source_type
 from ..config.stack import StackConfig
-from ..config.streaming import streams
 from . import common
 
 POLICY_COMPONENT = "network-policy"
@@ -135,7 +134,7 @@ def hub_egress(endpoint: str) -> dict:
 def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Optional[dict]:
     """The puller's NetworkPolicy (raw path), or None when ``platform.networkPolicy`` is off or
     there is no puller (a streamed s3 source: the server reads the store, its egress is left alone)."""
-    if not stack.platform.network_policy.enabled or model.on_operator or streams(model):
+    if not stack.platform.network_policy.enabled or model.on_operator or model.streams:
         return None
     # A next revision's puller (models[].next) is the model's own with the revision's source
     # (compile/plan.py weights_names): this policy selects its pods too, and admits its store.

@@ -270,7 +270,7 @@ def compile_nim_service(model: ModelConfig, stack: StackConfig) -> dict:
     if model.multi_node is None:
         # Several replicas: prefer one pod per node (the spread of the raw path, as affinity). The
         # operator's LeaderWorkerSet template has no affinity (v3.1.2), so multi-node leaves it out.
-        spec.update(disruption.preferred_anti_affinity(model, model.disruption_policy(platform),
+        spec.update(disruption.preferred_anti_affinity(model, model.disruption_policy(platform.disruption),
                                                        network.server_pods(model)))
     else:
         spec["multiNode"] = multinode_spec(model)

@@ -1,5 +1,4 @@
-"""One model's plan: the children its component declares, in order, and what each waits on;
-and the whole stack's objects in that order (``compile_stack``, for `render` and the tests).
+"""The stack's plan: each component's children, in order, and what each waits on. One model's:
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
                           (s3 with load: stream: no PVC, Job nor gate; the server reads the store)
@@ -28,8 +27,9 @@ The router's plan (``router_plan``) is one too, the gateway's children (``gatewa
     gateway Deployment ─▶ metrics Service ─▶ ServiceMonitor (platform.metrics)
     RequiredCrds ─▶ gateway Issuer ─▶ gateway Certificate ─▶ gateway Deployment (router.gateway.tls)
 
-``compile_stack`` (`render`, the tests) lists every plan's manifests in the plans' order, which
-is the order ``up`` declares them in. Pure: no Pulumi, no I/O.
+``stack_plan`` builds them once into the stack's plan (``StackPlan``: platform, models, router
+and gateway, in creation order), which ``up`` declares (``components.resources.stack``), `render`
+writes (``StackPlan.rendered``, ``compile_stack``) and the tests read. Pure: no Pulumi, no I/O.
 """
 
 from __future__ import annotations
@@ -56,8 +56,7 @@ from contract.props import (
 )
 
 from .. import children as roles
-from ..config.model import ModelConfig
-from ..config.revisions import changes, revision_model, weights_model
+from ..config.model import ModelConfig, changes, revision_model, weights_model
 from ..config.stack import StackConfig, fronted_models
 from . import autoscaling, common, metrics, nim, server
 from .crds import stack_required_crds
@@ -132,17 +131,29 @@ def declared(children: tuple[Child, ...], rendering: bool) -> Iterator[tuple[Chi
         yield child, waits
 
 
+class Plan:
+    """What every component's plan has: its children in the order they are declared."""
+
+    children: tuple[Child, ...]
+
+    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
+        return declared(self.children, rendering)
+
+    @property
+    def objects(self) -> tuple[dict, ...]:
+        """Its Kubernetes objects, in its order (a stack secret's Secret without its value)."""
+        return tuple(child.manifest for child in self.children if child.manifest is not None)
+
+
 @dataclass(frozen=True)
-class PlatformPlan:
+class PlatformPlan(Plan):
     """The stack-wide children (namespace, the models' ServiceAccount, the teardown identity, the
     stack secrets' Secrets, the check of every CRD the stack needs, the dashboard) and the roles every model waits
     on (``ready``; with what the platform's caller gave it)."""
 
     children: tuple[Child, ...]
     ready: tuple[str, ...]
-
-    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
-        return declared(self.children, rendering)
+    namespace: str
 
 
 def platform_plan(stack: StackConfig, cluster: Any = None) -> PlatformPlan:
@@ -174,16 +185,20 @@ def platform_plan(stack: StackConfig, cluster: Any = None) -> PlatformPlan:
         *((Child(roles.DASHBOARD, dashboard, after=after),) if dashboard is not None else ()),
     )
     ready = (roles.NAMESPACE, roles.MODEL_SERVICE_ACCOUNT, *(s.ref.name for s in secrets), roles.STACK_CRD_CHECK)
-    return PlatformPlan(children, ready)
+    return PlatformPlan(children, ready, stack.platform.namespace)
 
 
 @dataclass(frozen=True)
-class ModelPlan:
+class ModelPlan(Plan):
     model: ModelConfig
     children: tuple[Child, ...]
     endpoint_url: str
     # What the component exports beside its status (the objects' names, the path).
     outputs: dict
+
+    @property
+    def name(self) -> str:
+        return self.model.name
 
     @property
     def status(self) -> StatusProps:
@@ -195,9 +210,6 @@ class ModelPlan:
         """(name, what its status reads) of the model and, with one, its next revision (`<model>-next`)."""
         return tuple((props.model, props) for props in (c.props for c in self.children)
                      if isinstance(props, StatusProps))
-
-    def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
-        return declared(self.children, rendering)
 
 
 def spec_revision(manifest: dict) -> str:
@@ -370,7 +382,7 @@ def operator_plan(model: ModelConfig, stack: StackConfig, cluster: ClusterTarget
                          **({"leader_worker_set": nim.lws_name(model)} if multi else {})}})
 
 
-# Roles of a next revision's children: the plan of the model revisions.revision_model derives,
+# Roles of a next revision's children: the plan of the model config.model.revision_model derives,
 # each role prefixed (children `<model>-next-<role>`: the revision's objects are `<model>-next...`).
 NEXT_ROLE_PREFIX = roles.NEXT_ROLE_PREFIX
 # The weights children: a next revision's are the model's own with its source (weights_names).
@@ -435,16 +447,36 @@ def model_plan(model: ModelConfig, stack: StackConfig, cluster: Any = None) -> M
 
 
 @dataclass(frozen=True)
-class RouterPlan:
-    """The router's children (the gateway's among them), in order, and what it exports."""
+class GatewayPlan(Plan):
+    """The gateway's children (router.gateway; none when it is off). The router's component
+    declares them after its own, as its own children (``<router>-gateway*``: their URNs predate the
+    plans); they wait on the router's roles."""
 
     children: tuple[Child, ...]
+
+
+@dataclass(frozen=True)
+class RouterPlan(Plan):
+    """The router's own children in order, the gateway's plan declared after them by the same
+    component, the models it fronts (in stack order) and what it exports."""
+
+    name: str
+    children: tuple[Child, ...]
+    gateway: GatewayPlan
+    fronts: tuple[str, ...]
     endpoint_url: str
     workload_kind: str
     outputs: dict
 
+    @property
+    def all_children(self) -> tuple[Child, ...]:
+        """Every child the router's component declares: its own, then the gateway's."""
+        return self.children + self.gateway.children
+
     def declared(self, rendering: bool) -> Iterator[tuple[Child, tuple[str, ...]]]:
-        return declared(self.children, rendering)
+        # One resolution over both: a gateway child waits on the router's roles (its Service, its
+        # CRD check), which render mode may leave out.
+        return declared(self.all_children, rendering)
 
 
 def _present(*children: tuple[str, Optional[dict], tuple[str, ...]]) -> tuple[Child, ...]:
@@ -452,16 +484,16 @@ def _present(*children: tuple[str, Optional[dict], tuple[str, ...]]) -> tuple[Ch
     return tuple(Child(role, manifest, after=after) for role, manifest, after in children if manifest is not None)
 
 
-def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> tuple[Child, ...]:
+def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> GatewayPlan:
     """The gateway's children: after the router Service (nginx resolves its name at start; the
     Service itself is unchanged, so clients move to the gateway at their pace), the config before
     the pods that mount it, the limiter's Service before the replicas that resolve it. ``splits``
     (a model has a next revision): the config, which holds the revisions' shares, waits on the
     models, so a new share is written once the revision it gives traffic to is ready."""
     if gateway is None:
-        return ()
+        return GatewayPlan(())
     limiter = gateway.limiter
-    return _present(
+    return GatewayPlan(_present(
         (roles.GATEWAY_NETWORK_POLICY, gateway.network_policy, (PLATFORM,)),
         # router.gateway.tls: the Secret the pods mount is cert-manager's to write, so the
         # Certificate (and its self-signed Issuer when none is named) comes first.
@@ -479,7 +511,7 @@ def gateway_plan(gateway: Optional[GatewayManifests], splits: bool = False) -> t
         (roles.GATEWAY_PDB, gateway.pod_disruption_budget, (roles.GATEWAY,)),
         (roles.GATEWAY_METRICS_SERVICE, gateway.metrics_service, (roles.GATEWAY,)),
         (roles.GATEWAY_SERVICE_MONITOR, gateway.service_monitor, (roles.GATEWAY_METRICS_SERVICE, roles.ROUTER_CRD_CHECK)),
-    )
+    ))
 
 
 def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
@@ -551,9 +583,9 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
         Child(roles.ROUTER_TARGETS, props=RouterTargetsProps(
             router.name, stack.platform.namespace, fronted_services(stack), (), target),
             after=(roles.ROUTER_WORKLOAD,)),
-        *gateway_plan(gateway, splits=any(m.next is not None for m in stack.models)),
     )
     url = gateway_url(stack) if gateway is not None else router_url(stack)
+    fronts = fronted_models(router, [m.name for m in stack.models])
     outputs = {
         # What clients call: the gateway when it runs, else the router Service.
         "endpoint_url": url,
@@ -567,7 +599,7 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
         # What a model pod's pylon dials (--stargate-address).
         "pylon_address": pylon_address(router, stack.platform.namespace),
         "backend_router": topology.backend_router,
-        "models": list(fronted_models(router, [m.name for m in stack.models])),
+        "models": list(fronts),
         "objects": {
             "workload": names.router,
             "service": names.router,
@@ -581,13 +613,50 @@ def router_plan(stack: StackConfig, cluster: Any = None) -> RouterPlan:
             **({"tls_secret": names.tls_secret} if router.tls.enabled else {}),
         },
     }
-    return RouterPlan(children, url, topology.kind, outputs)
+    return RouterPlan(router.name, children, gateway_plan(gateway, splits=any(m.next is not None for m in stack.models)),
+                      tuple(fronts), url, topology.kind, outputs)
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """The whole stack's plan, built once from its config: the platform's, each model's (in the
+    stack's order) and the router's with the gateway's, in the order their components are
+    created. `up` declares it (``components.resources.stack.declare``), `render` writes what it
+    declares in render mode (``rendered``), and the tests read both from it."""
+
+    platform: PlatformPlan
+    models: tuple[ModelPlan, ...]
+    router: Optional[RouterPlan]
+    # cluster.renderYamlToDirectory: `up` writes files and reads no cluster, so what needs one is
+    # left out (``Child.rendered``), as `render` leaves it out.
+    rendering: bool
+
+    @property
+    def gateway(self) -> Optional[GatewayPlan]:
+        return None if self.router is None else self.router.gateway
+
+    @property
+    def plans(self) -> tuple[Union[PlatformPlan, ModelPlan, RouterPlan], ...]:
+        """Each component's plan, in creation order (the router, fronting the models, last)."""
+        return (self.platform, *self.models, *((self.router,) if self.router is not None else ()))
+
+    def model(self, name: str) -> ModelPlan:
+        return next(plan for plan in self.models if plan.name == name)
+
+    def rendered(self) -> list[dict]:
+        """Every object `render` writes, in the order a render stack's `up` declares them."""
+        return [child.manifest for plan in self.plans for child, _ in plan.declared(rendering=True)
+                if child.manifest is not None]
+
+
+def stack_plan(stack: StackConfig, cluster: Any = None) -> StackPlan:
+    """The stack's plan; ``cluster`` (the stack's cluster config by default) is where its dynamic
+    resources look."""
+    return StackPlan(platform_plan(stack, cluster), tuple(model_plan(model, stack, cluster) for model in stack.models),
+                     router_plan(stack, cluster) if stack.router is not None else None,
+                     bool(stack.cluster.render_yaml_to_directory))
 
 
 def compile_stack(stack: StackConfig) -> list[dict]:
-    """Every object the stack renders, in declaration order: the plans `up` declares (the
-    platform's, each model's, the router's, fronting the models, last), as a render stack's `up`
-    declares them."""
-    plans = [platform_plan(stack), *(model_plan(model, stack) for model in stack.models),
-             *((router_plan(stack),) if stack.router is not None else ())]
-    return [child.manifest for plan in plans for child, _ in plan.declared(rendering=True) if child.manifest is not None]
+    """Every object the stack renders, in declaration order (``StackPlan.rendered``)."""
+    return stack_plan(stack).rendered()

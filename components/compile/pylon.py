@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from contract.names import PYLON_CONTAINER
 
 from ..config.model import ModelConfig
-from ..config.router import RouterConfig
-from ..config.router_names import backend_name, resolve_topology, tls_secret_name
+from ..config.router import RouterConfig, resolve_topology
+from ..config.router_names import backend_name, tls_secret_name
 from ..config.stack import StackConfig, fronted_models
 from . import common
 

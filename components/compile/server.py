@@ -7,7 +7,6 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
-from ..config.streaming import streams
 from . import autoscaling, common, disruption, engines, pylon, streaming, weights
 
 SERVER_COMPONENT = "server"
@@ -39,7 +38,7 @@ def probes(model: ModelConfig, platform: PlatformConfig) -> dict:
 
 
 def rollout_strategy(model: ModelConfig) -> dict:
-    if model.weights.access_mode == "ReadWriteOnce" and not streams(model):
+    if model.weights.access_mode == "ReadWriteOnce" and not model.streams:
         # A ReadWriteOnce volume attaches to one node: a surge pod on another node would wait
         # forever on Multi-Attach while the old pod holds the volume. Stop first, then start.
         return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
@@ -52,7 +51,7 @@ def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[di
     # default 64Mi makes NCCL fail. Memory-backed, with a limit so it cannot eat the node.
     vols = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": stack.shm_limit(model)}}]
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    if streams(model):
+    if model.streams:
         # No weights volume: only a folder for the config files vLLM copies from the store.
         config_vol, config_mount = streaming.config_volume()
         vols.append(config_vol)
@@ -147,7 +146,7 @@ def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
 def server_service_account(model: ModelConfig, platform: PlatformConfig) -> str:
     """The platform's account; a streamed s3 source's own when it names one (the cloud identity
     that reads the bucket: the server is the reader then)."""
-    if streams(model) and model.source.service_account_name:
+    if model.streams and model.source.service_account_name:
         return model.source.service_account_name
     return platform.service_account_name
 

@@ -7,7 +7,6 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.sources import source_type
-from ..config.streaming import streams
 from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
 from . import common, object_store
 
@@ -18,7 +17,7 @@ WEIGHTS_COMPONENT = "weights"
 def compile_weights_pvc(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
     """The weights volume, or None for a `pvc` source (its claim exists and is never ours) and a
     streamed `s3` source (the server reads the store)."""
-    if source_type(model.source) == "pvc" or streams(model):
+    if source_type(model.source) == "pvc" or model.streams:
         return None
     names = common.ModelNames.of(model)
     spec: dict = {
@@ -122,7 +121,7 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
     """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
     rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py); None
     for a streamed `s3` source (nothing to pull)."""
-    if streams(model):
+    if model.streams:
         return None
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)

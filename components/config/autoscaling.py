@@ -6,23 +6,19 @@ Prometheus itself: an HPA on a queue-depth metric needs the custom/external metr
 means installing prometheus-adapter and writing its discovery rules for every metric; KEDA needs
 its own chart only, and it creates and owns the HPA that does the scaling.
 
-Here: what a valid setting is, and the one answer to "may this model run more than one replica?"
-(``replica_ceiling``). Paths in problems are relative to the model, as in ``rules.py``.
+Here: the section and what it holds alone; what a setting must be given the model's other
+settings (``autoscaling_problems``) and the one answer to "may this model run more than one
+replica?" (``replica_ceiling``) are in ``model.py``, which sees the whole model.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from pydantic import Field, field_validator
 
 from . import values
-from .streaming import streams
 from .types import Strict
-from .values import Problem
-
-if TYPE_CHECKING:
-    from .model import ModelConfig
 
 # The Prometheus Operator creates the Service `prometheus-operated` for the Prometheus servers of
 # its namespace; kube-prometheus-stack in `monitoring` (the namespace platform.networkPolicy
@@ -103,65 +99,3 @@ class Autoscaling(Strict):
 KEDA_CRD, KEDA_VERSION = "scaledobjects.keda.sh", "v1alpha1"
 KEDA_FIX = ("install KEDA with its CRDs (helm repo add kedacore https://kedacore.github.io/charts && helm "
             "install keda kedacore/keda -n keda --create-namespace), or set autoscaling.enabled: false")
-
-
-def replica_ceiling(model: ModelConfig) -> int:
-    """The most replicas this model may run: ``maxReplicas`` when autoscaled, else ``replicas``.
-    "May it run more than one?" is ``replica_ceiling(model) > 1`` (PDB, spread, RWX rules)."""
-    scaling = model.autoscaling
-    if scaling.enabled and scaling.max_replicas is not None:
-        return scaling.max_replicas
-    return model.replicas
-
-
-def autoscaling_problems(model: ModelConfig) -> list[Problem]:
-    """What makes an autoscaling setting unusable, at the key to change."""
-    scaling = model.autoscaling
-    if not scaling.enabled:
-        return []
-    if model.on_operator and model.multi_node is not None:
-        return []  # the operator's own rule against multiNode with scale (multinode.py) says it
-    if model.on_operator:
-        # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
-        # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs
-        # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
-        # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
-        # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
-        return [Problem("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
-                        "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
-                        "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
-                        "replicas")]
-    if model.engine != "vllm":
-        # NIM LLM documents `num_requests_waiting` on /v1/metrics (docs.nvidia.com/nim/large-language-
-        # models/latest/observability.html) but not the label that names the model, so the query
-        # could not be scoped to one model's pods the way vLLM's `model_name` scopes it.
-        return [Problem("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
-                        "(label model_name); NIM's queue metric has no documented model label to scope it to this "
-                        "model. Use engine: vllm, or set replicas")]
-    found: list[Problem] = []
-    if "replicas" in model.model_fields_set:
-        found.append(Problem("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
-                             "and maxReplicas; remove replicas (or set autoscaling.enabled: false)"))
-    if scaling.max_replicas is None:
-        found.append(Problem("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
-                             f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
-        return found
-    if "idle_seconds" in scaling.model_fields_set and scaling.min_replicas != 0:
-        found.append(Problem("autoscaling.idleSeconds", "applies to minReplicas: 0 only (the idle time "
-                             "before the model sleeps); remove it, or set minReplicas: 0"))
-    if scaling.min_replicas > scaling.max_replicas:
-        found.append(Problem("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
-                             f"({scaling.max_replicas}); lower it or raise maxReplicas"))
-    elif scaling.min_replicas == scaling.max_replicas:
-        found.append(Problem("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
-                             "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
-    if model.weights.access_mode == "ReadWriteOnce" and not streams(model):
-        found.append(Problem("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
-                             f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
-                             "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
-    return found
-
-
-def may_sleep(model: ModelConfig) -> bool:
-    """Scaled to zero when idle (``autoscaling.minReplicas: 0``)."""
-    return model.autoscaling.enabled and model.autoscaling.min_replicas == 0

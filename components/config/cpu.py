@@ -37,21 +37,18 @@ wheels, ``vllm/platforms/cpu.py``, ``vllm/v1/worker/cpu_worker.py``, ``vllm/envs
 Refused, each with its fix: NIM (its images need GPUs), multi-node and every parallel degree
 above one (the CPU backend runs Ray never and one rank per pod here), GGUF weights (the CPU
 backend has no GGUF kernels), the flags and variables above, and ``VLLM_CPU_*`` variables on a GPU
-model (nothing reads them there). Paths are relative to the model, as in ``rules.py``.
+model (nothing reads them there): ``model.cpu_problems``, with this module's tables and its checks
+of the args and of ``resources``; the CPU image (``platform.cpu_image``) and its line are the
+platform's. Paths are relative to the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import managed, values
 from .values import Problem
-from .vllm_release import DEFAULT_RELEASE, RELEASES, image_version, minor, resolve
-
-if TYPE_CHECKING:
-    from .model import ModelConfig
-    from .platform import PlatformConfig
 
 GIB = 2**30
 # Kept free of the KV cache for the runtime: the API server and the engine core, each a Python
@@ -74,18 +71,18 @@ MANAGED_ENV = {
         "core list would have to name cores the kubelet picks, and binding needs CAP_SYS_NICE, which the "
         "pod drops; remove it"),
 }
-_ONE_RANK = "a CPU model runs one engine per pod (the threads of resources.cpu); scale with replicas: remove it"
+ONE_RANK = "a CPU model runs one engine per pod (the threads of resources.cpu); scale with replicas: remove it"
 # vLLM flags a CPU model cannot use -> why and the fix.
 REFUSED_FLAGS = {
     "--distributed-executor-backend": "the CPU backend runs one rank per pod here and never on Ray; remove it",
-    "--pipeline-parallel-size": _ONE_RANK,
-    "-pp": _ONE_RANK,
-    "--data-parallel-size": _ONE_RANK,
-    "-dp": _ONE_RANK,
-    "--data-parallel-size-local": _ONE_RANK,
-    "-dpl": _ONE_RANK,
-    "--enable-expert-parallel": _ONE_RANK,
-    "-ep": _ONE_RANK,
+    "--pipeline-parallel-size": ONE_RANK,
+    "-pp": ONE_RANK,
+    "--data-parallel-size": ONE_RANK,
+    "-dp": ONE_RANK,
+    "--data-parallel-size-local": ONE_RANK,
+    "-dpl": ONE_RANK,
+    "--enable-expert-parallel": ONE_RANK,
+    "-ep": ONE_RANK,
     "--gpu-memory-utilization": "has no effect on the CPU server, whose KV cache is VLLM_CPU_KVCACHE_SPACE "
                                 "(from resources.memory, or resources.kvCache); remove it",
     "--device-memory-utilization": "has no effect on the CPU server, whose KV cache is VLLM_CPU_KVCACHE_SPACE "
@@ -96,101 +93,23 @@ REFUSED_FLAGS = {
 _GGUF_FLAGS = ("--load-format", "--quantization", "-q")
 
 
-def cpu_image(platform: PlatformConfig) -> str:
-    """The CPU server image: ``platform.vllmCpuImage``, else the upstream CPU image of the
-    platform's release line."""
-    return platform.vllm_cpu_image or RELEASES[platform_line(platform)].cpu_image
 
 
-def platform_line(platform: PlatformConfig) -> str:
-    line, _ = resolve(platform.vllm_release, platform.vllm_image)
-    return line or DEFAULT_RELEASE
 
 
-def platform_problems(platform: PlatformConfig) -> list[Problem]:
-    """``vllmCpuImage`` runs the platform's line (what its models' args are checked against)."""
-    image = platform.vllm_cpu_image
-    version = image_version(image) if image else None
-    line = platform_line(platform)
-    if version is None or minor(version) == line:
-        return []
-    whose = f"vllmRelease '{platform.vllm_release}'" if platform.vllm_release else f"vllmImage {platform.vllm_image}"
-    return [Problem("vllmCpuImage", f"{image} is vLLM {version}, but the platform's release line is {line} "
-                    f"({whose}), whose flags the CPU models are checked against: use a CPU image of vLLM {line} "
-                    f"(e.g. {RELEASES[line].cpu_image}), or set vllmRelease to the image's line")]
 
 
-def kv_cache_gib(model: ModelConfig) -> int:
-    """The KV cache of a CPU model, whole GiB: ``resources.kvCache``, else derived from the memory."""
-    if model.resources.kv_cache is not None:
-        return int(values.parse_quantity(model.resources.kv_cache) // GIB)
-    memory = values.parse_quantity(model.resources.memory)
-    return int((memory - RUNTIME_HEADROOM_GIB * GIB) / 2 // GIB)
 
 
-def threads(model: ModelConfig) -> int:
-    return int(values.parse_quantity(model.resources.cpu))
 
 
-def model_problems(model: ModelConfig) -> list[Problem]:
-    """What a CPU model cannot be, and CPU-only settings on a GPU model."""
-    if model.gpus > 0:
-        return _gpu_model_problems(model)
-    if model.engine == "nim":
-        return [Problem("gpus", "NIM images serve on GPUs only; set gpus to at least 1, or serve the model on "
-                        "CPU with engine: vllm")]
-    problems: list[Problem] = []
-    if model.multi_node is not None:
-        problems.append(Problem("multiNode", "a CPU model (gpus: 0) serves from one pod: vLLM's CPU backend spans "
-                                "no nodes; remove multiNode, or set gpus"))
-    if model.tensor_parallel_size > 1:
-        problems.append(Problem("tensorParallelSize", f"{model.tensor_parallel_size}: {_ONE_RANK}"))
-    problems += _resource_problems(model)
-    problems += _arg_problems(model.args)
-    problems += [Problem(f"env.{name}", f"is set by this program on a CPU model: {MANAGED_ENV[name]}")
-                 for name in sorted(model.env) if name in MANAGED_ENV]
-    return problems
 
 
-def _gpu_model_problems(model: ModelConfig) -> list[Problem]:
-    problems = []
-    if model.resources.kv_cache is not None:
-        problems.append(Problem("resources.kvCache", "sizes the KV cache of CPU models (gpus: 0) only; on GPUs vLLM "
-                                "sizes it from --gpu-memory-utilization: remove it, or set gpus: 0"))
-    problems += [Problem(f"env.{name}", "is read by vLLM's CPU backend only, and this model runs on GPUs: remove "
-                         "it, or set gpus: 0") for name in sorted(model.env) if name.startswith("VLLM_CPU_")]
-    return problems
 
 
-def _resource_problems(model: ModelConfig) -> list[Problem]:
-    problems = []
-    cpu = values.parse_quantity(model.resources.cpu)
-    if cpu < 1 or cpu != cpu.to_integral_value():
-        whole = max(1, int(cpu))
-        problems.append(Problem("resources.cpu", f"'{model.resources.cpu}': a CPU model runs one engine thread per "
-                                "CPU (OMP_NUM_THREADS), with a CPU limit equal to it; write a whole number of CPUs, "
-                                f"e.g. '{whole}'"))
-    memory = values.parse_quantity(model.resources.memory)
-    kv_cache = model.resources.kv_cache
-    if kv_cache is None:
-        if memory < MIN_MEMORY_GIB * GIB:
-            problems.append(Problem("resources.memory", f"{model.resources.memory} is too little for a CPU model: its "
-                                    f"KV cache is (memory − {RUNTIME_HEADROOM_GIB}Gi) / 2, at least 1Gi, beside the "
-                                    f"runtime and the weights; set at least {MIN_MEMORY_GIB}Gi (or size "
-                                    "resources.kvCache yourself)"))
-        return problems
-    size = values.parse_quantity(kv_cache)
-    if size < GIB or size % GIB:
-        problems.append(Problem("resources.kvCache", f"'{kv_cache}': vLLM's CPU backend takes the KV cache in whole "
-                                f"GiB (VLLM_CPU_KVCACHE_SPACE); write e.g. '{max(1, int(size // GIB))}Gi'"))
-    elif size + RUNTIME_HEADROOM_GIB * GIB > memory:
-        problems.append(Problem("resources.kvCache", f"{kv_cache} leaves less than {RUNTIME_HEADROOM_GIB}Gi of "
-                                f"resources.memory ({model.resources.memory}) for the runtime, and the weights "
-                                "need room too: lower it, or raise resources.memory"))
-    return problems
 
 
-def _arg_problems(args: Iterable[str]) -> list[Problem]:
+def arg_problems(args: Iterable[str]) -> list[Problem]:
     problems: list[Problem] = []
     words = [(index, word) for index, arg in enumerate(args) for word in arg.split()]
     reported: set[int] = set()
@@ -216,14 +135,45 @@ def _value(word: str, words: list[tuple[int, str]], position: int) -> Optional[s
     return following.lower() if following is not None else None
 
 
-def stack_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
-    """What only the image tells: vLLM's upstream CPU image has no Run:ai streamer (its Dockerfile
-    installs the wheel without the `runai` extra), so a streamed source cannot load on it."""
-    if model.gpus > 0 or model.engine != "vllm" or not getattr(model.source, "streams", False):
-        return []
-    image = model.image or cpu_image(platform)
-    if image not in {line.cpu_image for line in RELEASES.values()}:
-        return []
-    return [Problem("source.load", f"stream loads through the Run:ai streamer, which vLLM's CPU image ({image}) "
-                    "does not ship: copy the weights onto the volume (remove load), or set image to a CPU image "
-                    "with vLLM's runai extra")]
+# A model's `resources` (cpu, memory, kvCache) come in as their quantities: this module never
+# sees the model (tests/config/test_config_import_contract.py).
+
+
+def kv_cache_gib(memory: str, kv_cache: Optional[str]) -> int:
+    """The KV cache of a CPU model, whole GiB: ``resources.kvCache``, else derived from the memory."""
+    if kv_cache is not None:
+        return int(values.parse_quantity(kv_cache) // GIB)
+    return int((values.parse_quantity(memory) - RUNTIME_HEADROOM_GIB * GIB) / 2 // GIB)
+
+
+def threads(cpu: str) -> int:
+    """The engine's threads: ``resources.cpu`` (a whole number)."""
+    return int(values.parse_quantity(cpu))
+
+
+def resource_problems(cpu_quantity: str, memory_quantity: str, kv_cache: Optional[str]) -> list[Problem]:
+    """A CPU model's ``resources`` (a whole number of CPUs, a KV cache that fits its memory)."""
+    problems = []
+    cpu = values.parse_quantity(cpu_quantity)
+    if cpu < 1 or cpu != cpu.to_integral_value():
+        whole = max(1, int(cpu))
+        problems.append(Problem("resources.cpu", f"'{cpu_quantity}': a CPU model runs one engine thread per "
+                                "CPU (OMP_NUM_THREADS), with a CPU limit equal to it; write a whole number of CPUs, "
+                                f"e.g. '{whole}'"))
+    memory = values.parse_quantity(memory_quantity)
+    if kv_cache is None:
+        if memory < MIN_MEMORY_GIB * GIB:
+            problems.append(Problem("resources.memory", f"{memory_quantity} is too little for a CPU model: its "
+                                    f"KV cache is (memory − {RUNTIME_HEADROOM_GIB}Gi) / 2, at least 1Gi, beside the "
+                                    f"runtime and the weights; set at least {MIN_MEMORY_GIB}Gi (or size "
+                                    "resources.kvCache yourself)"))
+        return problems
+    size = values.parse_quantity(kv_cache)
+    if size < GIB or size % GIB:
+        problems.append(Problem("resources.kvCache", f"'{kv_cache}': vLLM's CPU backend takes the KV cache in whole "
+                                f"GiB (VLLM_CPU_KVCACHE_SPACE); write e.g. '{max(1, int(size // GIB))}Gi'"))
+    elif size + RUNTIME_HEADROOM_GIB * GIB > memory:
+        problems.append(Problem("resources.kvCache", f"{kv_cache} leaves less than {RUNTIME_HEADROOM_GIB}Gi of "
+                                f"resources.memory ({memory_quantity}) for the runtime, and the weights "
+                                "need room too: lower it, or raise resources.memory"))
+    return problems

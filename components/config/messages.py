@@ -19,8 +19,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .model import SOURCE_CLASSES
-from .sources import SOURCE_TYPES
+from .sources import SOURCE_CLASSES, SOURCE_TYPES
 from .stack import StackConfig
 from .types import Shape, given
 from .values import Problems

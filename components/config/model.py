@@ -1,26 +1,30 @@
 """The `models` section: one model server each (weights source, engine, resources, serving).
 
 Stack files use camelCase keys (Pulumi's convention); error paths are reported in the same
-spelling so that a message points at the line the user has to change. Checks that need a model's
-own settings only are here (and in ``rules.py``, ``autoscaling.py``, ``managed.py``); checks that
-need another section (the platform, the router, the other models) belong to the stack
-(``stack.py``).
+spelling so that a message points at the line the user has to change. The model's sections
+(``sources.py``, ``autoscaling.py``, ``multinode.py``, ``revisions.py``, ``lora.py``, ...) are types
+that check their own keys; every check that reads several of a model's settings is here, at the
+end (and the flags and env it owns, ``managed.py``); checks that need another section (the
+platform, the router, the other models) belong to the stack (``stack.py``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
+from collections.abc import Callable
+from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Discriminator, Field, PrivateAttr, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic.alias_generators import to_snake
 
-from . import cpu, effect, kube, managed, rules, stack_secrets, values
-from .autoscaling import Autoscaling, autoscaling_problems
-from .disruption import DisruptionOverride, DisruptionPolicy, resolve
+from . import cpu, kube, managed, stack_secrets, values
+from .autoscaling import Autoscaling
+from .disruption import DisruptionConfig, DisruptionOverride, DisruptionPolicy, resolve
+from .effect import unused_keys
+from .kube import INT32_MAX
 from .lora import Lora
-from .multinode import MultiNode, multinode_problems
-from .revisions import NextRevisionBase, next_problems
-from .sources import PvcSource, S3Source, source_problems, source_type
-from .streaming import streams
+from .multinode import NIM_JSONL_LOGGING, NIM_MULTINODE_ENV, MultiNode
+from .revisions import NEXT_NAME_MAX, NEXT_SUFFIX, NextRevision
+from .sources import WeightSource, source_type
 from .types import (
     Dns1123Label,
     HealthPath,
@@ -35,70 +39,9 @@ from .types import (
 from .values import Problem
 from .vllm_release import VllmRelease
 
-if TYPE_CHECKING:
-    from .platform import PlatformConfig
-
 DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
-# Checkpoint copies vLLM never loads when safetensors are there (the puller passes them all after
-# one `--exclude`: compile/weights.py puller_args).
-DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "*.onnx", "*.ot", "original/*")
-
-
-class ModelSource(Strict):
-    """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`."""
-
-    type: Literal["hf"] = Field("hf", description="`hf` (the default; may be left out).")
-    repo: Annotated[str, AfterValidator(values.check_hf_repo)] = Field(
-        description="Hugging Face repo id, `owner/name`."
-    )
-    revision: Annotated[str, AfterValidator(values.check_revision)] = Field(
-        "main", description="Branch, tag or full 40-hex commit to download."
-    )
-    allow_patterns: Optional[tuple[str, ...]] = Field(
-        None, description="Download only files matching one of these globs (`hf download "
-        "--include`; `*` also matches `/`). Unset: every file not ignored. The patterns follow one `--include`, "
-        "as the huggingface_hub 0.x CLI of the default puller image takes them.",
-    )
-    ignore_patterns: tuple[str, ...] = Field(
-        DEFAULT_IGNORE_PATTERNS, description="Skip files matching these globs (`hf download "
-        "--exclude`): by default the duplicate checkpoints vLLM does not load (`.bin`/`.pt`/`.pth` "
-        "copies of the safetensors weights, TF/Flax/ONNX exports, Meta's `original/` folder). "
-        "`[]` downloads them too.",
-    )
-
-    @field_validator("allow_patterns", "ignore_patterns")
-    @classmethod
-    def _patterns(cls, patterns: Optional[tuple[str, ...]], info: ValidationInfo) -> Optional[tuple[str, ...]]:
-        if patterns is None:
-            return None
-        if info.field_name == "allow_patterns" and not patterns:
-            raise ValueError("an empty allow list downloads nothing; remove allowPatterns to download every file")
-        for pattern in patterns:
-            if not pattern.strip() or pattern != pattern.strip() or pattern.startswith("-"):
-                raise ValueError(f"'{pattern}' is not a file glob; write e.g. '*.safetensors' or 'original/*'")
-        return patterns
-
-    @property
-    def ref(self) -> str:
-        return f"{self.repo}@{self.revision}"
-
-
-# `source.type` picks the kind; without it, the Hub (stack files from before the other kinds).
-WeightSource = Annotated[
-    Union[Annotated[ModelSource, Tag("hf")], Annotated[S3Source, Tag("s3")], Annotated[PvcSource, Tag("pvc")]],
-    Discriminator(source_type),
-]
-# The model of each ``source.type`` tag (the error formatter, messages.py, walks the config by it).
-SOURCE_CLASSES: dict[str, type[Strict]] = {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}
-
-
-class NextRevision(NextRevisionBase):
-    """The model's next revision (components/config/revisions.py): its own pods beside the serving
-    ones, under the model's name, with a share of the traffic."""
-
-    source: Optional[WeightSource] = Field(
-        None, description="The revision's weights; unset: the model's. Pulled and verified before the "
-        "revision serves, as the model's.")
+# (uid, gid) each engine's image has a passwd entry for: vLLM's `vllm` user, NIM's user.
+ENGINE_IDENTITY = {"vllm": (2000, 0), "nim": (1000, 2000)}
 
 
 class WeightsStorage(Strict):
@@ -262,22 +205,18 @@ class ModelConfig(Strict):
         "back: `weight: 0` or remove it. See docs/05-day-2.md.",
     )
 
-    # Set on the model revisions.revision_model derives (its objects are `<model>-next`): the model
-    # it is the next revision of.
-    _revision_of: Optional[str] = PrivateAttr(None)
-
     @property
     def served_name(self) -> str:
         """The name the engine answers to (`--served-model-name`): the model's, for both revisions."""
-        return self._revision_of or self.name
+        return self.name
 
     @property
     def is_next_revision(self) -> bool:
-        return self._revision_of is not None
+        return False
 
-    def disruption_policy(self, platform: PlatformConfig) -> DisruptionPolicy:
-        """This model's drain and spread: its own keys, else the platform's."""
-        return resolve(platform.disruption, self.disruption)
+    def disruption_policy(self, platform_default: DisruptionConfig) -> DisruptionPolicy:
+        """This model's drain and spread: its own keys, else the platform's (``platform.disruption``)."""
+        return resolve(platform_default, self.disruption)
 
     @field_validator("path")
     @classmethod
@@ -298,6 +237,12 @@ class ModelConfig(Strict):
     @property
     def on_operator(self) -> bool:
         return self.engine == "nim" and self.path == "operator"
+
+    @property
+    def streams(self) -> bool:
+        """Whether the server streams its weights from the store (`source.load: stream`, config/streaming.py):
+        no volume, no puller, no gate."""
+        return bool(getattr(self.source, "streams", False))
 
     @property
     def on_cpu(self) -> bool:
@@ -327,7 +272,7 @@ class ModelConfig(Strict):
         # beside the model's other problems when the loader says no stack secret will fill it.
         given = (info.context or {}).get(stack_secrets.CONTEXT_KEY)
         if given is not None and stack_secrets.NGC_API_KEY.config_key not in given:
-            problems.extend(rules.auth_secret_problems(self))
+            problems.extend(auth_secret_problems(self))
         if self.gpus % self.tensor_parallel_size:
             problems.append(Problem(
                 "tensorParallelSize",
@@ -335,7 +280,7 @@ class ModelConfig(Strict):
                 f"{self.gpus} GPUs; set gpus to a multiple of it, or lower it",
             ))
         per_pod = self.multi_node is not None and self.multi_node.per_pod  # a volume per pod: nothing shared
-        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod and not streams(self):
+        if self.replicas > 1 and self.weights.access_mode == "ReadWriteOnce" and not per_pod and not self.streams:
             problems.append(Problem(
                 "replicas",
                 f"{self.replicas} replicas cannot share a ReadWriteOnce weights volume "
@@ -351,16 +296,537 @@ class ModelConfig(Strict):
         if self.engine != "vllm" and self.vllm_release is not None:
             problems.append(Problem("vllmRelease", "applies to vLLM models only (NIM images bring their own "
                                     "server); remove it"))
-        problems.extend(rules.nim_problems(self))
+        problems.extend(nim_problems(self))
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
-        problems.extend(cpu.model_problems(self))
+        problems.extend(cpu_problems(self))
         problems.extend(next_problems(self))
-        problems.extend(rules.identity_problems(self))
-        problems.extend(managed.arg_problems(self.args, self.engine, streams(self)))
-        problems.extend(managed.env_problems(self.env, self.engine, streams(self)))
-        problems.extend(effect.model_problems(self))
+        problems.extend(identity_problems(self))
+        problems.extend(managed.arg_problems(self.args, self.engine, self.streams))
+        problems.extend(managed.env_problems(self.env, self.engine, self.streams))
+        problems.extend(no_effect_problems(self))
         if problems:
             raise values.Problems(problems)
         return self
+
+
+class RevisionServer(ModelConfig):
+    """The model that serves a next revision (``revision_model``): the model with the revision's
+    settings, named ``<model>-next`` (its objects), answering to the model's name. Derived, never
+    read from a stack file (the stack's schema names ``ModelConfig`` only)."""
+
+    revision_of: str
+
+    @property
+    def served_name(self) -> str:
+        return self.revision_of
+
+    @property
+    def is_next_revision(self) -> bool:
+        return True
+
+
+# What reads several of a model's sections: the checks ``ModelConfig`` runs, and what the
+# compilers derive. The sections (sources.py, autoscaling.py, multinode.py, revisions.py, ...)
+# are types that validate their own keys and never see the model (tests/config/
+# test_config_import_contract.py). Paths in problems are relative to the model (``models.<i>.`` is
+# added by the stack).
+
+
+def source_problems(model: ModelConfig) -> list[Problem]:
+    """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
+    source, problems = model.source, []
+    kind = source_type(source)
+    if kind != "hf" and model.on_operator:
+        problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
+                         f"Hub); a {kind} source needs path: raw"))
+    if kind == "s3":
+        problems.extend(stream_problems(model))
+    if kind == "pvc":
+        for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
+            if field in model.weights.model_fields_set:
+                problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
+                                 f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
+    return problems
+
+
+def stream_problems(model: ModelConfig) -> list[Problem]:
+    """What a streamed `s3` source makes wrong in its model (paths relative to the model)."""
+    source, problems = model.source, []
+    if not source.streams:
+        if "stream_memory_limit" in source.model_fields_set:
+            problems.append(Problem("source.streamMemoryLimit", "applies to load: stream only; remove it"))
+        return problems
+    if model.engine != "vllm":
+        problems.append(Problem("source.load", "stream is vLLM's loader (--load-format runai_streamer); "
+                                "NIM reads its weights from a volume: use load: copy"))
+    if model.multi_node is not None:
+        problems.append(Problem("multiNode", "vLLM 0.11 copies the config files into a folder of the pod that "
+                                "starts the server only, and a group of pods serving from it is not established; "
+                                "remove multiNode or use source.load: copy"))
+    if model.lora.enabled:
+        problems.append(Problem("lora.enabled", "LoRA adapters are re-based onto the weights path, and a streamed "
+                                "model has none; use source.load: copy, or turn lora off"))
+    if source.version_at:
+        problems.append(Problem("source.versionAt", "a streamed server reads the objects as they are when it starts "
+                                "(vLLM 0.11 hands the streamer an s3:// path, never a version); use source.load: copy "
+                                "to serve the bucket as it was at versionAt, or remove versionAt"))
+    for key, field in (("size", "size"), ("storageClassName", "storage_class_name"), ("accessMode", "access_mode")):
+        if field in model.weights.model_fields_set:
+            problems.append(Problem(f"weights.{key}", f"a streamed model has no weights volume; remove weights.{key}"))
+    limit, memory = values.parse_quantity(source.stream_memory_limit), values.parse_quantity(model.resources.memory)
+    if limit * 2 > memory:
+        problems.append(Problem("source.streamMemoryLimit", f"{source.stream_memory_limit} is more than half of "
+                                f"resources.memory ({model.resources.memory}), which also holds the server; "
+                                "lower it or raise resources.memory"))
+    return problems
+
+def replica_ceiling(model: ModelConfig) -> int:
+    """The most replicas this model may run: ``maxReplicas`` when autoscaled, else ``replicas``.
+    "May it run more than one?" is ``replica_ceiling(model) > 1`` (PDB, spread, RWX rules)."""
+    scaling = model.autoscaling
+    if scaling.enabled and scaling.max_replicas is not None:
+        return scaling.max_replicas
+    return model.replicas
+
+def may_sleep(model: ModelConfig) -> bool:
+    """Scaled to zero when idle (``autoscaling.minReplicas: 0``)."""
+    return model.autoscaling.enabled and model.autoscaling.min_replicas == 0
+
+def autoscaling_problems(model: ModelConfig) -> list[Problem]:
+    """What makes an autoscaling setting unusable, at the key to change."""
+    scaling = model.autoscaling
+    if not scaling.enabled:
+        return []
+    if model.on_operator and model.multi_node is not None:
+        return []  # the operator's own rule against multiNode with scale (multinode.py) says it
+    if model.on_operator:
+        # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
+        # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs
+        # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
+        # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
+        # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
+        return [Problem("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
+                        "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
+                        "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
+                        "replicas")]
+    if model.engine != "vllm":
+        # NIM LLM documents `num_requests_waiting` on /v1/metrics (docs.nvidia.com/nim/large-language-
+        # models/latest/observability.html) but not the label that names the model, so the query
+        # could not be scoped to one model's pods the way vLLM's `model_name` scopes it.
+        return [Problem("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
+                        "(label model_name); NIM's queue metric has no documented model label to scope it to this "
+                        "model. Use engine: vllm, or set replicas")]
+    found: list[Problem] = []
+    if "replicas" in model.model_fields_set:
+        found.append(Problem("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
+                             "and maxReplicas; remove replicas (or set autoscaling.enabled: false)"))
+    if scaling.max_replicas is None:
+        found.append(Problem("autoscaling.maxReplicas", "set the most replicas the autoscaler may start "
+                             f"(each takes {model.gpus} GPU(s)), e.g. {scaling.min_replicas + 1}"))
+        return found
+    if "idle_seconds" in scaling.model_fields_set and scaling.min_replicas != 0:
+        found.append(Problem("autoscaling.idleSeconds", "applies to minReplicas: 0 only (the idle time "
+                             "before the model sleeps); remove it, or set minReplicas: 0"))
+    if scaling.min_replicas > scaling.max_replicas:
+        found.append(Problem("autoscaling.minReplicas", f"{scaling.min_replicas} exceeds maxReplicas "
+                             f"({scaling.max_replicas}); lower it or raise maxReplicas"))
+    elif scaling.min_replicas == scaling.max_replicas:
+        found.append(Problem("autoscaling.maxReplicas", f"equal to minReplicas ({scaling.min_replicas}): "
+                             "nothing to scale; raise maxReplicas, or set replicas instead of autoscaling"))
+    if model.weights.access_mode == "ReadWriteOnce" and not model.streams:
+        found.append(Problem("weights.accessMode", f"ReadWriteOnce attaches to one node, and autoscaling may start "
+                             f"up to {scaling.max_replicas} replicas (a second node's pod hits Multi-Attach and "
+                             "never starts); set weights.accessMode: ReadWriteMany, or use replicas: 1"))
+    return found
+
+def multinode_problems(model: ModelConfig) -> list[Problem]:
+    """What a multi-node model cannot be (each with the fix)."""
+    spec = model.multi_node
+    if spec is None or model.gpus == 0:  # a CPU model's multiNode is refused whole (cpu.py)
+        return []
+    if model.engine == "nim" and not model.on_operator:
+        # The NIM container's multi-node contract (NIM_LEADER_ROLE / NIM_NODE_RANK, the MPI ssh
+        # keys and start script, or `nim-serve-ray`) is the operator's to render; copying it here
+        # would duplicate the operator and drift with each NIM release.
+        return [Problem("multiNode", "multi-node NIM is rendered by the NIM operator (NIMService multiNode: it "
+                        "starts the group's Ray or MPI cluster and sets each pod's rank); the raw path does not "
+                        "render that: set path: operator (and nim.authSecret), or remove multiNode")]
+    problems: list[Problem] = []
+    if spec.per_pod:
+        if model.on_operator:
+            # The NIMCache is one PVC, which the operator mounts in every pod of every group.
+            problems.append(Problem("multiNode.weights", "the NIM operator mounts its NIMCache's one volume in "
+                                    "every pod of a group: per-pod volumes are not offered on the operator path; "
+                                    "set multiNode.weights: shared with weights.accessMode: ReadWriteMany"))
+        if source_type(model.source) == "pvc":
+            problems.append(Problem("multiNode.weights", "an existing claim (source.type: pvc) is one volume, it "
+                             "cannot be one per pod: set multiNode.weights: shared with a ReadWriteMany claim, or "
+                             "pull per pod from the store or the hub (source.type: s3 or hf)"))
+        if getattr(model.source, "service_account_name", None):
+            problems.append(Problem("source.serviceAccountName", "per-pod weights are pulled inside the server "
+                             "pods, which keep the platform's identity-less ServiceAccount: give the store's keys "
+                             "through source.credentials, or set multiNode.weights: shared (the puller Job runs "
+                             "as this ServiceAccount)"))
+    elif model.weights.access_mode != "ReadWriteMany":
+        if model.on_operator:
+            problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the NIMCache's "
+                                    "volume, on different nodes: set weights.accessMode: ReadWriteMany (the NIMCache "
+                                    "PVC is created with it and the operator mounts it in the leader and every worker)"))
+        else:
+            problems.append(Problem("weights.accessMode", "every pod of a multi-node group mounts the shared weights, "
+                             "on different nodes: set weights.accessMode: ReadWriteMany (pulled once and shared), or "
+                             "multiNode.weights: perPod (a volume per pod, each pulled and verified: for node-local "
+                             "disks)"))
+    if model.autoscaling.enabled:
+        if model.on_operator:
+            problems.append(Problem("autoscaling.enabled", "the NIM operator refuses multiNode together with "
+                                    "autoscaling (its CRD rule: autoScaling must be nil or disabled when multiNode "
+                                    "is set); a multi-node NIMService runs `replicas` groups: remove autoscaling "
+                                    "and set replicas"))
+        else:
+            problems.append(Problem("autoscaling.enabled", "a multi-node model scales by whole groups, which the "
+                             "Deployment autoscaler does not do; set replicas instead"))
+    if model.lora.enabled and model.engine == "vllm":  # NIM refuses lora on both paths (effect.py)
+        problems.append(Problem("lora.enabled", "LoRA adapters are prepared per pod for one-pod servers; "
+                         "multi-node models do not offer them: remove lora or multiNode"))
+    # The LWS webhook refuses a LeaderWorkerSet whose pods (replicas × size) pass int32 (found by
+    # the dry-run property test: each count alone was in range).
+    if model.replicas * spec.nodes > INT32_MAX:
+        problems.append(Problem("replicas", f"{model.replicas} groups × {spec.nodes} nodes is more pods than a "
+                         f"LeaderWorkerSet takes (at most {INT32_MAX}); lower replicas"))
+    if model.engine == "nim":
+        return problems + _nim_operator_problems(model, spec)
+    if spec.mpi:
+        problems.append(Problem("multiNode.mode", "mpi is the NIM operator's launcher; vLLM spans nodes with "
+                                "ray or dataParallel: set multiNode.mode: ray (or dataParallel)"))
+    elif spec.ray:
+        if spec.expert_parallel:
+            problems.append(Problem("multiNode.expertParallel", "expert parallel is offered in mode "
+                             "dataParallel; remove it, or set multiNode.mode: dataParallel"))
+        world = model.tensor_parallel_size * spec.pipeline_size()
+        if world != spec.nodes * model.gpus:
+            problems.append(Problem("multiNode.pipelineParallelSize", f"tensorParallelSize {model.tensor_parallel_size} × "
+                             f"pipelineParallelSize {spec.pipeline_size()} = {world} GPUs, but a group has "
+                             f"{spec.nodes} × {model.gpus} = {spec.nodes * model.gpus}; make them equal (e.g. "
+                             f"tensorParallelSize {model.gpus} and pipelineParallelSize {spec.nodes})"))
+    elif spec.pipeline_parallel_size is not None:
+        problems.append(Problem("multiNode.pipelineParallelSize", "pipeline parallel is offered in mode ray; "
+                         "remove it, or set multiNode.mode: ray"))
+    return problems
+
+def _nim_operator_problems(model: ModelConfig, spec: MultiNode) -> list[Problem]:
+    """The NIM operator's multi-node contract (k8s-nim-operator v3.1.2): the LeaderWorkerSet's size is
+    ``parallelism.pipeline`` (one stage per pod), ``parallelism.tensor`` is each pod's GPU count
+    (its ``GPUS_PER_NODE``), every pod gets the NIMService's resources, and the LWS template runs its
+    own container arguments (the NIMService's ``args`` are not in it)."""
+    problems: list[Problem] = []
+    if spec.mode == "dataParallel":
+        problems.append(Problem("multiNode.mode", "the NIM operator starts a group over Ray (NIM for LLMs 2.x and "
+                                "later) or MPI (NIM 1.x TensorRT-LLM images); set multiNode.mode: ray or mpi"))
+    if spec.expert_parallel:
+        problems.append(Problem("multiNode.expertParallel", "the NIM operator has no expert-parallel setting (NIM "
+                                "picks it from its profile); remove it"))
+    if spec.pipeline_parallel_size is not None and spec.pipeline_parallel_size != spec.nodes:
+        problems.append(Problem("multiNode.pipelineParallelSize", f"the NIM operator runs one pipeline stage per "
+                                f"pod (parallelism.pipeline is the group's size): {spec.pipeline_parallel_size} "
+                                f"stages need {spec.pipeline_parallel_size} nodes, not {spec.nodes}; set it to "
+                                f"{spec.nodes}, or remove it"))
+    if model.tensor_parallel_size != model.gpus:
+        problems.append(Problem("tensorParallelSize", f"the NIM operator runs tensor parallel across each pod's GPUs "
+                                f"(parallelism.tensor is its GPUs per node): tensorParallelSize "
+                                f"{model.tensor_parallel_size} × {spec.nodes} nodes would not use the group's "
+                                f"{spec.nodes} × {model.gpus} GPUs; set tensorParallelSize: {model.gpus}"))
+    if model.args:
+        problems.append(Problem("args", "the NIM operator's LeaderWorkerSet runs its own container arguments and "
+                                "leaves the NIMService's args out (k8s-nim-operator v3.1.2); pass NIM settings as env, "
+                                "or remove args"))
+    managed = NIM_MULTINODE_ENV + ((NIM_JSONL_LOGGING,) if spec.ray else ())
+    for name in sorted(n for n in model.env if n in managed):
+        why = ("set to 0 in ray mode: NIM has no JSON log formatter on Ray workers" if name == NIM_JSONL_LOGGING
+               else "set by the NIM operator on every pod of a multi-node group (rank, sizes, launcher)")
+        problems.append(Problem(f"env.{name}", f"{why}; remove it"))
+    return problems
+
+def next_name(model: ModelConfig) -> str:
+    return f"{model.name}{NEXT_SUFFIX}"
+
+def revision_model(model: ModelConfig) -> ModelConfig:
+    """The model that serves the next revision: the model with the revision's settings, named
+    ``<model>-next``, fixed replicas, no next of its own; it answers to the model's name."""
+    revision = model.next
+    if revision is None:
+        raise ValueError(f"model '{model.name}' declares no next revision")
+    update = {
+        "name": next_name(model),
+        "source": revision.source if revision.source is not None else model.source,
+        "image": revision.image if revision.image is not None else model.image,
+        "args": revision.args if revision.args is not None else model.args,
+        "replicas": revision.replicas,
+        "autoscaling": Autoscaling(),
+        "next": None,
+        "revision_of": model.name,
+    }
+    # Built as model_copy builds a copy (the settings are the model's, validated with it), as the
+    # class whose served name is the model's.
+    return RevisionServer.model_construct(model.model_fields_set | set(update), **{**dict(model), **update})
+
+def weights_model(model: ModelConfig) -> ModelConfig:
+    """The model as it will be once promoted, as far as its weights go: its name, the revision's
+    source. Its weights objects (volume, puller Job, gate) are the revision's, by name and spec."""
+    revision = model.next
+    if revision is None:
+        raise ValueError(f"model '{model.name}' declares no next revision")
+    return model.model_copy(update={"source": revision.source if revision.source is not None else model.source,
+                                    "next": None})
+
+def changes(model: ModelConfig, default_image: Optional[str] = None) -> list[str]:
+    """What the next revision changes, in the words of the config (empty: nothing).
+    ``default_image``: the image a model without its own runs (the platform's); the stack passes
+    it, so a revision naming the image the model already runs changes nothing."""
+    revision = model.next
+    if revision is None:
+        return []
+    changed = []
+    if revision.source is not None and revision.source != model.source:
+        changed.append("source")
+    if revision.image is not None and revision.image != (model.image or default_image):
+        changed.append("image")
+    if revision.args is not None and tuple(revision.args) != tuple(model.args):
+        changed.append("args")
+    return changed
+
+def next_problems(model: ModelConfig) -> list[Problem]:
+    """Where a next revision cannot be served: each with the setting to change."""
+    if model.next is None:
+        return []
+    problems: list[Problem] = []
+    unsupported = [
+        (model.engine != "vllm", "engine", "vLLM models only (a NIM's revision is its image, which its operator "
+         "or its profile cache pins); deploy the new NIM as another model"),
+        (model.multi_node is not None, "multiNode", "single-pod models only (two LeaderWorkerSets of one model "
+         "would each need whole nodes); deploy the new revision as another model"),
+        (model.lora.enabled, "lora.enabled", "models without LoRA adapters only (an adapter is asked for by its "
+         "own name, which both revisions would register: the split could not hold); remove lora or next"),
+        (model.autoscaling.enabled and model.autoscaling.min_replicas == 0, "autoscaling.minReplicas",
+         "models that do not sleep (a sleeping model's revisions would wake apart); set minReplicas: 1 or remove next"),
+        (len(model.name) > NEXT_NAME_MAX, "name", f"model names of at most {NEXT_NAME_MAX} characters ('{model.name}' "
+         f"is {len(model.name)}: the revision's objects are named '{model.name}{NEXT_SUFFIX}-...', which must fit "
+         "Kubernetes' 63-character limit); shorten the name"),
+    ]
+    problems += [Problem("next", f"a next revision can be declared for {why} (ruled out here by {setting})")
+                 for bad, setting, why in unsupported if bad]
+    if problems:
+        return problems
+    if not changes(model):
+        problems.append(Problem("next", "declares the revision already serving (no source, image or args of its "
+                                "own that differ); set what the new revision changes, or remove next"))
+        return problems
+    derived = revision_model(model)
+    if derived.streams != model.streams:
+        problems.append(Problem("next.source", "loads its weights otherwise than the model (`load: stream` on one "
+                                "of them only): their pullers share the model's network policy; give both the same "
+                                "load, or deploy the revision as another model"))
+    if ("source" not in changes(model) and model.weights.access_mode == "ReadWriteOnce" and not model.streams):
+        problems.append(Problem("next", "keeps the model's source, so both revisions mount the model's one weights "
+                                "volume, which ReadWriteOnce attaches to one node; set weights.accessMode: "
+                                "ReadWriteMany, or give the revision a source of its own"))
+    if revision_rwo_shared(model):
+        # The model's own replicas are checked in model.py; the revision's Deployment mounts its
+        # weights volume (the model's, or the one it will have once promoted) from every pod too.
+        problems.append(Problem("next.replicas", f"{model.next.replicas} replicas cannot share a ReadWriteOnce "
+                                "weights volume (replicas on two nodes hit Multi-Attach and never start); set "
+                                "weights.accessMode: ReadWriteMany, or next.replicas: 1"))
+    problems += [p.under("next") for p in managed.arg_problems(derived.args, derived.engine, derived.streams)
+                 if p.path.startswith("args")]
+    return problems
+
+def revision_rwo_shared(model: ModelConfig) -> bool:
+    """The next revision runs several pods on one ReadWriteOnce weights volume."""
+    return (model.next is not None and model.next.replicas > 1 and model.weights.access_mode == "ReadWriteOnce"
+            and not revision_model(model).streams)
+
+def no_effect_problems(model: ModelConfig) -> list[Problem]:
+    """Settings the model's engine or path ignores (the table in effect.py), each refused with what
+    to use instead."""
+    problems: list[Problem] = []
+    if model.engine != "nim":
+        return problems
+    if model.lora.enabled:
+        problems.append(Problem("lora.enabled", (
+            "NIM serves LoRA adapters from the directory named by NIM_PEFT_SOURCE and only with a "
+            "LoRA-capable profile of its image, which this program does not configure: the adapters "
+            "would be downloaded where NIM never looks. Use engine: vllm for adapters, or remove lora")))
+    tensor_parallel_set = "tensor_parallel_size" in model.model_fields_set
+    if tensor_parallel_set and not model.on_operator:
+        problems.append(Problem("tensorParallelSize", (
+            "the NIM raw path passes no parallelism to NIM, which picks a profile for the GPUs it "
+            "sees; remove it and set gpus (to pin a profile, set env NIM_MODEL_PROFILE)")))
+    if not model.on_operator:
+        return problems
+    nim = model.nim_settings
+    source = nim.cache_source or "ngc"
+    # multiNode: tensorParallelSize is the NIMService's parallelism.tensor, whatever the cache.
+    if tensor_parallel_set and (source == "hf" or nim.profiles) and model.multi_node is None:
+        reason = ("an hf cache downloads the repo as it is" if source == "hf"
+                  else "nim.profiles names the profiles to cache, which excludes every other selector")
+        problems.append(Problem("tensorParallelSize", f"has no effect on this NIMCache: {reason}; remove it"))
+    if model.disruption is not None and model.disruption.drain_seconds is not None:
+        problems.append(Problem("disruption.drainSeconds", (
+            "the NIM operator path renders no drain wait: a NIMService has no lifecycle hook or "
+            "terminationGracePeriodSeconds to carry it; remove it, or use path: raw")))
+    problems += unused_keys(model.source, ("allow_patterns", "ignore_patterns"), "source.",
+                            "the NIMCache downloads without file patterns; remove it, or use path: raw")
+    if source == "ngc" and model.hf_endpoint is not None:
+        problems.append(Problem("hfEndpoint", "an ngc cache downloads from NGC, never from a Hugging Face "
+                         "endpoint; remove it, or set nim.cacheSource: hf"))
+    return problems
+
+
+def nim_problems(model: ModelConfig) -> list[Problem]:
+    """Engine / path combinations and the credentials each path needs."""
+    if model.engine != "nim":
+        return [Problem("nim", "NIM settings apply to engine 'nim' only; remove them")] if model.nim else []
+    nim, problems = model.nim_settings, []
+    if model.path == "raw":
+        operator_only = ("cacheSource", "modelPuller", "pullSecret", "profiles", "cacheResources")
+        for key in operator_only:
+            if to_snake(key) in nim.model_fields_set:
+                hint = (" (raw-path pods take their pull secrets from platform.imagePullSecrets)"
+                        if key == "pullSecret" else "")
+                problems.append(Problem(f"nim.{key}", "only used by path: operator (NIMCache); "
+                                        f"remove it, or set path: operator{hint}"))
+        return problems
+    source = nim.cache_source or "ngc"
+    if source == "hf" and not nim.pull_secret:
+        problems.append(Problem("nim.pullSecret", "an hf cache source needs the image pull Secret of "
+                                "its modelPuller (nvcr.io); name it here"))
+    if source == "hf" and nim.profiles:
+        problems.append(Problem("nim.profiles", "profiles select NGC-optimized profiles; an hf cache "
+                                "downloads the whole repo: remove them or use cacheSource: ngc"))
+    if "all" in nim.profiles and len(nim.profiles) > 1:
+        problems.append(Problem("nim.profiles", "'all' caches every profile and must be the only entry"))
+    if model.image and "@" in model.image and ":" not in model.image.split("@")[0].rsplit("/", 1)[-1]:
+        problems.append(Problem("image", "the NIM operator takes repository and tag; add a tag before "
+                                "the digest (repo:tag@sha256:...)"))
+    if model.hf_token_secret:
+        problems.append(Problem("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
+                                "put the token there and remove hfTokenSecret"))
+    return problems
+
+def auth_secret_problems(model: ModelConfig) -> list[Problem]:
+    """The operator path needs nim.authSecret: checked on the model with the stack's secret
+    defaults in place (a stack ngcApiKey fills it), so the stack asks for it."""
+    nim = model.nim_settings
+    if not model.on_operator or nim.auth_secret:
+        return []
+    source = nim.cache_source or "ngc"
+    keys = "NGC_API_KEY" if source == "ngc" else "HF_TOKEN (and optionally NGC_API_KEY)"
+    fix = ("set the stack secret llm-serving:ngcApiKey (`pulumi config set --secret "
+           "ngcApiKey <key>`), or create the Secret and name it here" if source == "ngc"
+           else "create it and name it here")
+    return [Problem("nim.authSecret", f"the NIM operator needs a Secret with key {keys} "
+                    f"for the NIMCache and NIMService; {fix}")]
+
+def identity_problems(model: ModelConfig) -> list[Problem]:
+    """uid/gid stay per engine: another engine's (or any other) identity must be explicit."""
+    context = model.security_context
+    if context is None:
+        return []
+    uid, gid = ENGINE_IDENTITY.get(model.engine, (None, None))
+    problems: list[Problem] = []
+    if not context.allow_non_default_identity:
+        for key, value, default in (("runAsUser", context.run_as_user, uid),
+                                    ("runAsGroup", context.run_as_group, gid)):
+            if value is None or value == default:
+                continue
+            borrowed = [e for e, ident in ENGINE_IDENTITY.items()
+                        if e != model.engine and ident[key == "runAsGroup"] == value]
+            label = {"vllm": "vLLM", "nim": "NIM"}
+            what = "uid" if key == "runAsUser" else "gid"
+            whose = f"{label[borrowed[0]]}'s {what}, " if borrowed else ""
+            problems.append(Problem(f"securityContext.{key}", (
+                f"{value} is {whose}not the {label[model.engine]} image's {what} "
+                f"({default}); an image without a passwd entry for it crashes "
+                "(`getpwuid(): uid not found`). Remove it, or set "
+                "securityContext.allowNonDefaultIdentity: true if the image has that user"
+            )))
+    elif context.run_as_user is None and context.run_as_group is None:
+        problems.append(Problem("securityContext.allowNonDefaultIdentity",
+                                "nothing to allow: set runAsUser/runAsGroup, or remove it"))
+    return problems
+
+
+def cpu_problems(model: ModelConfig) -> list[Problem]:
+    """What a CPU model cannot be, and CPU-only settings on a GPU model."""
+    if model.gpus > 0:
+        return _gpu_cpu_settings_problems(model)
+    if model.engine == "nim":
+        return [Problem("gpus", "NIM images serve on GPUs only; set gpus to at least 1, or serve the model on "
+                        "CPU with engine: vllm")]
+    problems: list[Problem] = []
+    if model.multi_node is not None:
+        problems.append(Problem("multiNode", "a CPU model (gpus: 0) serves from one pod: vLLM's CPU backend spans "
+                                "no nodes; remove multiNode, or set gpus"))
+    if model.tensor_parallel_size > 1:
+        problems.append(Problem("tensorParallelSize", f"{model.tensor_parallel_size}: {cpu.ONE_RANK}"))
+    problems += cpu.resource_problems(model.resources.cpu, model.resources.memory, model.resources.kv_cache)
+    problems += cpu.arg_problems(model.args)
+    problems += [Problem(f"env.{name}", f"is set by this program on a CPU model: {cpu.MANAGED_ENV[name]}")
+                 for name in sorted(model.env) if name in cpu.MANAGED_ENV]
+    return problems
+
+
+def _gpu_cpu_settings_problems(model: ModelConfig) -> list[Problem]:
+    problems = []
+    if model.resources.kv_cache is not None:
+        problems.append(Problem("resources.kvCache", "sizes the KV cache of CPU models (gpus: 0) only; on GPUs vLLM "
+                                "sizes it from --gpu-memory-utilization: remove it, or set gpus: 0"))
+    problems += [Problem(f"env.{name}", "is read by vLLM's CPU backend only, and this model runs on GPUs: remove "
+                         "it, or set gpus: 0") for name in sorted(model.env) if name.startswith("VLLM_CPU_")]
+    return problems
+
+
+# Which models read a stack secret (stack_secrets.py), per config key: the update that makes a model
+# read it where it names no Secret of its own (None: it does not use it, or its path reads
+# credentials elsewhere), and whether a resolved model reads it (the stack creates it only then).
+def _hf_token_default(model: ModelConfig) -> Optional[dict]:
+    # The operator path reads HF_TOKEN from nim.authSecret, never from hfTokenSecret.
+    if model.on_operator or model.hf_token_secret is not None:
+        return None
+    return {"hf_token_secret": stack_secrets.HF_TOKEN_SECRET}
+
+def _ngc_api_key_default(model: ModelConfig) -> Optional[dict]:
+    nim = model.nim_settings
+    if model.engine != "nim" or nim.auth_secret:
+        return None
+    if model.on_operator and nim.cache_source == "hf":
+        return None  # an hf cache needs HF_TOKEN in the same Secret: the user's own Secret
+    return {"nim": nim.model_copy(update={"auth_secret": stack_secrets.NGC_API_KEY_SECRET.name})}
+
+def _reads_hf_token(model: ModelConfig) -> bool:
+    ref = model.hf_token_secret
+    return ref is not None and (ref.name, ref.key) == (stack_secrets.HF_TOKEN_SECRET.name, stack_secrets.HF_TOKEN_SECRET.key)
+
+def _reads_ngc_api_key(model: ModelConfig) -> bool:
+    return model.engine == "nim" and model.nim_settings.auth_secret == stack_secrets.NGC_API_KEY_SECRET.name
+
+
+SECRET_READERS: dict[str, tuple[Callable[[ModelConfig], Optional[dict]], Callable[[ModelConfig], bool]]] = {
+    stack_secrets.HF_TOKEN.config_key: (_hf_token_default, _reads_hf_token),
+    stack_secrets.NGC_API_KEY.config_key: (_ngc_api_key_default, _reads_ngc_api_key),
+}
+
+
+def reads_stack_secret(model: ModelConfig, spec: stack_secrets.StackSecretSpec) -> bool:
+    return SECRET_READERS[spec.config_key][1](model)
+
+
+def with_secret_defaults(model: ModelConfig, specs: tuple[stack_secrets.StackSecretSpec, ...]) -> ModelConfig:
+    """``model`` reading the given stack secrets wherever it names no Secret of its own."""
+    for spec in specs:
+        update = SECRET_READERS[spec.config_key][0](model)
+        if update:
+            model = model.model_copy(update=update)
+    return model

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from . import cpu, kube, values
+from . import kube, values
 from .autoscaling import AutoscalingPlatform
 from .disruption import DisruptionConfig
 from .metrics import MetricsConfig
@@ -23,7 +23,7 @@ from .types import (
     Toleration,
 )
 from .values import Problem
-from .vllm_release import DEFAULT_RELEASE, RELEASES, VllmRelease, resolve
+from .vllm_release import DEFAULT_RELEASE, RELEASES, VllmRelease, image_version, minor, resolve
 
 VLLM_IMAGE = RELEASES[DEFAULT_RELEASE].image
 
@@ -255,7 +255,7 @@ class PlatformConfig(Strict):
         if release_problem is not None:
             problems.append(Problem("vllmRelease" if self.vllm_release else "vllmImage", release_problem))
         else:
-            problems.extend(cpu.platform_problems(self))
+            problems.extend(cpu_image_problems(self))
         teardown = self.teardown_identity
         if teardown.enabled and teardown.service_account_name == self.service_account_name:
             # Two ServiceAccounts of one name are one object: the serving pods would run with the
@@ -311,3 +311,26 @@ class ClusterConfig(Strict):
         "contacted; dynamic providers are skipped).",
     )
 
+
+def cpu_image(platform: PlatformConfig) -> str:
+    """The CPU server image: ``platform.vllmCpuImage``, else the upstream CPU image of the
+    platform's release line."""
+    return platform.vllm_cpu_image or RELEASES[platform_line(platform)].cpu_image
+
+
+def platform_line(platform: PlatformConfig) -> str:
+    line, _ = resolve(platform.vllm_release, platform.vllm_image)
+    return line or DEFAULT_RELEASE
+
+
+def cpu_image_problems(platform: PlatformConfig) -> list[Problem]:
+    """``vllmCpuImage`` runs the platform's line (what its models' args are checked against)."""
+    image = platform.vllm_cpu_image
+    version = image_version(image) if image else None
+    line = platform_line(platform)
+    if version is None or minor(version) == line:
+        return []
+    whose = f"vllmRelease '{platform.vllm_release}'" if platform.vllm_release else f"vllmImage {platform.vllm_image}"
+    return [Problem("vllmCpuImage", f"{image} is vLLM {version}, but the platform's release line is {line} "
+                    f"({whose}), whose flags the CPU models are checked against: use a CPU image of vLLM {line} "
+                    f"(e.g. {RELEASES[line].cpu_image}), or set vllmRelease to the image's line")]

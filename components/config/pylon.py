@@ -14,17 +14,13 @@ fronted model can carry the sidecar is the stack's check (``stack.pylon_problems
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, model_validator
 
 from . import values
-from .router_release import RELEASES
 from .types import Image, PositiveQuantity, Strict
 from .values import Problem
-
-if TYPE_CHECKING:  # the router section imports this module
-    from .router import RouterConfig
 
 Label = Annotated[str, AfterValidator(values.check_dns1123_label)]
 
@@ -194,47 +190,3 @@ class WorkerAuth(Strict):
                     for name in stray
                 ])
         return self
-
-
-def pylon_problems(router: RouterConfig) -> list[Problem]:
-    """The two sections go together: pylons need an auth choice, and an auth choice without
-    pylons configures nothing."""
-    if router.pylon is not None and router.worker_auth is None:
-        return [Problem(
-            "workerAuth.mode",
-            "required when router.pylon is set: pylons register with the router, which must "
-            "either check a token (mode: token, secretName: <Secret>) or accept any worker "
-            "(mode: open, for development only)",
-        )]
-    if router.pylon is None and router.worker_auth is not None:
-        return [Problem(
-            "workerAuth",
-            "configures the pylon sidecars, and router.pylon is unset; set router.pylon.image, "
-            "or remove workerAuth",
-        )]
-    if router.worker_auth is None or router.worker_auth.mode != "token":
-        return []
-    # A line known to lack the flag is refused by release_problems (components.config.router),
-    # naming the line; otherwise the image's tag decides.
-    known = RELEASES[router.release].worker_auth_file
-    problem = worker_auth_file_problem(router.image) if known is None else None
-    problems = [Problem("workerAuth.mode", problem)] if problem else []
-    problems += [
-        Problem(f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "
-                "Stargate takes exactly one; remove it (workerAuth.mode: token renders --worker-auth-file)")
-        for index, arg in enumerate(router.args)
-        if arg.split("=", 1)[0] in OTHER_AUTHENTICATORS
-    ]
-    return problems
-
-
-def no_pylon_warning(router: RouterConfig) -> Optional[str]:
-    """A router without ``pylon``: no model registers with it (the router never discovers
-    Services), so it starts and routes none of the stack's models, unless workers register from
-    outside the stack. Warned by `validate` and the program; the library, whose users meet it
-    from its docs alone, refuses it (llm_serving/serving.py)."""
-    if router.pylon is not None:
-        return None
-    return (f"router {router.name}: router.pylon is unset, so no model of this stack registers with the router "
-            "and it routes none of them (it starts, every model READY, `targets` empty); set router.pylon.image "
-            "and router.workerAuth (docs/04-router-and-clients.md), unless workers register from elsewhere")

@@ -21,6 +21,7 @@ model's, certificate names against the namespace) are the stack's (``stack.py``)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -28,9 +29,8 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from . import kube, values
 from .effect import unused_keys
 from .gateway import GatewayConfig
-from .pylon import PylonConfig, WorkerAuth, pylon_problems
+from .pylon import OTHER_AUTHENTICATORS, PylonConfig, WorkerAuth, worker_auth_file_problem
 from .router_lb import LoadBalancer
-from .router_names import Topology, resolve_topology
 from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
 from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection, Toleration
 from .values import Problem
@@ -391,3 +391,95 @@ def release_problems(router: RouterConfig) -> list[Problem]:
                                 "open and keep its gRPC/QUIC ports to model pods with "
                                 "platform.networkPolicy, or run a router image with --worker-auth-file"))
     return problems
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the router config resolves to; ``reason`` says why, in words for a preview reader."""
+
+    kind: Literal["Deployment", "StatefulSet"]
+    replicas: int
+    backend_router: bool
+    dns_discovery: bool  # False renders --disable-dns-discovery
+    name: str  # "single-deployment", "deployment+backend", "statefulset-dns", "statefulset" (+backend)
+    reason: str
+
+    @property
+    def per_pod_hostnames(self) -> bool:
+        """Pods advertise `<pod>.<headless>...` (chart _helpers.tpl advertisedHostnameTemplate)."""
+        return self.backend_router or self.replicas > 1
+
+    @property
+    def discovery(self) -> tuple[str, ...]:
+        return tuple(m for m, on in (("backend-router", self.backend_router), ("dns", self.dns_discovery)) if on) or ("self",)
+
+
+def resolve_topology(router: RouterConfig) -> Topology:
+    """The chart's rules (devilkun/nvcf@e07119fa chart 0.16.2 _helpers.tpl backendRouterEnabled,
+    deployment.yaml $disableDnsDiscovery), plus `auto` for a StatefulSet without DNS."""
+    kind, replicas, enabled = router.workload.kind, router.replicas, router.backend_router.enabled
+    if kind == "Deployment":
+        backend = enabled is True or (enabled == "auto" and replicas > 1)
+        dns = backend  # a Deployment without backend router is forced to --disable-dns-discovery
+        name = "deployment+backend" if backend else "single-deployment"
+        if replicas > 1:
+            reason = f"Deployment with {replicas} replicas: pylons reach each pod through the backend router"
+        elif backend:
+            reason = "single-replica Deployment; backend router enabled explicitly"
+        else:
+            reason = "single-replica Deployment: the router discovers only itself"
+    else:
+        dns = router.dns_discovery is not False
+        backend = enabled is True or (enabled == "auto" and not dns and replicas > 1)
+        name = ("statefulset-dns" if dns else "statefulset") + ("+backend" if backend else "")
+        if dns:
+            reason = "StatefulSet: peers discovered through the headless Service's DNS"
+        elif backend:
+            reason = "StatefulSet without DNS discovery: pylons reach each pod through the backend router"
+        else:
+            reason = "StatefulSet without DNS discovery: the router discovers only itself"
+    return Topology(kind, replicas, backend, dns, name, reason)
+
+
+def pylon_problems(router: RouterConfig) -> list[Problem]:
+    """The two sections go together: pylons need an auth choice, and an auth choice without
+    pylons configures nothing."""
+    if router.pylon is not None and router.worker_auth is None:
+        return [Problem(
+            "workerAuth.mode",
+            "required when router.pylon is set: pylons register with the router, which must "
+            "either check a token (mode: token, secretName: <Secret>) or accept any worker "
+            "(mode: open, for development only)",
+        )]
+    if router.pylon is None and router.worker_auth is not None:
+        return [Problem(
+            "workerAuth",
+            "configures the pylon sidecars, and router.pylon is unset; set router.pylon.image, "
+            "or remove workerAuth",
+        )]
+    if router.worker_auth is None or router.worker_auth.mode != "token":
+        return []
+    # A line known to lack the flag is refused by release_problems (components.config.router),
+    # naming the line; otherwise the image's tag decides.
+    known = RELEASES[router.release].worker_auth_file
+    problem = worker_auth_file_problem(router.image) if known is None else None
+    problems = [Problem("workerAuth.mode", problem)] if problem else []
+    problems += [
+        Problem(f"args.{index}", f"{arg.split('=', 1)[0]} selects another worker authenticator and "
+                "Stargate takes exactly one; remove it (workerAuth.mode: token renders --worker-auth-file)")
+        for index, arg in enumerate(router.args)
+        if arg.split("=", 1)[0] in OTHER_AUTHENTICATORS
+    ]
+    return problems
+
+
+def no_pylon_warning(router: RouterConfig) -> Optional[str]:
+    """A router without ``pylon``: no model registers with it (the router never discovers
+    Services), so it starts and routes none of the stack's models, unless workers register from
+    outside the stack. Warned by `validate` and the program; the library, whose users meet it
+    from its docs alone, refuses it (llm_serving/serving.py)."""
+    if router.pylon is not None:
+        return None
+    return (f"router {router.name}: router.pylon is unset, so no model of this stack registers with the router "
+            "and it routes none of them (it starts, every model READY, `targets` empty); set router.pylon.image "
+            "and router.workerAuth (docs/04-router-and-clients.md), unless workers register from elsewhere")

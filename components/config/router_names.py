@@ -1,5 +1,6 @@
-"""What a router config resolves to: its topology, derived names and certificate names (the
-stack checks the names against the namespace and the models: ``stack.router_problems``).
+"""What a router config resolves to: its derived names and certificate names (the stack checks the
+names against the namespace and the models: ``stack.router_problems``; its topology is
+``router.resolve_topology``). Above the router section in the config's layers: it reads it.
 
 The advertised hostname and the certificate names follow the llm-request-router chart
 (devilkun/nvcf@e07119fa, chart 0.16.2, ``templates/_helpers.tpl``: ``advertisedHostnameTemplate``
@@ -12,61 +13,11 @@ against ``allowedDomains`` like the names the user wrote (issue 15 item 10).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import Optional
 
 from contract.names import headless_service_name
 
-if TYPE_CHECKING:
-    from .router import RouterConfig
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What the router config resolves to; ``reason`` says why, in words for a preview reader."""
-
-    kind: Literal["Deployment", "StatefulSet"]
-    replicas: int
-    backend_router: bool
-    dns_discovery: bool  # False renders --disable-dns-discovery
-    name: str  # "single-deployment", "deployment+backend", "statefulset-dns", "statefulset" (+backend)
-    reason: str
-
-    @property
-    def per_pod_hostnames(self) -> bool:
-        """Pods advertise `<pod>.<headless>...` (chart _helpers.tpl advertisedHostnameTemplate)."""
-        return self.backend_router or self.replicas > 1
-
-    @property
-    def discovery(self) -> tuple[str, ...]:
-        return tuple(m for m, on in (("backend-router", self.backend_router), ("dns", self.dns_discovery)) if on) or ("self",)
-
-
-def resolve_topology(router: RouterConfig) -> Topology:
-    """The chart's rules (devilkun/nvcf@e07119fa chart 0.16.2 _helpers.tpl backendRouterEnabled,
-    deployment.yaml $disableDnsDiscovery), plus `auto` for a StatefulSet without DNS."""
-    kind, replicas, enabled = router.workload.kind, router.replicas, router.backend_router.enabled
-    if kind == "Deployment":
-        backend = enabled is True or (enabled == "auto" and replicas > 1)
-        dns = backend  # a Deployment without backend router is forced to --disable-dns-discovery
-        name = "deployment+backend" if backend else "single-deployment"
-        if replicas > 1:
-            reason = f"Deployment with {replicas} replicas: pylons reach each pod through the backend router"
-        elif backend:
-            reason = "single-replica Deployment; backend router enabled explicitly"
-        else:
-            reason = "single-replica Deployment: the router discovers only itself"
-    else:
-        dns = router.dns_discovery is not False
-        backend = enabled is True or (enabled == "auto" and not dns and replicas > 1)
-        name = ("statefulset-dns" if dns else "statefulset") + ("+backend" if backend else "")
-        if dns:
-            reason = "StatefulSet: peers discovered through the headless Service's DNS"
-        elif backend:
-            reason = "StatefulSet without DNS discovery: pylons reach each pod through the backend router"
-        else:
-            reason = "StatefulSet without DNS discovery: the router discovers only itself"
-    return Topology(kind, replicas, backend, dns, name, reason)
+from .router import RouterConfig
 
 
 def headless_name(router: RouterConfig) -> str:

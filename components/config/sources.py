@@ -2,8 +2,8 @@
 or an existing PersistentVolumeClaim that already holds them.
 
 ``source.type`` picks the kind; a source without ``type`` is the Hub (``hf``), so stack files
-written before these kinds existed read, validate and render exactly as before. The Hub source
-itself is ``model.ModelSource``; this module holds the others and the discriminator.
+written before these kinds existed read, validate and render exactly as before. The section
+alone: what reads other settings of the model with its source is checked in ``model.py``.
 
 Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
 does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
@@ -18,18 +18,13 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from . import values
-from .streaming import stream_problems
 from .types import Dns1123Label, PositiveQuantity, Strict
-from .values import Problem
-
-if TYPE_CHECKING:
-    from .model import ModelConfig
 
 # The tags of ``source.type``; the Hub is the default.
 SOURCE_TYPES = ("hf", "s3", "pvc")
@@ -41,6 +36,9 @@ DEFAULT_SOURCE_TYPE = "hf"
 RCLONE_IMAGE = "docker.io/rclone/rclone:1.76.0"
 # A preview listing of more keys than this is refused: the manifest rides in a ConfigMap (1 MiB).
 MAX_MANIFEST_KEYS = 5000
+# Checkpoint copies vLLM never loads when safetensors are there (the puller passes them all after
+# one `--exclude`: compile/weights.py puller_args).
+DEFAULT_IGNORE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "*.onnx", "*.ot", "original/*")
 
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html (the common subset).
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -298,18 +296,49 @@ class PvcSource(Strict):
         return f"pvc://{self.claim_name}/{self.sub_path or ''}"
 
 
-def source_problems(model: ModelConfig) -> list[Problem]:
-    """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
-    source, problems = model.source, []
-    kind = source_type(source)
-    if kind != "hf" and getattr(model, "on_operator", False):
-        problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
-                         f"Hub); a {kind} source needs path: raw"))
-    if kind == "s3":
-        problems.extend(stream_problems(model))
-    if kind == "pvc":
-        for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
-            if field in model.weights.model_fields_set:
-                problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
-                                 f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
-    return problems
+class ModelSource(Strict):
+    """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`."""
+
+    type: Literal["hf"] = Field("hf", description="`hf` (the default; may be left out).")
+    repo: Annotated[str, AfterValidator(values.check_hf_repo)] = Field(
+        description="Hugging Face repo id, `owner/name`."
+    )
+    revision: Annotated[str, AfterValidator(values.check_revision)] = Field(
+        "main", description="Branch, tag or full 40-hex commit to download."
+    )
+    allow_patterns: Optional[tuple[str, ...]] = Field(
+        None, description="Download only files matching one of these globs (`hf download "
+        "--include`; `*` also matches `/`). Unset: every file not ignored. The patterns follow one `--include`, "
+        "as the huggingface_hub 0.x CLI of the default puller image takes them.",
+    )
+    ignore_patterns: tuple[str, ...] = Field(
+        DEFAULT_IGNORE_PATTERNS, description="Skip files matching these globs (`hf download "
+        "--exclude`): by default the duplicate checkpoints vLLM does not load (`.bin`/`.pt`/`.pth` "
+        "copies of the safetensors weights, TF/Flax/ONNX exports, Meta's `original/` folder). "
+        "`[]` downloads them too.",
+    )
+
+    @field_validator("allow_patterns", "ignore_patterns")
+    @classmethod
+    def _patterns(cls, patterns: Optional[tuple[str, ...]], info: ValidationInfo) -> Optional[tuple[str, ...]]:
+        if patterns is None:
+            return None
+        if info.field_name == "allow_patterns" and not patterns:
+            raise ValueError("an empty allow list downloads nothing; remove allowPatterns to download every file")
+        for pattern in patterns:
+            if not pattern.strip() or pattern != pattern.strip() or pattern.startswith("-"):
+                raise ValueError(f"'{pattern}' is not a file glob; write e.g. '*.safetensors' or 'original/*'")
+        return patterns
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repo}@{self.revision}"
+
+
+# `source.type` picks the kind; without it, the Hub (stack files from before the other kinds).
+WeightSource = Annotated[
+    Union[Annotated[ModelSource, Tag("hf")], Annotated[S3Source, Tag("s3")], Annotated[PvcSource, Tag("pvc")]],
+    Discriminator(source_type),
+]
+# The model of each ``source.type`` tag (the error formatter, messages.py, walks the config by it).
+SOURCE_CLASSES: dict[str, type[Strict]] = {"hf": ModelSource, "s3": S3Source, "pvc": PvcSource}

@@ -12,23 +12,32 @@ policy against the router. Paths are relative to the stack.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Optional
 
 from pydantic import Field, model_validator
 
-from . import cpu, effect, rules, secret_values, stack_secrets, values, vllm_checks
-from .autoscaling import AutoscalingPlatform, may_sleep
+from . import secret_values, stack_secrets, values, vllm_checks
+from .autoscaling import AutoscalingPlatform
 from .gateway import GatewayConfig, admitted_models, gateway_problems
-from .model import ModelConfig
-from .platform import ClusterConfig, PlatformConfig
-from .revisions import next_name, revision_model, unchanged_problems
+from .model import (
+    ModelConfig,
+    auth_secret_problems,
+    changes,
+    may_sleep,
+    next_name,
+    reads_stack_secret,
+    revision_model,
+    with_secret_defaults,
+)
+from .platform import ClusterConfig, PlatformConfig, cpu_image
 from .router import RouterConfig
 from .router_lb import lb_model_problems
 from .router_names import added_dns_names, allowed_domains, backend_name, headless_name, tls_secret_name, within
 from .types import StackSecret, Strict
 from .values import Problem
-from .vllm_release import image_version, line_of_version
+from .vllm_release import RELEASES, image_version, line_of_version
 
 
 class StackConfig(Strict):
@@ -69,12 +78,12 @@ class StackConfig(Strict):
             if model.name in seen:
                 problems.append(Problem(f"models.{index}.name", f"'{model.name}' is declared twice; model names must be unique"))
             seen.add(model.name)
-            problems.extend(problem.under(f"models.{index}") for problem in rules.auth_secret_problems(model))
+            problems.extend(problem.under(f"models.{index}") for problem in auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
-            problems.extend(p.under(f"models.{index}") for p in cpu.stack_problems(model, self.platform))
+            problems.extend(p.under(f"models.{index}") for p in cpu_stream_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in next_revision_line_problems(model, self.platform))
-        problems.extend(effect.served_name_problems(
+        problems.extend(served_name_problems(
             self.models, {next_name(model): model.name for model in self.models if model.next is not None}))
         problems.extend(metrics_problems(
             [(index, model.name) for index, model in enumerate(self.models) if model.autoscaling.enabled],
@@ -132,10 +141,10 @@ class StackConfig(Strict):
     def with_secret_defaults(self) -> StackConfig:
         """The stack with every model reading the stack secrets it uses and names no Secret for
         (see stack_secrets.py). ``load_stack_config`` returns stacks resolved this way."""
-        specs = stack_secrets.configured(self)
+        specs = configured(self)
         if not specs:
             return self
-        models = tuple(stack_secrets.with_secret_defaults(model, specs) for model in self.models)
+        models = tuple(with_secret_defaults(model, specs) for model in self.models)
         return self.model_copy(update={"models": models})
 
 
@@ -399,3 +408,67 @@ def metrics_problems(autoscaled_models: list[tuple[int, str]], metrics_enabled: 
                     "when your Prometheus scrapes the model pods another way, "
                     "platform.autoscaling.requireModelMetrics: false")
             for index, name in autoscaled_models]
+
+
+def unchanged_problems(model: ModelConfig, default_image: str) -> list[Problem]:
+    """At the stack, with the image a model without its own runs: a revision whose only change is
+    the image the model already runs (the model-level check compares with the model's own `image`,
+    unset there)."""
+    if model.next is None or model.engine != "vllm" or not changes(model) or changes(model, default_image):
+        return []
+    return [Problem("next.image", f"'{model.next.image}' is the image the model already runs "
+                    "(platform.vllmImage; the model sets no image of its own), so the revision changes nothing; "
+                    "set the new image, source or args, or remove next")]
+
+
+def served_name_problems(models: Iterable[ModelConfig], revisions: Mapping[str, str] = MappingProxyType({})
+                         ) -> list[Problem]:
+    """A request's `model` names one thing: a model, or one adapter of one model. An adapter named
+    like its own base model is shadowed by it (the server answers with the base model), and one
+    named like another model, or like another model's adapter, sends clients (and the router,
+    which routes by model name) to whichever answers first. ``revisions``: the name each next
+    revision registers with the router under (``<model>-next``) -> its model; an adapter may not
+    take one either."""
+    models = tuple(models)
+    owner = {model.name: f"model '{model.name}'" for model in models}
+    owner.update({name: f"the next revision of model '{of}' (it registers with the router as '{name}')"
+                  for name, of in revisions.items() if name not in owner})
+    problems: list[Problem] = []
+    for index, model in enumerate(models):
+        for number, adapter in enumerate(model.lora.adapters):
+            path = f"models.{index}.lora.adapters.{number}.name"
+            if adapter.name == model.name:
+                problems.append(Problem(path, f"'{adapter.name}' is the served name of its base model, which "
+                                 "answers every request for it: the adapter would never be used; "
+                                 "give the adapter its own name, e.g. "
+                                 f"'{model.name}-{adapter.repo.rsplit('/', 1)[-1].lower()[:20]}'"))
+                continue
+            if adapter.name in owner:
+                problems.append(Problem(path, f"'{adapter.name}' is already served by {owner[adapter.name]}; "
+                                 "requests for it would reach either; give the adapter a name of its own"))
+                continue
+            owner[adapter.name] = f"adapter {number} of model '{model.name}'"
+    return problems
+
+
+def cpu_stream_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
+    """What only the image tells: vLLM's upstream CPU image has no Run:ai streamer (its Dockerfile
+    installs the wheel without the `runai` extra), so a streamed source cannot load on it."""
+    if model.gpus > 0 or model.engine != "vllm" or not getattr(model.source, "streams", False):
+        return []
+    image = model.image or cpu_image(platform)
+    if image not in {line.cpu_image for line in RELEASES.values()}:
+        return []
+    return [Problem("source.load", f"stream loads through the Run:ai streamer, which vLLM's CPU image ({image}) "
+                    "does not ship: copy the weights onto the volume (remove load), or set image to a CPU image "
+                    "with vLLM's runai extra")]
+
+
+def configured(stack: StackConfig) -> tuple[stack_secrets.StackSecretSpec, ...]:
+    """The stack secrets this stack sets."""
+    return tuple(spec for spec in stack_secrets.STACK_SECRETS if getattr(stack, spec.field) is not None)
+
+
+def used(stack: StackConfig) -> tuple[stack_secrets.StackSecretSpec, ...]:
+    """The stack secrets this stack sets and at least one of its models reads."""
+    return tuple(spec for spec in configured(stack) if any(reads_stack_secret(model, spec) for model in stack.models))

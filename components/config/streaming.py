@@ -20,19 +20,15 @@ What vLLM v0.11.0 does with it (read from the v0.11.0 wheel's sources, not guess
   v0.11.0 Dockerfile to read. The wheel's ``runai`` extra asks for ``runai-model-streamer>=0.14.0``;
   the tests run 0.14.0 (tests/streamer).
 
-Refused here (one line each, with the fix): a multi-node group (its worker pods would look for
+Refused (one line each, with the fix; ``model.stream_problems``, which reads the model's other
+settings, and ``managed.py`` for the flags and variables): a multi-node group (its worker pods would look for
 the config files at the leader's local folder), LoRA adapters (they are re-based onto the weights
 path, which a streamed model does not have), NIM (the loader is vLLM's), a pinned object version
 (``versionAt``: the streamer reads the objects as they are), weight-volume settings,
-and the flags and variables the stream sets. Pure: no I/O.
+and the flags and variables the stream sets (this module's tables). Pure: no I/O.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from . import values
-from .values import Problem
 
 LOAD_FORMAT = "runai_streamer"
 # Where vLLM copies the config and tokenizer files (VLLM_ASSETS_CACHE): an emptyDir of this size.
@@ -59,40 +55,3 @@ STREAM_ENV = {
     "RUNAI_STREAMER_MEMORY_LIMIT": "set source.streamMemoryLimit",
     "VLLM_ASSETS_CACHE": "the stream's writable folder for the config files; remove it",
 }
-
-
-def streams(model: Any) -> bool:
-    """Whether a model's server streams its weights from the store (no volume, no puller, no gate)."""
-    return bool(getattr(model.source, "streams", False))
-
-
-def stream_problems(model: Any) -> list[Problem]:
-    """What a streamed `s3` source makes wrong in its model (paths relative to the model)."""
-    source, problems = model.source, []
-    if not source.streams:
-        if "stream_memory_limit" in source.model_fields_set:
-            problems.append(Problem("source.streamMemoryLimit", "applies to load: stream only; remove it"))
-        return problems
-    if model.engine != "vllm":
-        problems.append(Problem("source.load", "stream is vLLM's loader (--load-format runai_streamer); "
-                                "NIM reads its weights from a volume: use load: copy"))
-    if model.multi_node is not None:
-        problems.append(Problem("multiNode", "vLLM 0.11 copies the config files into a folder of the pod that "
-                                "starts the server only, and a group of pods serving from it is not established; "
-                                "remove multiNode or use source.load: copy"))
-    if model.lora.enabled:
-        problems.append(Problem("lora.enabled", "LoRA adapters are re-based onto the weights path, and a streamed "
-                                "model has none; use source.load: copy, or turn lora off"))
-    if source.version_at:
-        problems.append(Problem("source.versionAt", "a streamed server reads the objects as they are when it starts "
-                                "(vLLM 0.11 hands the streamer an s3:// path, never a version); use source.load: copy "
-                                "to serve the bucket as it was at versionAt, or remove versionAt"))
-    for key, field in (("size", "size"), ("storageClassName", "storage_class_name"), ("accessMode", "access_mode")):
-        if field in model.weights.model_fields_set:
-            problems.append(Problem(f"weights.{key}", f"a streamed model has no weights volume; remove weights.{key}"))
-    limit, memory = values.parse_quantity(source.stream_memory_limit), values.parse_quantity(model.resources.memory)
-    if limit * 2 > memory:
-        problems.append(Problem("source.streamMemoryLimit", f"{source.stream_memory_limit} is more than half of "
-                                f"resources.memory ({model.resources.memory}), which also holds the server; "
-                                "lower it or raise resources.memory"))
-    return problems

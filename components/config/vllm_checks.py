@@ -1,6 +1,7 @@
 """What a vLLM model's settings must be on the release line it runs (``vllm_release.py``).
 
-Checked at the stack (the line comes from the model or the platform): the model's own `args`
+Checked at the stack (the line comes from the model or the platform), above both (it imports
+them; only ``stack.py`` runs it): the model's own `args`
 against the line's real parser (``vllm_args.py``), with the line named and what it accepts; its
 `VLLM_*` env against the names the line reads; the LoRA rank against the line's ranks; and the
 API servers runtime LoRA updating allows. Paths are relative to the model, except the platform's.
@@ -10,15 +11,13 @@ from __future__ import annotations
 
 import difflib
 from functools import cache
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-from . import cpu, vllm_args
+from . import vllm_args
+from .model import ModelConfig
+from .platform import PlatformConfig, cpu_image, platform_line
 from .values import Problem
 from .vllm_release import DEFAULT_RELEASE, RELEASES, ReleaseLine, image_version, resolve
-
-if TYPE_CHECKING:
-    from .model import ModelConfig
-    from .platform import PlatformConfig
 
 # The path vllm serve gets as its model in both renders' shape (the weights mount); its value is
 # irrelevant to what argparse accepts.
@@ -31,7 +30,7 @@ def parser_of(line: str):
 
 
 def image_of(model: ModelConfig, platform: PlatformConfig) -> str:
-    return model.image or (cpu.cpu_image(platform) if model.on_cpu else platform.vllm_image)
+    return model.image or (cpu_image(platform) if model.on_cpu else platform.vllm_image)
 
 
 def setting_of(model: ModelConfig, platform: PlatformConfig) -> Optional[str]:
@@ -43,7 +42,7 @@ def setting_of(model: ModelConfig, platform: PlatformConfig) -> Optional[str]:
     if model.image is not None and image_version(model.image) is not None:
         return None
     if model.on_cpu and model.image is None:
-        return cpu.platform_line(platform)
+        return platform_line(platform)
     return platform.vllm_release
 
 

@@ -1,7 +1,7 @@
 """ModelServer: declares one model's plan; VllmModel and NimModel are its two type tokens.
 
-Thin: the plan (children, their manifests or typed props, what each waits on) comes from
-``components.compile.plan``; ``declare_plan`` (the loop every component uses) hands each child to
+Thin: the plan (children, their manifests or typed props, what each waits on) is the stack
+plan's (``components.compile.plan.StackPlan.models``); ``declare_plan`` (the loop every component uses) hands each child to
 pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order:
 
     raw (vLLM, NIM raw):  weights PVC ─▶ puller Job ─▶ WeightsGate ─▶ Deployment ─▶ Service ─▶ ModelStatus
@@ -20,10 +20,7 @@ from typing import Any, Optional
 import pulumi
 
 from .. import children as roles
-from ..compile.plan import PLATFORM, ModelPlan, model_plan, next_role
-from ..config.model import ModelConfig
-from ..config.platform import ClusterConfig
-from ..config.stack import StackConfig
+from ..compile.plan import PLATFORM, ModelPlan, next_role
 from .declare import Fill, declare_plan
 
 
@@ -32,7 +29,8 @@ class Deploy:
     """Where and how to deploy, beside the config: Output-valued things stay out of config."""
 
     provider: Optional[pulumi.ProviderResource]
-    cluster: ClusterConfig
+    # In render mode no cluster exists: nothing to gate on, no status to read (``StackPlan.rendering``).
+    rendering: bool
     depends_on: tuple[pulumi.Resource, ...] = ()
     # A library user's kubeconfig content for the dynamic resources (cluster_access.py); None:
     # they read the cluster config's path and context.
@@ -44,11 +42,6 @@ class Deploy:
     def filled(self, value: Any) -> Any:
         return self.fill(value, None) if self.fill else value
 
-    @property
-    def rendering(self) -> bool:
-        # In render mode no cluster exists: nothing to gate on, no status to read.
-        return bool(self.cluster.render_yaml_to_directory)
-
 
 class ModelServer(pulumi.ComponentResource):
     """Any model plan, raw or operator path: the children differ, the declaring does not."""
@@ -56,12 +49,12 @@ class ModelServer(pulumi.ComponentResource):
     endpoint_url: pulumi.Output[str]
     state: pulumi.Output[str]
 
-    def __init__(self, type_token: str, model: ModelConfig, stack: StackConfig, deploy: Deploy,
+    def __init__(self, type_token: str, plan: ModelPlan, deploy: Deploy,
                  opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__(type_token, model.name, None, opts)
-        self.plan: ModelPlan = model_plan(model, stack, deploy.cluster)
+        super().__init__(type_token, plan.name, None, opts)
+        self.plan = plan
         self.children: dict[str, pulumi.Resource] = declare_plan(
-            model.name, self.plan.declared(deploy.rendering),
+            plan.name, plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
             {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content, fill=deploy.fill)
 
@@ -82,8 +75,7 @@ class ModelServer(pulumi.ComponentResource):
 
 
 class VllmModel(ModelServer):
-    def __init__(self, model: ModelConfig, stack: StackConfig, deploy: Deploy,
-                 opts: Optional[pulumi.ResourceOptions] = None):
-        if model.engine != "vllm":
-            raise ValueError(f"model '{model.name}' has engine '{model.engine}'; VllmModel serves vLLM only")
-        super().__init__("llm-serving:index:VllmModel", model, stack, deploy, opts)
+    def __init__(self, plan: ModelPlan, deploy: Deploy, opts: Optional[pulumi.ResourceOptions] = None):
+        if plan.model.engine != "vllm":
+            raise ValueError(f"model '{plan.name}' has engine '{plan.model.engine}'; VllmModel serves vLLM only")
+        super().__init__("llm-serving:index:VllmModel", plan, deploy, opts)

@@ -13,14 +13,12 @@ from typing import Optional
 
 import pulumi
 
-from ..config.model import ModelConfig
-from ..config.stack import StackConfig
+from ..compile.plan import ModelPlan
 from .model import Deploy, ModelServer
 
 
 class NimModel(ModelServer):
-    def __init__(self, model: ModelConfig, stack: StackConfig, deploy: Deploy,
-                 opts: Optional[pulumi.ResourceOptions] = None):
-        if model.engine != "nim":
-            raise ValueError(f"model '{model.name}' has engine '{model.engine}'; NimModel serves NIM only")
-        super().__init__("llm-serving:index:NimModel", model, stack, deploy, opts)
+    def __init__(self, plan: ModelPlan, deploy: Deploy, opts: Optional[pulumi.ResourceOptions] = None):
+        if plan.model.engine != "nim":
+            raise ValueError(f"model '{plan.name}' has engine '{plan.model.engine}'; NimModel serves NIM only")
+        super().__init__("llm-serving:index:NimModel", plan, deploy, opts)

@@ -1,8 +1,8 @@
 """Stack-wide objects: the namespace, the models' ServiceAccount, the teardown identity, the stack
 secrets' Secrets, the check of every other operator's CRD the stack needs (``<platform>-required-crds``,
 compile/crds.py) and, with ``platform.metrics.dashboard``, the Grafana dashboard ConfigMap. Thin, as
-the models' and the router's components: the plan (``components.compile.plan.platform_plan``, which
-`render` reads too) is declared by ``declare_plan``; ``ready`` (with the CRD check) is what every
+the models' and the router's components: its plan (the stack plan's ``platform``, which `render`
+reads too) is declared by ``declare_plan``; ``ready`` (with the CRD check) is what every
 model and the router wait on."""
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from typing import Optional
 
 import pulumi
 
-from ..compile.plan import CALLER, Child, PlatformPlan, platform_plan
-from ..config.stack import StackConfig
+from ..compile.plan import CALLER, Child, PlatformPlan
 from .declare import Fill, declare_plan
 
 
 class Platform(pulumi.ComponentResource):
-    def __init__(self, name: str, stack: StackConfig, provider: Optional[pulumi.ProviderResource],
-                 opts: Optional[pulumi.ResourceOptions] = None,
+    def __init__(self, name: str, plan: PlatformPlan, provider: Optional[pulumi.ProviderResource],
+                 opts: Optional[pulumi.ResourceOptions] = None, *, rendering: bool,
                  secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
                  kubeconfig_content: Optional[pulumi.Input[str]] = None, fill: Optional[Fill] = None):
-        """``secret_values``: the stack secrets (``hfToken``, ``ngcApiKey``) as secret Outputs, from
+        """``plan``: the stack plan's platform (``StackPlan.platform``); ``rendering``: the stack's
+        (``StackPlan.rendering``). ``secret_values``: the stack secrets (``hfToken``, ``ngcApiKey``) as secret Outputs, from
         ``pulumi.Config.require_secret``; each becomes a Kubernetes Secret when a model reads it.
         ``kubeconfig_content``: for the CRD check, as for the models' (cluster_access.py); ``fill``:
         a library program's values known at deployment, as for the models' (declare.py)."""
@@ -30,7 +30,7 @@ class Platform(pulumi.ComponentResource):
         # What the caller made us wait on (a library user's own Namespace, llm_serving): children
         # do not inherit a component's depends_on, so the first objects wait on it themselves.
         caller = _resources(opts.depends_on if opts is not None else None)
-        self.plan: PlatformPlan = platform_plan(stack)
+        self.plan = plan
         values = secret_values or {}
 
         def manifest_of(child: Child) -> tuple[dict, Optional[pulumi.ResourceOptions]]:
@@ -47,12 +47,12 @@ class Platform(pulumi.ComponentResource):
                     pulumi.ResourceOptions(additional_secret_outputs=["data", "stringData"]))
 
         self.children: dict[str, pulumi.Resource] = declare_plan(
-            name, self.plan.declared(bool(stack.cluster.render_yaml_to_directory)),
+            name, plan.declared(rendering),
             pulumi.ResourceOptions(parent=self, provider=provider), {CALLER: tuple(caller)},
             kubeconfig_content, manifest_of=manifest_of, fill=fill)
         self.ready: tuple[pulumi.Resource, ...] = (
             *caller, *(self.children[role] for role in self.plan.ready if role in self.children))
-        self.register_outputs({"namespace": fill(stack.platform.namespace, None) if fill else stack.platform.namespace})
+        self.register_outputs({"namespace": fill(plan.namespace, None) if fill else plan.namespace})
 
 
 def _resources(depends_on) -> list[pulumi.Resource]:

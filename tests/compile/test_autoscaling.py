@@ -15,7 +15,8 @@ from components.compile import autoscaling as compile_autoscaling
 from components.compile.plan import compile_stack
 from components.compile.stack import compile_model
 from components.config import ConfigError, load_stack_config
-from components.config.autoscaling import KEDA_CRD, replica_ceiling
+from components.config.autoscaling import KEDA_CRD
+from components.config.model import replica_ceiling
 from tests.support import builders
 from tests.support.builders import model, nim_model
 from tests.support.real_crds import operator_crd

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from components.compile import common
+from components.compile.plan import model_plan
 from components.compile.stack import compile_model
 from components.config import values
 from tests.support.builders import (
@@ -23,7 +24,6 @@ from tests.support.builders import (
     pod_spec,
     stack,
 )
-from tests.support.planned import model_objects
 
 SECURE_CONTAINER = {
     "runAsNonRoot": True,
@@ -114,7 +114,7 @@ def test_model_source_and_health_path_are_annotations_not_labels():
         assert meta["annotations"][common.HEALTH_PATH_ANNOTATION] == "/v1/ready"
     for manifest in (objects.weights_pvc, objects.puller_job):
         assert manifest["metadata"]["annotations"][common.MODEL_SOURCE_ANNOTATION] == source
-    for manifest in model_objects(config.models[0], config):
+    for manifest in model_plan(config.models[0], config).objects:
         for meta in (manifest["metadata"], manifest.get("spec", {}).get("template", {}).get("metadata", {})):
             for value in meta.get("labels", {}).values():
                 assert "/" not in value and value not in (source, REPO, "/v1/ready")

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from components.compile import compile_stack, disruption, network
+from components.compile.plan import model_plan
 from components.compile.stack import compile_model
 from components.config import ConfigError, load_stack_config
 from components.config.disruption import DEFAULT_DRAIN_SECONDS, GRACE_MARGIN_SECONDS
 from tests.support.builders import compiled, container, model, nim_model, pod_spec, stack
 from tests.support.kube_schema import assert_valid_kubernetes
-from tests.support.planned import model_objects
 
 SHARED = {"accessMode": "ReadWriteMany"}
 
@@ -30,7 +30,7 @@ def problems_of(raw: dict) -> list[str]:
 # --- config ------------------------------------------------------------------------------------
 
 def test_defaults_and_their_grace():
-    policy = stack(model("a")).models[0].disruption_policy(stack(model("a")).platform)
+    policy = stack(model("a")).models[0].disruption_policy(stack(model("a")).platform.disruption)
     assert (policy.drain_seconds, policy.topology_spread) == (DEFAULT_DRAIN_SECONDS, "node") == (120, "node")
     assert policy.grace_seconds == DEFAULT_DRAIN_SECONDS + GRACE_MARGIN_SECONDS == 135
 
@@ -38,7 +38,7 @@ def test_defaults_and_their_grace():
 def test_a_model_overrides_only_the_keys_it_sets():
     config = load_stack_config({"platform": {"disruption": {"drainSeconds": 300, "topologySpread": "node-and-zone"}},
                                 "models": [model("a", disruption={"drainSeconds": 30}), model("b")]})
-    a, b = (m.disruption_policy(config.platform) for m in config.models)
+    a, b = (m.disruption_policy(config.platform.disruption) for m in config.models)
     assert (a.drain_seconds, a.topology_spread) == (30, "node-and-zone")
     assert (b.drain_seconds, b.topology_spread) == (300, "node-and-zone")
 
@@ -80,7 +80,7 @@ def test_two_replicas_get_a_budget_of_one_over_exactly_the_server_pods():
     puller_labels = manifests.puller_job["spec"]["template"]["metadata"]["labels"]
     assert not all(puller_labels.get(k) == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())
     # Declared after the server and its Service.
-    assert model_objects(config.models[0], config)[-1] == pdb
+    assert model_plan(config.models[0], config).objects[-1] == pdb
 
 
 def test_two_replicas_prefer_one_pod_per_node_and_never_wait_for_it():

@@ -31,7 +31,6 @@ from components.config import load_stack_config, read_stack_file
 from components.config.gateway import TRUSTED_HEADERS
 from tests.support.builders import FIXTURES, ROOT, model
 from tests.support.kube_schema import assert_valid_kubernetes
-from tests.support.planned import gateway_objects
 from tests.support.real_crds import operator_crd, structural_schema
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
@@ -78,7 +77,7 @@ def render() -> str:
     """The rendered config (nginx.conf, the settings module, every object), with the script and
     the files' hash by reference: the script has its own tests (tests/gateway/js), and a copy of
     it here would make every edit of the script regenerate this golden."""
-    manifests = copy.deepcopy(gateway_objects(load(RICH)))
+    manifests = copy.deepcopy(router_plan(load(RICH)).gateway.objects)
     for manifest in manifests:
         if manifest["kind"] == "ConfigMap":
             for name in SCRIPTS:
@@ -102,7 +101,7 @@ def test_gateway_matches_golden():
 
 @pytest.mark.parametrize("gateway", [RICH, {}, {"replicas": 1}], ids=["rich", "default", "one-replica"])
 def test_objects_are_strictly_valid_kubernetes(gateway):
-    for manifest in gateway_objects(load(gateway)):
+    for manifest in router_plan(load(gateway)).gateway.objects:
         assert_valid_kubernetes(manifest)
 
 
@@ -229,7 +228,7 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "llm-router", "app.kubernetes.io/component": "gateway"}}}]
     egress = gateway.network_policy["spec"]["egress"]
     assert {"protocol": "TCP", "port": 8090} in [port for rule in egress for port in rule["ports"]]
-    order = [m["metadata"]["name"] for m in gateway_objects(load(RICH))]
+    order = [m["metadata"]["name"] for m in router_plan(load(RICH)).gateway.objects]
     assert order.index("llm-router-gateway-limiter") < order.index("llm-router-gateway")
     unlimited = compile_gateway(load({"apiKeys": {"secretName": "k", "tenants": [{"name": "team-b"}]}}))
     assert unlimited.limiter is None and "limiter.conf" not in unlimited.config_map["data"]
@@ -402,7 +401,7 @@ def test_tls_issues_a_certificate_for_the_service_names_from_a_self_signed_issue
     assert spec["usages"] == ["digital signature", "server auth"]
     assert spec["privateKey"]["rotationPolicy"] == "Always"
     # The Issuer and Certificate before the pods that mount the Secret.
-    kinds = [m["kind"] for m in gateway_objects(load(TLS))]
+    kinds = [m["kind"] for m in router_plan(load(TLS)).gateway.objects]
     assert kinds.index("Issuer") < kinds.index("Certificate") < kinds.index("Deployment")
     for manifest in (issuer, certificate):
         assert_valid_cert_manager(manifest)
@@ -449,7 +448,7 @@ def test_tls_mounts_the_secret_read_only_and_serves_https_on_the_client_port():
     assert re.search(r"^\s*listen 8080 ssl;$", conf, re.M) and "ssl_protocols TLSv1.2 TLSv1.3;" in conf
     assert "ssl_certificate $gw_tls_dir/tls.crt;" in conf and "default /etc/llm-gateway/tls;" in conf
     assert re.search(r"^\s*listen 8081;$", conf, re.M)  # the health port: no ssl
-    for manifest in gateway_objects(stack):
+    for manifest in router_plan(stack).gateway.objects:
         if not manifest["apiVersion"].startswith("cert-manager.io/"):
             assert_valid_kubernetes(manifest)
     # Without TLS: none of it, and the pods keep their identity (no fsGroup).

@@ -143,7 +143,7 @@ def test_the_gateway_gets_the_share_and_writes_it_after_the_models_are_ready():
     exported = json.loads(module[module.index("{"):module.rindex("}") + 1])
     assert exported["splits"] == {"tiny": {"revision": "tiny-next", "percent": 20}}
     assert exported["splitKey"] == {"maxLeadingMessages": 4, "sessionHeader": None}
-    config_map = by_role(router_plan(config))[roles.GATEWAY_CONFIG]
+    config_map = by_role(router_plan(config).gateway)[roles.GATEWAY_CONFIG]
     assert FRONTS in config_map.after
     nginx = render_files(settings)["nginx.conf"]
     assert "recursive_error_pages on;" in nginx and "location @gw_hold" in nginx
@@ -155,7 +155,7 @@ def test_without_a_next_revision_the_gateway_files_and_waits_are_as_before():
     settings = gateway_settings(config)
     assert settings.splits == ()
     assert '"splits"' not in settings_module(settings)
-    assert by_role(router_plan(config))[roles.GATEWAY_CONFIG].after == ("platform",)
+    assert by_role(router_plan(config).gateway)[roles.GATEWAY_CONFIG].after == ("platform",)
     nginx = render_files(settings)["nginx.conf"]
     assert "recursive_error_pages" not in nginx and "@gw_hold" not in nginx
     assert compile_gateway(config) is not None

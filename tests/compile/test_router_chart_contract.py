@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import pytest
 
+from components.compile.plan import router_plan
 from components.compile.router import compile_router
 from components.config import ConfigError, load_stack_config
 from tests.support.builders import model
-from tests.support.planned import router_objects
 
 NS = "nvcf"
 NAME = "llm-request-router"
@@ -177,7 +177,7 @@ def test_services(topology):
 def test_no_backend_router_objects_where_the_chart_renders_none(topology):
     # BR: a disabled backend router renders none of its objects; MR: a pinned StatefulSet does
     # not infer it.
-    names = [m["metadata"]["name"] for m in router_objects(stack_of(**TOPOLOGIES[topology]))]
+    names = [m["metadata"]["name"] for m in router_plan(stack_of(**TOPOLOGIES[topology])).objects]
     assert not [n for n in names if n.startswith(BACKEND)]
 
 

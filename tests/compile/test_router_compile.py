@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 
 from components.compile import compile_stack, pylon
+from components.compile.plan import router_plan
 from components.compile.router import RouterManifests, compile_router, endpoint_url, names, pylon_address
 from components.compile.router.network import PYLON_PODS
 from components.config import load_stack_config, read_stack_file, router_names
@@ -16,7 +17,6 @@ from components.config.pylon import image_version
 from components.config.router import MANAGED_FLAGS
 from contract.names import headless_service_name
 from tests.support.builders import ROOT, containers, model, pod_spec
-from tests.support.planned import router_objects
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 K8S_VERSION = kubernetes_validate.latest_version()
@@ -37,7 +37,7 @@ def compiled(**section) -> RouterManifests:
 
 def kinds(stack) -> list[tuple[str, str]]:
     """The router's objects in the order its plan declares them."""
-    return [(m["kind"], m["metadata"]["name"]) for m in router_objects(stack)]
+    return [(m["kind"], m["metadata"]["name"]) for m in router_plan(stack).objects]
 
 
 STATEFULSET_DNS = dict(replicas=3, workload={"kind": "StatefulSet"})
@@ -352,7 +352,7 @@ SCHEMA_CASES = {
 @pytest.mark.parametrize("section", SCHEMA_CASES.values(), ids=SCHEMA_CASES.keys())
 def test_core_kinds_are_strictly_valid(section):
     checked = 0
-    for manifest in router_objects(config(platform={"networkPolicy": {"enabled": True}}, **section)):
+    for manifest in router_plan(config(platform={"networkPolicy": {"enabled": True}}, **section)).objects:
         if manifest["apiVersion"].startswith(CRD_GROUPS):
             continue
         try:

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from components.compile.plan import router_plan
 from components.compile.router import compile_router
 from components.config import ConfigError, load_stack_config
 from tests.support.builders import model
-from tests.support.planned import router_objects
 
 IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 PULSAR = {"algorithm": "pulsar", "seed": "chat-v1", "requireCacheAffinityKey": True}
@@ -49,7 +49,7 @@ def test_the_file_is_the_documented_schema_mounted_where_the_flag_points():
     volume = {"name": "lb-config", "configMap": {"name": "llm-router-lb-config", "defaultMode": 0o444}}
     assert volume in manifests.workload["spec"]["template"]["spec"]["volumes"]
     # The plan's order: the file before the pods that read it.
-    order = router_objects(stack_of({"models": {"chat": PULSAR}, "requestAlgorithms": {"round-robin": "round-robin"}}))
+    order = router_plan(stack_of({"models": {"chat": PULSAR}, "requestAlgorithms": {"round-robin": "round-robin"}})).objects
     assert order.index(manifests.lb_config) < order.index(manifests.workload)
 
 

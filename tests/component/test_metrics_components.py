@@ -8,8 +8,7 @@ import pulumi
 import pytest
 
 import providers.resources as dynamic_resources
-from components.resources import NimModel, VllmModel
-from tests.support.component_kit import deploy_platform, record_graph
+from tests.support.component_kit import declare_stack, record_graph
 
 NIM_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 MODELS = [
@@ -32,8 +31,7 @@ def graph(monkeypatch):
 
 
 def declare(config: dict):
-    stack, deploy = deploy_platform(config)
-    return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
+    return list(declare_stack(config)[1].servers.values())
 
 
 @pulumi.runtime.test

@@ -7,9 +7,10 @@ import pytest
 
 import providers.nim_status as nim_status
 import providers.resources as dynamic_resources
+from components.compile.plan import stack_plan
 from components.config import load_stack_config
-from components.resources import Deploy, NimModel, VllmModel
-from tests.support.component_kit import Mocks, deploy_platform, record_graph
+from components.resources import Deploy, NimModel
+from tests.support.component_kit import Mocks, declare_stack, record_graph
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
 OPERATOR = {"name": "op", "engine": "nim", "path": "operator", "image": NGC_IMAGE,
@@ -27,8 +28,7 @@ def graph(monkeypatch):
 
 
 def deploy_stack(raw: dict):
-    stack, deploy = deploy_platform(raw, Mocks(status_target="op-0"))
-    return [(NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models]
+    return list(declare_stack(raw, Mocks(status_target="op-0"))[1].servers.values())
 
 
 @pulumi.runtime.test
@@ -107,7 +107,7 @@ def test_nim_model_refuses_vllm_models(graph):
     pulumi.runtime.set_mocks(Mocks(), preview=False)
     stack = load_stack_config({"models": [VLLM]})
     with pytest.raises(ValueError, match="NimModel serves NIM only"):
-        NimModel(stack.models[0], stack, Deploy(provider=None, cluster=stack.cluster))
+        NimModel(stack_plan(stack).models[0], Deploy(provider=None, rendering=False))
 
 
 @pulumi.runtime.test

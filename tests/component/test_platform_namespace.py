@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from tests.support.component_kit import deploy_platform, record_graph
+from tests.support.component_kit import declare_stack, record_graph
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi", "teardownIdentity": {"enabled": True}},
@@ -22,7 +22,7 @@ def graph(monkeypatch):
 
 @pulumi.runtime.test
 def test_the_namespace_is_retained_and_not_protected(graph):
-    deploy_platform(STACK)
+    declare_stack(STACK)
     opts = graph.opts["platform-namespace"]
     assert graph.manifests["platform-namespace"]["kind"] == "Namespace"
     assert opts.retain_on_delete is True
@@ -32,7 +32,7 @@ def test_the_namespace_is_retained_and_not_protected(graph):
 
 @pulumi.runtime.test
 def test_nothing_else_is_retained(graph):
-    deploy_platform(STACK)
+    declare_stack(STACK)
     others = [name for name in graph.opts if name != "platform-namespace"]
     assert "platform-model-service-account" in others and len(others) > 2
     assert [name for name in others if graph.opts[name] and graph.opts[name].retain_on_delete] == []
@@ -40,6 +40,6 @@ def test_nothing_else_is_retained(graph):
 
 @pulumi.runtime.test
 def test_no_namespace_no_retained_object(graph):
-    deploy_platform({**STACK, "platform": {**STACK["platform"], "namespace": "theirs", "createNamespace": False}})
+    declare_stack({**STACK, "platform": {**STACK["platform"], "namespace": "theirs", "createNamespace": False}})
     assert "platform-namespace" not in graph.opts
     assert [name for name, opts in graph.opts.items() if opts and opts.retain_on_delete] == []

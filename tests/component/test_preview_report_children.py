@@ -19,11 +19,11 @@ import pytest
 from pulumi.runtime.mocks import MockMonitor
 
 from components import children as roles
+from components.compile.plan import stack_plan
 from components.config import load_stack_config
-from components.config.stack import fronted_models
 from components.preview_report import Preview, Step, component_of, role_of, summarize
 from components.preview_report.summary import MODEL_TYPES, PLATFORM_TYPE, ROUTER_TYPE
-from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+from components.resources import stack as components_stack
 from tests.support.component_kit import Mocks
 
 NGC_IMAGE = "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"
@@ -100,10 +100,7 @@ def declare(platform_config: dict, router: dict) -> list[Registered]:
     def program():
         stack = load_stack_config({"platform": {"sharedMemorySizeLimit": "1Gi", **platform_config}, "models": MODELS,
                                    "router": router})
-        platform = Platform("platform", stack, None)
-        deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
-        models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}
-        RequestRouter(stack, deploy, fronts=[models[n] for n in fronted_models(stack.router, models)])
+        components_stack.declare(stack_plan(stack))
 
     program()  # returns once every registration has reached the monitor
     return [r for r in monitor.registered if r.type != "pulumi:pulumi:Stack"]

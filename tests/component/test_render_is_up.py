@@ -11,8 +11,9 @@ import pulumi
 import pytest
 
 from components.compile import compile_stack
+from components.compile.plan import stack_plan
 from components.config import load_stack_config, read_stack_file
-from llm_serving.serving import declare
+from components.resources.stack import declare
 from tests.support.component_kit import Mocks, record_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,5 +27,23 @@ def test_up_in_render_mode_declares_what_render_writes(path, monkeypatch):
     stack = load_stack_config(raw)
     graph = record_graph(monkeypatch)
     pulumi.runtime.set_mocks(Mocks(), preview=False)
-    declare(stack, provider=None)
-    assert list(graph.manifests.values()) == compile_stack(stack)
+    plan = stack_plan(stack)
+    declare(plan, provider=None)
+    assert list(graph.manifests.values()) == plan.rendered() == compile_stack(stack)
+
+
+def test_the_components_declare_the_stack_plan_they_are_given(monkeypatch):
+    """One plan, built once: each component holds its part of the StackPlan (not one it built
+    again), in the plan's order, the router last with the gateway's plan in it."""
+    stack = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.tour.yaml"))
+    plan = stack_plan(stack)
+    assert [p.name for p in plan.models] == [m.name for m in stack.models]
+    assert plan.plans == (plan.platform, *plan.models, plan.router)
+    assert plan.gateway is plan.router.gateway and plan.gateway.children
+    record_graph(monkeypatch)
+    pulumi.runtime.set_mocks(Mocks(), preview=False)
+    declared = declare(plan, provider=None)
+    assert declared.platform.plan is plan.platform
+    assert all(declared.servers[model.name].plan is model for model in plan.models)
+    assert declared.router.plan is plan.router
+    assert list(declared.servers) == [m.name for m in plan.models]

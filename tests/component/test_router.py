@@ -6,10 +6,8 @@ import pulumi
 import pytest
 
 import providers.resources as dynamic_resources
-from components.config.stack import fronted_models
-from components.resources import RequestRouter, VllmModel
 from providers.router_guard import WorkloadKindGuardProvider
-from tests.support.component_kit import Graph, deploy_platform, record_graph
+from tests.support.component_kit import Graph, declare_stack, record_graph
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MODELS = [
@@ -26,12 +24,10 @@ def graph(monkeypatch):
 
 
 def deploy_stack(graph: Graph, router: dict, **extra):
-    stack, deploy = deploy_platform(
+    _, declared = declare_stack(
         {"platform": {"sharedMemorySizeLimit": "1Gi"}, "models": MODELS, "router": router, **extra})
-    models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}
-    graph.objects.update(models)
-    fronts = [models[n] for n in fronted_models(stack.router, models)]
-    return RequestRouter(stack, deploy, fronts=fronts)
+    graph.objects.update(declared.servers)
+    return declared.router
 
 
 @pulumi.runtime.test

@@ -14,13 +14,11 @@ import providers.resources as dynamic_resources
 from components import children as roles
 from components.children import child as child_name
 from components.compile.gateway import compile_gateway
-from components.compile.plan import EXTERNAL, FRONTS, PLATFORM, compile_stack, gateway_plan, router_plan
+from components.compile.plan import EXTERNAL, FRONTS, PLATFORM, compile_stack, router_plan
 from components.compile.router import compile_router
 from components.config import load_stack_config
-from components.config.stack import fronted_models
-from components.resources import RequestRouter, VllmModel
 from contract.props import RequiredCrdsProps, RouterTargetsProps, WorkloadKindProps
-from tests.support.component_kit import deploy_platform, record_graph
+from tests.support.component_kit import declare_stack, record_graph
 
 ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.16.2"
 MODELS = [
@@ -51,21 +49,23 @@ def stack_of(case: str):
 def test_children_use_the_router_roles_and_wait_on_earlier_children_only(case):
     plan = router_plan(load_stack_config(stack_of(case)))
     seen: set[str] = set(EXTERNAL)
-    for child in plan.children:
+    children = plan.all_children
+    for child in children:
         assert child.role in roles.ROUTER_ROLES, child.role
         # A wait on an optional child the config leaves out is dropped when declaring; never one
         # on a later child.
-        later = {c.role for c in plan.children[plan.children.index(child):]}
+        later = {c.role for c in children[children.index(child):]}
         assert not set(child.after) & later, (child.role, child.after)
         assert (child.manifest is None) != (child.props is None), child.role
         seen.add(child.role)
-    assert len(seen) == len(plan.children) + len(EXTERNAL)  # each role once
+    assert len(seen) == len(children) + len(EXTERNAL)  # each role once
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_render_writes_the_router_and_the_gateway_in_the_plans_order(case):
     stack = load_stack_config(stack_of(case))
-    planned = [c.manifest for c in router_plan(stack).children if c.manifest is not None]
+    plan = router_plan(stack)
+    planned = [*plan.objects, *plan.gateway.objects]
     gateway = compile_gateway(stack)
     # Every object the compilers made for the router and the gateway is planned, once.
     compiled = [m for part in (compile_router(stack), gateway) if part is not None
@@ -81,8 +81,8 @@ def test_render_writes_the_router_and_the_gateway_in_the_plans_order(case):
 
 def test_everything_is_planned_with_the_gateway_after_the_router_service():
     plan = router_plan(load_stack_config(stack_of("everything")))
-    after = {c.role: c.after for c in plan.children}
-    assert [c.role for c in gateway_plan(compile_gateway(load_stack_config(stack_of("everything"))))] == [
+    after = {c.role: c.after for c in plan.all_children}
+    assert [c.role for c in plan.gateway.children] == [
         roles.GATEWAY_NETWORK_POLICY, roles.GATEWAY_CONFIG, roles.GATEWAY_LIMITER_NETWORK_POLICY,
         roles.GATEWAY_LIMITER, roles.GATEWAY_LIMITER_SERVICE, roles.GATEWAY, roles.GATEWAY_SERVICE,
         roles.GATEWAY_PDB, roles.GATEWAY_METRICS_SERVICE, roles.GATEWAY_SERVICE_MONITOR]
@@ -113,13 +113,13 @@ def graph(monkeypatch):
 @pulumi.runtime.test
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_component_declares_the_plan_in_its_order_with_its_waits(graph, case):
-    stack, deploy = deploy_platform(stack_of(case))
-    models = {m.name: VllmModel(m, stack, deploy) for m in stack.models}
-    graph.objects.update(models)
-    fronts = [models[n] for n in fronted_models(stack.router, models)]
-    router = RequestRouter(stack, deploy, fronts=fronts)
+    stack, declared = declare_stack(stack_of(case))
+    graph.objects.update(declared.servers)
+    router = declared.router
+    fronts = [declared.servers[n] for n in router.plan.fronts]
+    assert router.plan.fronts == ("alpha", "beta")
     name = stack.router.name
-    external = {PLATFORM: list(deploy.depends_on), FRONTS: fronts}
+    external = {PLATFORM: list(declared.platform.ready), FRONTS: fronts}
     planned = list(router.plan.declared(rendering=False))
     assert [n for n in graph.opts if n.startswith(f"{name}-")] == [child_name(name, c.role) for c, _ in planned]
     for child, waits in planned:
@@ -136,8 +136,8 @@ def test_the_gateway_certificate_comes_before_the_gateway_pods_and_after_the_crd
     stack = stack.model_copy(update={"router": stack.router.model_copy(update={
         "gateway": stack.router.gateway.model_copy(update={"tls": type(stack.router.gateway.tls)(enabled=True)})})})
     plan = router_plan(stack)
-    order = [c.role for c in plan.children]
-    after = {c.role: c.after for c in plan.children}
+    order = [c.role for c in plan.all_children]
+    after = {c.role: c.after for c in plan.all_children}
     assert order.index(roles.ROUTER_CRD_CHECK) < order.index(roles.GATEWAY_ISSUER) \
         < order.index(roles.GATEWAY_CERTIFICATE) < order.index(roles.GATEWAY)
     assert after[roles.GATEWAY_ISSUER] == (roles.ROUTER_CRD_CHECK,)

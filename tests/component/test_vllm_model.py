@@ -5,10 +5,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.resources import VllmModel
 from providers import crd_check
 from providers import resources as dynamic_resources
-from tests.support.component_kit import deploy_platform, record_graph
+from tests.support.component_kit import declare_stack, record_graph
 
 STACK = {
     "platform": {"sharedMemorySizeLimit": "1Gi"},
@@ -26,8 +25,7 @@ def graph(monkeypatch):
 
 
 def deploy_stack(raw: dict):
-    stack, deploy = deploy_platform(raw)
-    return [VllmModel(m, stack, deploy) for m in stack.models]
+    return list(declare_stack(raw)[1].servers.values())
 
 
 @pulumi.runtime.test

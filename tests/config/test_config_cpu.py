@@ -7,6 +7,7 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config import cpu as cpu_config
+from components.config.platform import cpu_image
 from components.config.vllm_checks import line_of
 from tests.support.builders import model, nim_model
 
@@ -97,22 +98,22 @@ def test_a_cpu_model_with_lora_autoscaling_and_replicas_is_valid():
 def test_kv_cache_is_half_the_memory_beyond_the_runtime_headroom(memory, kv_cache, expected):
     resources = {"cpu": "2", "memory": memory, **({"kvCache": kv_cache} if kv_cache else {})}
     (tiny,) = load(cpu_model(resources=resources)).models
-    assert cpu_config.kv_cache_gib(tiny) == expected
+    assert cpu_config.kv_cache_gib(tiny.resources.memory, tiny.resources.kv_cache) == expected
 
 
 @pytest.mark.parametrize("cpu, threads", [("1", 1), ("4", 4), ("2000m", 2), (8, 8)])
 def test_threads_are_the_whole_cpus(cpu, threads):
     (tiny,) = load(cpu_model(resources={"cpu": cpu, "memory": "8Gi"})).models
-    assert cpu_config.threads(tiny) == threads
+    assert cpu_config.threads(tiny.resources.cpu) == threads
 
 
 def test_the_cpu_image_follows_the_platforms_line():
-    assert cpu_config.cpu_image(load(cpu_model()).platform) == "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0"
+    assert cpu_image(load(cpu_model()).platform) == "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0"
     config = load(cpu_model(), vllmRelease="0.32")
-    assert cpu_config.cpu_image(config.platform) == "docker.io/vllm/vllm-openai-cpu:v0.32.0"
+    assert cpu_image(config.platform) == "docker.io/vllm/vllm-openai-cpu:v0.32.0"
     # The line a GPU image's tag names is the CPU image's too.
     config = load(cpu_model(), vllmImage="docker.io/vllm/vllm-openai:v0.32.0")
-    assert cpu_config.cpu_image(config.platform) == "docker.io/vllm/vllm-openai-cpu:v0.32.0"
+    assert cpu_image(config.platform) == "docker.io/vllm/vllm-openai-cpu:v0.32.0"
     assert line_of(config.models[0], config.platform).name == "0.32"
 
 

@@ -17,7 +17,8 @@ from components.config import model as model_section
 from components.config import router as router_section
 from components.config import types as config_types
 from components.config.loader import load_program_config
-from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, STACK_SECRETS, configured, used
+from components.config.stack import configured, used
+from components.config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET, STACK_SECRETS
 from components.config.types import StackSecret, _is_int_field
 from components.preflight.decide import Check, HubFile, RepoState, decide
 from components.preflight.stack import check_for
@@ -51,6 +52,11 @@ def test_every_stack_secret_is_a_stack_config_field():
     assert typed == {spec.field for spec in STACK_SECRETS}
     assert {StackConfig.model_fields[spec.field].alias for spec in STACK_SECRETS} == {
         spec.config_key for spec in STACK_SECRETS}
+
+
+def test_every_stack_secret_says_which_models_read_it():
+    # model.py's readers: without one, a stack secret would never fill a model's setting.
+    assert set(model_section.SECRET_READERS) == {spec.config_key for spec in STACK_SECRETS}
 
 
 SECRET = {"secure": "v1:c2VjcmV0"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config.revisions import NEXT_NAME_MAX, changes, revision_model
+from components.config.model import changes, revision_model
+from components.config.revisions import NEXT_NAME_MAX
 from tests.support.builders import REPO, model, nim_model
 
 ROUTER = {"image": "nvcr.io/nvidia/llm-request-router:0.16.2",

@@ -6,8 +6,7 @@ import pytest
 
 from components.compile import common
 from components.config import ConfigError, load_stack_config
-from components.config.model import ModelSource
-from components.config.sources import PvcSource, S3Object, S3Source
+from components.config.sources import ModelSource, PvcSource, S3Object, S3Source
 from tests.support.kube_schema import assert_valid_kubernetes
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config.streaming import streams
 
 STREAM = {"type": "s3", "load": "stream", "bucket": "models", "prefix": "llama/",
           "endpoint": "http://minio.storage.svc:9000", "credentials": {"secret": "k"}}
@@ -25,9 +24,9 @@ def refusal(**fields) -> str:
 
 def test_copy_is_the_default_and_stream_is_a_setting():
     copied = one({**STREAM, "load": "copy"})
-    assert not streams(copied) and one({k: v for k, v in STREAM.items() if k != "load"}).source.load == "copy"
+    assert not copied.streams and one({k: v for k, v in STREAM.items() if k != "load"}).source.load == "copy"
     streamed = one()
-    assert streams(streamed) and streamed.source.stream_memory_limit == "4Gi"
+    assert streamed.streams and streamed.source.stream_memory_limit == "4Gi"
     # The identity is the location (and preview's listing), not how it is loaded.
     assert streamed.source.ref == copied.source.ref
 

@@ -25,9 +25,10 @@ import pytest
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
 from scripts.localmodel.hub_server import HubServer
-from tests.engine.conftest import ADAPTER, STACK_FILE, Engine, _read_log, _wait_ready, only, pull, stop
-from tests.engine.engine_kit import LINES, kit_dir, tiny_model
-from tests.engine.rendered import bind, free_port, set_env, set_flag
+from testkit.engine import ADAPTER, STACK_FILE, Engine, only, pull, read_log, stop, wait_ready
+from testkit.engine_kit import LINES, kit_dir, tiny_model
+from testkit.ports import free_port
+from testkit.rendered import bind, set_env, set_flag
 
 pytestmark = pytest.mark.engine
 
@@ -84,10 +85,10 @@ def cpu_engine(request, tmp_path_factory):
                     started=time.monotonic())
     log = kit.parent / "logs" / f"engine-{line}-cpu-model-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    reader = threading.Thread(target=_read_log, args=(engine, log), daemon=True)
+    reader = threading.Thread(target=read_log, args=(engine, log), daemon=True)
     reader.start()
     try:
-        _wait_ready(engine)
+        wait_ready(engine)
         yield engine
     finally:
         stop(process, grace=30)

@@ -27,8 +27,8 @@ import openai
 import pytest
 
 from components.compile import dashboard as dash
-from tests.engine.conftest import Engine, only, parse_exposition, probe_port
-from tests.engine.engine_kit import CPU_ENV
+from testkit.engine import Engine, only, parse_exposition, probe_port
+from testkit.engine_kit import CPU_ENV
 
 pytestmark = pytest.mark.engine
 

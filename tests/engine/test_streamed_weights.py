@@ -18,9 +18,9 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config
+from testkit.engine import Engine, cpu_server, only, read_log, stop, wait_ready
+from testkit.engine_kit import LINES, kit_dir, tiny_model
 from testkit.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, tools_bin
-from tests.engine.conftest import Engine, _read_log, _wait_ready, cpu_server, only, stop
-from tests.engine.engine_kit import LINES, kit_dir, tiny_model
 
 pytestmark = pytest.mark.engine
 
@@ -75,10 +75,10 @@ def streamed(request, tmp_path_factory):
                         port=port, weights=volumes["model-config"], adapters=tmp, process=process,
                         started=time.monotonic())
         log = kit.parent / "logs" / f"engine-{line}-streamed-server.log"
-        reader = threading.Thread(target=_read_log, args=(engine, log), daemon=True)
+        reader = threading.Thread(target=read_log, args=(engine, log), daemon=True)
         reader.start()
         try:
-            _wait_ready(engine)
+            wait_ready(engine)
             yield engine, store
         finally:
             stop(process, grace=30)

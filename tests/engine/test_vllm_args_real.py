@@ -1,6 +1,6 @@
 """`validate` refuses a model's own args as the real `vllm serve` does, on each release line.
 
-The real CLI of each line (the engine kit's venv: tests/engine/engine_kit.py ``kit_dir``) runs its own
+The real CLI of each line (the engine kit's venv: testkit/engine_kit.py ``kit_dir``) runs its own
 ``main()`` on ``vllm serve /models <args>`` for every case of the table, with the subcommand's
 body replaced by an exit (nothing is served: only the parse runs); its exit status and
 ``error:`` line are compared with what ``validate`` says for ``models.0.args`` from the committed
@@ -20,7 +20,7 @@ import pytest
 
 from components.config import ConfigError, load_stack_config
 from components.config.vllm_release import FACTS_DIR, RELEASES
-from tests.engine.engine_kit import cpu_env, kit_dir
+from testkit.engine_kit import cpu_env, kit_dir
 from tests.support.builders import model
 
 pytestmark = pytest.mark.engine

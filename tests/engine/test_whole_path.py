@@ -27,8 +27,9 @@ import openai
 import pytest
 
 from components.compile import compile_stack
-from tests.engine.conftest import only
-from tests.engine.whole_path import engine_counter, fold_differences, running_path
+from testkit.engine import only
+from testkit.stargate import fold_differences
+from testkit.whole_path import engine_counter, running_path
 
 pytestmark = pytest.mark.engine
 

@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from tests.engine.engine_kit import CPU_ENV, tiny_model
+from testkit.engine_kit import CPU_ENV, tiny_model
 from tests.images.conftest import (
     container_of,
     find,

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from scripts.localmodel.hub_server import HubServer
+from testkit.engine_kit import tiny_model
 from testkit.harness import Project
-from tests.engine.engine_kit import tiny_model
 from tests.integration.test_real_node_cluster import LABEL, cluster_name, cluster_sh
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ import pytest
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
+from components.compile.plan import stack_plan
 from components.config import load_stack_config
-from components.config.stack import fronted_models
-from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
+from components.resources.stack import declare
 from policies.rules import ALL_RULES
 from policies.rules.base import violations
 from policies.rules.kube import Stack, StackResource
@@ -86,13 +86,9 @@ def register(raw: dict) -> Stack:
     @pulumi.runtime.test
     def program():
         provider = k8s.Provider("cluster", render_yaml_to_directory=stack.cluster.render_yaml_to_directory)
-        platform = Platform("platform", stack, provider)
-        deploy = Deploy(provider=provider, cluster=stack.cluster, depends_on=platform.ready)
         # As the program's __main__ declares them (preflight off: no network under test).
-        models = {m.name: (VllmModel if m.engine == "vllm" else NimModel)(m, stack, deploy) for m in stack.models}
-        fronted = fronted_models(stack.router, list(models))
-        RequestRouter(stack, deploy, fronts=[models[name] for name in fronted])
-        return pulumi.Output.all(*[m.endpoint_url for m in models.values()])
+        declared = declare(stack_plan(stack), provider=provider)
+        return pulumi.Output.all(*[m.endpoint_url for m in declared.servers.values()])
 
     program()
     providers = {f"{r['urn']}::{r['name']}-id": r["inputs"] for r in monitor.registered

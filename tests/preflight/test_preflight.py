@@ -9,7 +9,7 @@ import pytest
 from components.compile import weights
 from components.compile.common import MODEL_SOURCE_ANNOTATION
 from components.config import ConfigError, load_stack_config
-from components.config.model import DEFAULT_IGNORE_PATTERNS
+from components.config.sources import DEFAULT_IGNORE_PATTERNS
 from components.preflight import (
     ENDPOINT_ENV,
     Check,

@@ -22,6 +22,12 @@ from components.config import load_stack_config
 from components.config.router import RouterConfig
 from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 
+try:  # since the stack's one plan (issue 40); older checkouts declare each component by hand (below)
+    from components.compile.plan import stack_plan
+    from components.resources.stack import declare as declare_stack
+except ImportError:
+    stack_plan = None
+
 STACK = {
     "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "context": "gpu-cluster"},
     "platform": {"sharedMemorySizeLimit": "1Gi", "networkPolicy": {"enabled": True}},
@@ -74,6 +80,12 @@ def record() -> dict:
     @pulumi.runtime.test
     def declare():
         stack = load_stack_config(stack_for_this_checkout())
+        if stack_plan is not None:
+            # This checkout declares one plan of the whole stack, as its program does.
+            declared = declare_stack(stack_plan(stack))
+            components = [*declared.servers.values(), declared.router]
+            parents.update((c._name, c._type) for c in components)
+            return pulumi.Output.all(*(c.urn for c in components))
         platform = Platform("platform", stack, None)
         deploy = Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
         models = {m.name: (NimModel if m.engine == "nim" else VllmModel)(m, stack, deploy) for m in stack.models}

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from components.config import load_stack_config
-from components.config.model import DEFAULT_IGNORE_PATTERNS
+from components.config.sources import DEFAULT_IGNORE_PATTERNS
 from components.preflight import HubError, PreflightError, RepoState, preflight_stack
 from components.preflight.hub import fetch
 from testkit.hf_server import tiny_model_files

@@ -12,9 +12,11 @@ from types import ModuleType
 import pulumi
 
 import providers.resources as dynamic_resources
+from components.compile.plan import stack_plan
 from components.config import load_stack_config
-from components.resources import Deploy, Platform
+from components.config.stack import StackConfig
 from components.resources import kubernetes as kube_resources
+from components.resources.stack import Declared, declare
 from tests.support.names import stem
 
 
@@ -89,10 +91,9 @@ def record_graph(monkeypatch, *dynamic: tuple[ModuleType, str]) -> Graph:
     return recorded
 
 
-def deploy_platform(raw: dict, mocks: Mocks | None = None):
-    """Install the mocks, load the stack config and declare the Platform: (stack, deploy) for the
-    components under test."""
+def declare_stack(raw: dict, mocks: Mocks | None = None) -> tuple[StackConfig, Declared]:
+    """Install the mocks, load the stack config and declare its plan as `up` does (the platform,
+    each model, the router): (stack, its components)."""
     pulumi.runtime.set_mocks(mocks or Mocks(), preview=False)
     stack = load_stack_config(raw)
-    platform = Platform("platform", stack, None)
-    return stack, Deploy(provider=None, cluster=stack.cluster, depends_on=platform.ready)
+    return stack, declare(stack_plan(stack))

@@ -28,9 +28,8 @@ from typing import Optional
 
 from contract.labels import DOMAIN
 
-from ...config.autoscaling import may_sleep
 from ...config.gateway import SCRATCH_BYTES, admitted_models
-from ...config.revisions import next_name
+from ...config.model import may_sleep, next_name
 from ...config.stack import StackConfig, fronted_models
 from .. import common
 from ..network import allowed_peers

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...config.model import ModelConfig
-from ...config.router_names import Topology
+from ...config.router import Topology
 from ...config.stack import StackConfig, fronted_models
 from .. import common, nim
 

@@ -22,7 +22,8 @@ tagged 0.16.x or older, so a 0.16.2 stack never renders a flag its binary would 
 
 from __future__ import annotations
 
-from ...config.router_names import Topology, advertised_hostname
+from ...config.router import Topology
+from ...config.router_names import advertised_hostname
 from ...config.router_release import RELEASES, flag_name
 from ...config.stack import StackConfig
 from ..pylon import backend_grpc_uri, router_worker_auth

@@ -17,7 +17,7 @@ backend router looks up.
 
 from __future__ import annotations
 
-from ...config.router_names import Topology
+from ...config.router import Topology
 from ...config.stack import StackConfig
 from .. import common
 from ..pylon import router_worker_auth

@@ -2,7 +2,7 @@
 
     openai SDK -> the rendered gateway (nginx + njs, testkit/nginx_kit.py)
                -> the real router and pylon (testkit/stargate.py, our rendered args)
-               -> the vLLM server of tests/engine/conftest.py (``Engine``), as rendered
+               -> the vLLM server of testkit/engine.py (``Engine``), as rendered
 
 ``running_path(engine, workdir)`` renders the engine tests' own stack with its router on the line
 the Stargate binaries are (``public-0.4``), puts one pylon in front of the running vLLM (the
@@ -22,9 +22,9 @@ import openai
 
 from components.compile.gateway import settings as gateway_settings
 from components.config import StackConfig
+from testkit.engine import Engine, parse_samples, stack_config
 from testkit.nginx_kit import Gateway
-from testkit.stargate import RouterStack, fold_differences, require_binaries  # noqa: F401 - fold_differences: the tests import the kit through here
-from tests.engine.conftest import Engine, parse_samples, stack_config
+from testkit.stargate import RouterStack, require_binaries
 
 # The router line the binaries are (testkit/stargate.py builds the public Stargate 0.4.0):
 # the stack's router section on that line, its image named for it.

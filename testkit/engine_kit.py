@@ -3,7 +3,7 @@ tiny model made for it on this machine. Nothing here talks to a hub; the only ne
 first install needs is PyPI (scripts/testtools/vllm-kit.sh; locks and provenance in
 scripts/testtools/vllm/README.md).
 
-Entry points (other test folders may use them; all cache outside the repo, warm = instant):
+Entry points (the tests and bench/engine_path.py use them; all cache outside the repo, warm = instant):
 
 - ``LINES``: the vLLM release lines the kit has, ``("0.11", "0.32")``.
 - ``kit_dir(line) -> Path``: that line's venv (``bin/python``, ``bin/vllm``), installed on first

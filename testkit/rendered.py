@@ -10,7 +10,7 @@ A container becomes an argv and an environment (``Runnable``) by ``bind``:
 - env entries with a ``secretKeyRef`` take the test's value for that Secret key (recorded);
 - nothing of this process's environment leaks in: PATH, LANG and the listed additions only.
 The server gets, on top (``cpu_server``): ``--host`` 127.0.0.1, ``--port`` a free port,
-``--tensor-parallel-size`` 1, the CPU env (engine_kit.CPU_ENV), and HOME (the image's /tmp) a
+``--tensor-parallel-size`` 1, the CPU env (testkit/engine_kit.py CPU_ENV), and HOME (the image's /tmp) a
 temp dir.
 """
 
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from testkit.ports import free_port  # noqa: F401 - also this module's for its users
 
 
 @dataclass
