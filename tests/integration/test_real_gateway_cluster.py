@@ -147,6 +147,8 @@ def rwx_volume(realnode):
                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                       {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}},
     ]
+    # One an interrupted run left is Released (and its path immutable): made anew.
+    kubectl(kubeconfig, "delete", "pv", f"{STORAGE_CLASS}-0", "--ignore-not-found", "--wait=true", timeout=120)
     apply(kubeconfig, *objects)
     yield
     kubectl(kubeconfig, "delete", "pv", f"{STORAGE_CLASS}-0", "--ignore-not-found", "--wait=true", timeout=120, check=False)
@@ -321,6 +323,13 @@ def test_with_keys_only_the_gateway_reaches_the_router_and_the_real_engine_answe
         f"the router's port answered a pod the policy does not admit: {to_router.stdout}{to_router.stderr}")
 
 
+def router_models(kubeconfig: str) -> list[str]:
+    router = get_json(kubeconfig, "-n", NAMESPACE, "get", "service", ROUTER)
+    connection = http.client.HTTPConnection(router["spec"]["clusterIP"], 8000, timeout=5)
+    connection.request("GET", "/v1/models")
+    return json.loads(connection.getresponse().read())["model_ids"]
+
+
 # --- scale to zero: a held request wakes the real engine ------------------------------------------
 
 def test_the_model_sleeps_when_idle_and_a_held_request_wakes_the_real_engine(deployed, gateway, keda_operator, prometheus):
@@ -337,6 +346,9 @@ def test_the_model_sleeps_when_idle_and_a_held_request_wakes_the_real_engine(dep
     # Not yet active: KEDA scales it to zero at its first look, and the pod goes (its preStop wait).
     wait_for(lambda: desired() == 0, 60, "KEDA to scale the idle model to zero", stop=operator_alive)
     wait_for(lambda: not servers(kubeconfig), 120, "the model's pod to go")
+    # and its pylon's registration with it: the router would take a request, not answer 404 (the
+    # host may call the router's port: the policy controller admits the node's own addresses).
+    wait_for(lambda: MODEL not in router_models(kubeconfig), 60, "the router to drop the model")
 
     # A streaming request while asleep: the router has no server for it, the gateway holds it and
     # counts it, KEDA reads the count (through the stand-in) and wakes the model.
