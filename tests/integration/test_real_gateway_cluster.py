@@ -92,7 +92,9 @@ def wake_config(hub_url: str, prometheus: str) -> dict:
     config["router"] = {
         "name": ROUTER, "image": "localhost/llm-serving/stargate:0.4.0", "release": "public-0.4", "replicas": 1,
         "models": [MODEL], "workerAuth": {"mode": "open"}, **ON_THE_NODE,
-        "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0"},
+        # NVCF's 500m request beside the server's whole CPU would not fit the 2-core node.
+        "pylon": {"image": "nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0",
+                  "resources": {"cpu": "100m", "memory": "128Mi", "cpuLimit": "500m", "memoryLimit": "256Mi"}},
         "gateway": {"image": "docker.io/library/nginx:1.26.3", "replicas": 1, **ON_THE_NODE,
                     "apiKeys": {"secretName": KEYS_SECRET, "tenants": [{"name": TENANT}]},
                     "hold": {"timeoutSeconds": HOLD_SECONDS, "maxPerModel": 2, "maxTotal": 2}},
