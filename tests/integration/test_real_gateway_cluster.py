@@ -81,6 +81,9 @@ def wake_config(hub_url: str, prometheus: str) -> dict:
         # The test makes the namespace, so the keys Secret is there before the gateway's pods.
         "createNamespace": False,
         "storageClassName": STORAGE_CLASS,
+        # The 2-core node holds one CPU model at a time: this one's pods may wait for another's
+        # to go (the group's modules run one after another; a shared cluster's need not).
+        "pendingTimeoutSeconds": 900,
         # Only the router may reach the model pods, only the gateway the router's HTTP port.
         "networkPolicy": {"enabled": True, "allowFrom": []},
         "autoscaling": {"requireModelMetrics": False, "prometheusAddress": prometheus,
