@@ -255,10 +255,15 @@ def ready_servers(kubeconfig: str) -> int:
         c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", [])))
 
 
-def created_to_ready(pod: dict) -> float:
-    ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")["lastTransitionTime"]
-    return (datetime.fromisoformat(ready.replace("Z", "+00:00"))
-            - datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))).total_seconds()
+def startup(pod: dict) -> str:
+    """When the pod was created, scheduled (it may wait for the node's CPU) and Ready, as printed."""
+    def at(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    conditions = {c["type"]: at(c["lastTransitionTime"]) for c in pod["status"]["conditions"]}
+    created = at(pod["metadata"]["creationTimestamp"])
+    return (f"pod created {created:%H:%M:%S} -> scheduled +{(conditions['PodScheduled'] - created).total_seconds():.0f} s "
+            f"-> Ready +{(conditions['Ready'] - created).total_seconds():.0f} s")
 
 
 # --- API keys under the enforcing policy --------------------------------------------------------
@@ -300,7 +305,7 @@ def test_with_keys_only_the_gateway_reaches_the_router_and_the_real_engine_answe
         node = get_json(kubeconfig, "get", "node", pod["spec"]["nodeName"])
         assert node["metadata"]["labels"].get(LABEL) == "true", f"the {role} must run on the real node"
     (server,) = servers(kubeconfig)
-    print(f"model pod created -> Ready: {created_to_ready(server):.0f} s")
+    print(f"the model's first {startup(server)}")
 
     # Through the gateway, with the key: the router's HTTP port admits the gateway's call, and the
     # real engine answers (a chat.completion of the model, folded from the engine's stream).
@@ -378,6 +383,6 @@ def test_the_model_sleeps_when_idle_and_a_held_request_wakes_the_real_engine(dep
 
     status, warm_first, text = gateway.chat(stream=True)
     assert status == 200 and warm_first is not None, text
-    print(f"wake: pod created -> Ready {created_to_ready(woken):.0f} s; first token after a sleep "
+    print(f"wake: {startup(woken)}; first token after a sleep "
           f"{wake_first:.1f} s, awake {warm_first * 1000:.0f} ms ({wake_first / warm_first:.0f}x); "
           f"KEDA polling every {POLL_SECONDS} s")
