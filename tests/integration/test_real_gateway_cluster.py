@@ -383,6 +383,10 @@ def test_the_model_sleeps_when_idle_and_a_held_request_wakes_the_real_engine(dep
 
     status, warm_first, text = gateway.chat(stream=True)
     assert status == 200 and warm_first is not None, text
+    # The pylon registers once its engine answers, the kubelet marks the pod Ready at its next
+    # probe: the first token can come a few seconds before the pod is Ready.
+    wait_for(lambda: ready_servers(kubeconfig) == 1, 60, "the woken pod to be Ready")
+    (woken,) = servers(kubeconfig)
     print(f"wake: {startup(woken)}; first token after a sleep "
           f"{wake_first:.1f} s, awake {warm_first * 1000:.0f} ms ({wake_first / warm_first:.0f}x); "
           f"KEDA polling every {POLL_SECONDS} s")
