@@ -171,7 +171,7 @@ class Gateway:
     count its pod serves on /metrics (what the Prometheus stand-in answers KEDA with)."""
 
     def __init__(self):
-        self.kubeconfig, self.key, self.address, self.pod_ip = "", "", "", ""
+        self.key, self.address, self.pod_ip = "", "", ""
 
     def held(self) -> float:
         connection = http.client.HTTPConnection(self.pod_ip, 8081, timeout=5)
@@ -234,7 +234,7 @@ def deployed(realnode, hub, keda_crd_installed, keda_operator, rwx_volume, prome
         project.up()
         wait_for(lambda: ready_servers(kubeconfig) == 1, 600, "the model's first pod to be Ready")
         service = get_json(kubeconfig, "-n", NAMESPACE, "get", "service", GATEWAY)
-        gateway.kubeconfig, gateway.key = kubeconfig, key
+        gateway.key = key
         gateway.address = f"{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
         (pod,) = get_json(kubeconfig, "-n", NAMESPACE, "get", "pods", "-l",
                           f"app.kubernetes.io/name={ROUTER},app.kubernetes.io/component=gateway")["items"]
