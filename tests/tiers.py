@@ -69,6 +69,7 @@ CLUSTER_WIDE_MODULES = {
     "test_placement_on_cluster": "node-local volumes of every node (the local-node pool)",
     "test_real_node_cluster": "the real node: one per machine (scripts/node/), and its stop is tested",
     "test_real_pods_cluster": "a CPU model in real pods on the real node (one per machine)",
+    "test_real_gateway_cluster": "gateway, router and a CPU model on the real node; KEDA's CRDs",
     "test_bench_wake_smoke": "installs KEDA's CRDs (bench/wake.py), which others need absent first",
 }
 
@@ -87,8 +88,9 @@ CLUSTER_WIDE_GROUPS = {
     "gpus": ("test_multinode_on_cluster", "test_multinode_per_pod_on_cluster", "test_nim_multinode_cluster",
              "test_placement_on_cluster"),
     # The one cluster with the real node (scripts/test.sh REAL_NODE_GROUP starts it with the node).
-    # Real pods first: the real-node module's last test stops the cluster.
-    "realnode": ("test_real_pods_cluster", "test_real_node_cluster"),
+    # Real pods first: the real-node module's last test stops the cluster. The gateway module
+    # installs KEDA's CRDs (and takes them off): nothing else in this group needs them absent.
+    "realnode": ("test_real_pods_cluster", "test_real_gateway_cluster", "test_real_node_cluster"),
 }
 
 

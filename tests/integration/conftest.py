@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from testkit.harness import Project, delete_namespaces, require_engine
+from tests.support.keda import KEDA_CRD, operators
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +48,17 @@ def kube():
     config.load_kube_config()
     return client
 
+
+
+@pytest.fixture(scope="module")
+def keda_crd_installed(kube):
+    """KEDA's ScaledObject CRD (a module that installs it makes sure first, with an autouse
+    fixture, that it was absent: tests/support/keda.py ``KEDA_CRD.absent_until_installed``)."""
+    KEDA_CRD.install(kube)
+
+
+@pytest.fixture(scope="module")
+def keda_operator(keda_crd_installed, kube, tmp_path_factory):
+    """``start(namespace)`` -> (the operator's process, its log): KEDA's operator watching
+    ``namespace``, stopped when the module ends (tests/support/keda.py)."""
+    yield from operators(kube, tmp_path_factory.mktemp("keda-certs"))

@@ -19,12 +19,11 @@ import pytest
 from components.compile.autoscaling import compile_scaled_object
 from components.config import load_stack_config
 from testkit.harness import small_model, stack_config
-from tests.support.fixture_crds import WAIT, FixtureCrds, wait_for
-from tests.support.real_crds import operator_crd
+from tests.support.fixture_crds import WAIT, wait_for
+from tests.support.keda import KEDA_CRD
 
 pytestmark = pytest.mark.integration
 
-KEDA_CRD = FixtureCrds([operator_crd("keda", "keda.sh_scaledobjects.yaml")], "keda-crds")
 RWX = {"size": "1Gi", "accessMode": "ReadWriteMany"}  # several replicas share one weights volume
 # No Prometheus (nor its Operator's CRDs) here: these tests are about the replica count, so the
 # stacks say the pods are scraped another way instead of turning platform.metrics on.
@@ -46,11 +45,6 @@ def fixed_config(namespace: str, replicas: int) -> dict:
 def cluster_without_the_crd_at_the_end(kube):
     """Autouse, so set up before ``make_project`` and torn down after it has destroyed the stacks."""
     yield from KEDA_CRD.absent_until_installed(kube, "a real KEDA")
-
-
-@pytest.fixture(scope="module")
-def crd_installed(kube):
-    KEDA_CRD.install(kube)
 
 
 # --- the autoscaler, played ---------------------------------------------------------------------
@@ -94,7 +88,7 @@ def test_without_kedas_crd_the_autoscaled_stack_stops_at_preview_with_the_fix(ma
 # --- with the CRD -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def deployed(crd_installed, make_project):
+def deployed(keda_crd_installed, make_project):
     project = make_project(autoscaled_config)
     project.up()
     return project
@@ -131,7 +125,7 @@ def test_preview_and_up_leave_the_autoscalers_count_alone(deployed, kube):
     assert live.spec.replicas == 3 and (live.status.ready_replicas or 0) == 3
 
 
-def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(crd_installed, make_project, kube):
+def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(keda_crd_installed, make_project, kube):
     """What docs/05-day-2.md and the preview report warn of: the stack owned spec.replicas, the
     autoscaled manifest leaves it out, server-side apply removes it and the API default (1)
     holds until an autoscaler raises it (none runs here)."""
@@ -144,7 +138,7 @@ def test_a_model_switched_from_fixed_replicas_without_handover_drops_to_one(crd_
     assert not replicas_owners(kube, project.namespace)
 
 
-def test_a_model_switched_from_fixed_replicas_keeps_its_pods_with_the_documented_handover(crd_installed, make_project, kube):
+def test_a_model_switched_from_fixed_replicas_keeps_its_pods_with_the_documented_handover(keda_crd_installed, make_project, kube):
     """Fixed `replicas: 2` first: the stack owns spec.replicas. Dropping the field from an apply
     the stack owns would reset it to the API default, 1 (server-side apply removes what its
     manager no longer declares). The handover of docs/05-day-2.md (another manager applies the
@@ -191,49 +185,10 @@ def test_a_spec_change_rolls_out_at_the_autoscalers_count(deployed, kube):
 # read live from the rendered gateway's /metrics (nginx, in front of a stand-in router that does
 # not list the model until its pod is ready, as the real router lists only routable models). KEDA
 # activates the model on that count; the HPA it creates cannot read metrics here (no KEDA metrics
-# server), which only matters above one replica.
+# server), which only matters above one replica. The operator's fixture: tests/integration/conftest.py.
 
-KEDA_OPERATOR_CRDS = FixtureCrds([operator_crd("keda", name) for name in (
-    "keda.sh_scaledjobs.yaml", "keda.sh_triggerauthentications.yaml", "keda.sh_clustertriggerauthentications.yaml",
-    "eventing.keda.sh_cloudeventsources.yaml", "eventing.keda.sh_clustercloudeventsources.yaml")], "keda-operator-crds")
 IDLE_SECONDS = 60  # the least idleSeconds allows
 POLL_SECONDS = 5
-
-
-@pytest.fixture(scope="module")
-def keda_operator(crd_installed, kube, tmp_path_factory):
-    """``start(namespace)``: KEDA's operator watching ``namespace``, stopped when the module ends.
-    It needs every KEDA kind served (its controllers watch them all)."""
-    import os
-    import subprocess
-
-    from testkit.keda_operator import start_operator, throwaway_certs
-
-    binary = os.environ.get("LLM_SERVING_KEDA_OPERATOR", "")
-    if not os.access(binary, os.X_OK):
-        pytest.fail(f"KEDA's operator is not built ({binary or 'LLM_SERVING_KEDA_OPERATOR unset'}); run "
-                    "scripts/toolchain/operators.sh")
-    KEDA_OPERATOR_CRDS.refuse_foreign(kube, "a real KEDA")
-    KEDA_OPERATOR_CRDS.delete_ours(kube)
-    KEDA_OPERATOR_CRDS.install(kube)
-    certs = throwaway_certs(tmp_path_factory.mktemp("keda-certs"))
-    started = []
-
-    def start(namespace: str):
-        log = open(certs / f"operator-{namespace}.log", "w")
-        proc = start_operator(binary, namespace, certs, log)
-        started.append((proc, log))
-        return proc, certs / f"operator-{namespace}.log"
-
-    yield start
-    for proc, log in started:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    KEDA_OPERATOR_CRDS.delete_ours(kube)
 
 
 def sleepy_config(namespace: str, prometheus: str) -> dict:

@@ -57,18 +57,23 @@ def get_json(kubeconfig: str, *args: str) -> dict:
     return json.loads(kubectl(kubeconfig, *args, "-o", "json").stdout)
 
 
-@pytest.fixture(scope="module")
-def realnode():
+def real_node_with(images: tuple[str, ...]) -> tuple[str, str]:
+    """The realnode cluster started with its node, and ``images`` (scripts/images/build.py names)
+    in the node's containerd: (cluster name, kubeconfig path)."""
     name = cluster_name()
     started = cluster_sh(name, "start", "--real-node", timeout=1200)
     assert started.returncode == 0, started.stdout + started.stderr
     # Built once (cached by content), imported into the node's containerd if it lacks them.
-    for command in (["build", *IMAGES], ["import", "--address", NODE_SOCKET, "--skip-present", *IMAGES]):
+    for command in (["build", *images], ["import", "--address", NODE_SOCKET, "--skip-present", *images]):
         result = subprocess.run([sys.executable, str(BUILD), *command], capture_output=True, text=True,
                                 timeout=3600, check=False)
         assert result.returncode == 0, result.stderr[-3000:]
-    kubeconfig = cluster_sh(name, "kubeconfig", timeout=30).stdout.strip()
-    yield name, kubeconfig
+    return name, cluster_sh(name, "kubeconfig", timeout=30).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def realnode():
+    yield real_node_with(IMAGES)
 
 
 @pytest.fixture(scope="module")
