@@ -25,8 +25,9 @@ from pathlib import Path
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
+from scripts.localmodel.hub_server import HubServer
 from testkit.engine_kit import CPU_ENV, kit_dir, tiny_model
-from testkit.hf_server import HubServer, hub_cli
+from testkit.hf_server import hub_cli
 from testkit.ports import free_port
 from testkit.rendered import Runnable, bind, mounts_of, set_env, set_flag
 
