@@ -52,6 +52,14 @@ def stack_config(hub_url: str, router: dict | None = None):
     raw = read_stack_file(STACK_FILE)
     raw["router"].update(router or {})
     (model,) = raw["models"]
+    # The GPU server as rendered, run on a CPU with the substitutions listed in engine_kit: the
+    # local stack's model is a CPU model placed on the real node, with the CPU image's line
+    # pinned (what tests/engine/test_cpu_model.py and the real-pods modules run as such); here
+    # both lines run one render, so the line is the platform's default and the model has a GPU.
+    model["gpus"] = 1
+    for setting in ("nodeSelector", "tolerations", "args"):
+        model.pop(setting, None)
+    raw["platform"].pop("vllmRelease", None)
     model["lora"] = {"enabled": True, "adapters": [ADAPTER]}
     model["autoscaling"] = {"enabled": True, "maxReplicas": 2}
     model["weights"]["accessMode"] = "ReadWriteMany"  # what validation asks of autoscaling
