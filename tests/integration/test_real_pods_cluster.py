@@ -3,10 +3,13 @@
 `pulumi up` of a stack of its own deploys a CPU model (`gpus: 0`) placed on the real node by the
 model's own `nodeSelector` and `tolerations`: the rendered puller (the `hf` image built here)
 pulls a tiny model made on this machine (tests/engine/make_model.py) from a Hub stand-in
-(testkit/hf_server.py) that listens on the node's bridge address only, the gate verifies
-it on the real volume, and the vLLM CPU image serves it: the pod becomes Ready by its own probes
-once the model has loaded, and answers a chat completion through the model's Service. The
-containers run under the rendered security context (read from the kernel, not from the spec).
+(testkit/hf_server.py) that listens on the node's bridge address only, the gate waits for the
+Job and hands the volume off, and the vLLM CPU image serves it: the pod becomes Ready by its own
+probes once the model has loaded, and answers a chat completion through the model's Service. The
+containers run under the rendered security context (read from the kernel, not from the spec),
+and the server reads, byte for byte, the hub's files. (Nothing re-checks those bytes once the
+puller's `hf download` has succeeded: the gate verifies an `s3` or `pvc` source's files, not an
+`hf` one's, so a byte changed on the volume afterwards goes unseen; not tested here.)
 
 Then the runtime contract on that one stack, the destructive tests last: the rendered CPU settings
 in the real server's environment and its KV cache; the hand-off of the ReadWriteOnce volume from
@@ -25,6 +28,7 @@ containerd when missing.
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -262,9 +266,10 @@ def test_the_cpu_model_serves_from_real_pods(deployed, hub):
 
 
 # Run in the server container by its own python: what the kernel says about pid 1 (the server),
-# whether its root is mounted read-only, and who owns the weights on the volume and can read them.
+# whether its root is mounted read-only, and who owns the weights on the volume, whether it can read
+# them and what they hash to.
 INSPECT = """
-import json, os, sys
+import hashlib, json, os, sys
 status = dict(l.split(":", 1) for l in open("/proc/1/status").read().splitlines() if ":" in l)
 # The root's mount options (mountinfo field 6): "ro" when the kubelet made it read-only.
 root_options = next(l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4] == "/").split(",")
@@ -272,7 +277,9 @@ files = []
 for d, _, names in os.walk(sys.argv[1]):
     for n in names:
         p = os.path.join(d, n); st = os.stat(p)
-        files.append({"path": p, "uid": st.st_uid, "gid": st.st_gid, "readable": os.access(p, os.R_OK)})
+        digest = hashlib.sha256(open(p, "rb").read()).hexdigest() if os.access(p, os.R_OK) else None
+        files.append({"path": p, "uid": st.st_uid, "gid": st.st_gid, "readable": os.access(p, os.R_OK),
+                      "sha256": digest})
 print(json.dumps({"uid": status["Uid"].split()[0], "gid": status["Gid"].split()[0],
                   "groups": status["Groups"].split(), "capeff": status["CapEff"].strip(),
                   "nonewprivs": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
@@ -300,6 +307,12 @@ def test_the_pods_run_under_the_rendered_security_context(deployed):
     assert weights, seen["files"]
     for file in weights:
         assert file["uid"] == puller_uid and file["readable"], file
+    # What the server reads is, byte for byte, what the hub serves: every file of the repo.
+    hub_files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                 for p in (tiny_model("0.32") / "model").iterdir() if p.is_file()}
+    on_volume = {Path(f["path"]).name: f["sha256"] for f in seen["files"]
+                 if Path(f["path"]).parent == Path(mount["mountPath"])}
+    assert {name: on_volume.get(name) for name in hub_files} == hub_files, on_volume
 
 
 def test_the_rendered_cpu_settings_reach_the_real_server(deployed):
