@@ -33,6 +33,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -197,6 +198,7 @@ def deployed(realnode, hub, tmp_path_factory):
         else:
             os.environ["KUBECONFIG"] = saved
     project.namespace = NAMESPACE
+    empty_free_volumes(kubeconfig)
     watch = PodEvents(kubeconfig, NAMESPACE)
     started = time.monotonic()
     try:
@@ -210,6 +212,25 @@ def deployed(realnode, hub, tmp_path_factory):
         # The program keeps its namespace on destroy; the next run starts from none.
         kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true",
                 "--timeout=180s", timeout=200, check=False)
+
+
+def empty_free_volumes(kubeconfig: str) -> None:
+    """Empty the directories of the real node's free local PVs. They are Retain volumes the
+    cluster makes Available again once their claim is gone (scripts/cluster/stages/40-pv-reclaim.yaml),
+    files and all: a claim bound to one an earlier run filled gets that run's weights, and `hf
+    download` then skips every file whose hub ETag matches, so the puller would not fetch from
+    this module's hub at all. Only Available ones: a bound volume is someone's."""
+    volumes = get_json(kubeconfig, "get", "pv", "-l", f"{LABEL}=true")["items"]
+    root = (TOOLCHAIN_ROOT / "real-node").resolve()
+    for volume in volumes:
+        path = Path(volume["spec"].get("local", {}).get("path", "/nonexistent")).resolve()
+        if volume["status"].get("phase") != "Available" or root not in path.parents or not path.is_dir():
+            continue
+        for entry in path.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
 
 def server_pod(kubeconfig: str) -> dict:
