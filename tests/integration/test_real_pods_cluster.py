@@ -198,6 +198,9 @@ def deployed(realnode, hub, tmp_path_factory):
         else:
             os.environ["KUBECONFIG"] = saved
     project.namespace = NAMESPACE
+    # An earlier run's namespace may still be terminating (its pods wait out their preStop): the
+    # program would create its objects in a namespace being deleted.
+    kubectl(kubeconfig, "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=180s", timeout=200, check=False)
     empty_free_volumes(kubeconfig)
     watch = PodEvents(kubeconfig, NAMESPACE)
     started = time.monotonic()
