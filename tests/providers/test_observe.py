@@ -117,13 +117,13 @@ def test_crash_loop_fetches_evidence_for_the_named_pod_only() -> None:
     assert cluster.count() == 5
 
 
-@pytest.mark.parametrize("state", [{"running": True}, {"waiting": {"reason": "CrashLoopBackOff"}}])
-def test_a_restarted_crash_quotes_the_attempt_that_crashed(state: dict) -> None:
-    """Once the kubelet restarted the container, the crash's words are in the previous attempt's
-    log; the current one is the next start's (seen on the real node: an empty tail)."""
+def test_a_restarted_crash_quotes_the_attempt_that_crashed() -> None:
+    """Once the kubelet started the container again, the crash's words are in the previous
+    attempt's log; the current one is the new start's (seen on the real node: an empty tail).
+    (Waiting in CrashLoopBackOff, both reads give the crashed attempt: the test above.)"""
     name = "llama-server-7d9f8c6b5-crash"
     cluster = FakeCluster().put(deployment(ready=0), pod(name, containers=[container_status(
-        restarts=3, last_terminated={"exitCode": 1, "reason": "Error"}, **state)]))
+        restarts=3, last_terminated={"exitCode": 1, "reason": "Error"}, running=True)]))
     cluster.logs[name] = "INFO api_server.py: vLLM API server version 0.32.0"
     cluster.previous_logs[name] = "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len"
 
