@@ -9,7 +9,7 @@ image's huggingface_hub line with hf_transfer (``hf_server.hub_cli``: 0.35.3 + h
 into a fresh directory per run: once as rendered (HF_HUB_ENABLE_HF_TRANSFER=0) and once with
 hf_transfer on (=1; weights.hub_env says why it stays off). hf_transfer only takes files over
 50 MiB (5 x the client's 10 MiB read), so the shards are larger than that. The server is
-testkit/hf_server.py (plain HTTP, no Xet) sending the files with sendfile; the arms
+scripts/localmodel/hub_server.py (plain HTTP, no Xet) sending the files with sendfile; the arms
 alternate within each run. Both sides read the generated shards from the page cache, so the
 ratios measure the clients, not the disk. Each pull's CPU time (user + system: the figure the
 shared machine's load does not bend) and peak RSS are reported too (the puller's memory limit is
@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from components.compile import common, weights
 from components.config import load_stack_config
-from testkit.hf_server import HubServer, hub_cli, write_model_shards
+from scripts.localmodel.hub_server import HubServer
+from testkit.hf_server import hub_cli, write_model_shards
 
 RUN_TIMEOUT = 300
 HF_TRANSFER_ON = {"HF_HUB_ENABLE_HF_TRANSFER": "1"}

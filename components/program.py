@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Optional
 
 import pulumi
 
@@ -16,10 +17,11 @@ from .config.pylon import no_pylon_warning
 from .config.stack_secrets import HF_TOKEN, configured, used
 
 
-def preflight(stack: StackConfig) -> tuple[StackConfig, dict]:
+def preflight(stack: StackConfig, stack_token: Optional[str] = None) -> tuple[StackConfig, dict]:
     """Ask the HF endpoint before declaring anything: pin revisions to commits, check access and
     volume sizes. Off with platform.preflight.enabled: false; never when rendering. Returns the
-    stack to deploy and the pinned revisions per model."""
+    stack to deploy and the pinned revisions per model. ``stack_token``: the stack's hfToken as a
+    library program gives it (the stack program's is read from its config here)."""
     if not stack.platform.preflight.enabled or stack.cluster.render_yaml_to_directory:
         return stack, {}
     # The hub client (huggingface_hub, httpx2) loads only when preflight runs: a render or a
@@ -28,8 +30,8 @@ def preflight(stack: StackConfig) -> tuple[StackConfig, dict]:
 
     # The stack's own token, when it has one, for the models whose puller will use it. Read here
     # and handed only to the hub client: it never enters the config model or a message.
-    hf_token = (pulumi.runtime.get_config(f"{PROJECT}:{HF_TOKEN.config_key}")
-                if HF_TOKEN in configured(stack) else None)
+    hf_token = stack_token if stack_token is not None else (
+        pulumi.runtime.get_config(f"{PROJECT}:{HF_TOKEN.config_key}") if HF_TOKEN in configured(stack) else None)
     try:
         report = preflight_stack(stack, stack_token=hf_token)
     except PreflightError as error:

@@ -1,21 +1,35 @@
-"""The typed arguments of ``ModelServing``: plain dataclasses and enums a program builds, turned
-into the stack config's shape and validated by the same config model the stack files go through
-(components/config), so a bad value is refused with the same message, before any resource.
+"""``ModelServingArgs``: the set of models (and a router) ``ModelServing`` declares, and the names the
+library had before its arguments were generated from the config model.
 
-Each class carries the common settings as typed fields; ``settings`` takes any other setting of
-the same section by its stack-config name (docs/config-reference.md), e.g.
-``ModelArgs(..., settings={"lora": {"enabled": True}})``. A setting given both ways is refused.
+The sections (``Model``, ``Router``, ``Platform``, ``HubSource``, ``S3Source``, ... in
+llm_serving/sections.py) are the stack config's, field for field, typed. ``ModelServingArgs`` holds
+what a stack file says outside them: the namespace and whether to create it (``platform.namespace``,
+``platform.createNamespace``), the cluster (``cluster.*``) and the stack secrets (``hfToken``,
+``ngcApiKey``), which take a ``pulumi.Input`` (a secret from another resource).
+
+Kept for programs written against the earlier arguments, each with what replaces it:
+``ModelArgs`` (``Model``; its ``settings`` mapping and ``weights_size``), ``RouterArgs``
+(``Router``; ``settings``), ``S3Source(credentials_secret=...)`` (``credentials=S3Credentials(...)``)
+and ``ModelServingArgs(platform={...})`` (``platform=Platform(...)``). They still work and warn
+(DeprecationWarning).
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar, Optional, Union
+
+from pulumi import Input
 
 from components.config.secret_values import credential_shape
+from components.config.types import SECRET_MARKER
+
+from . import sections
+from .section import Inputs, is_output, plain, text_list
 
 
 class Engine(enum.StrEnum):
@@ -23,158 +37,155 @@ class Engine(enum.StrEnum):
     NIM = "nim"
 
 
-@dataclass(frozen=True)
-class HubSource:
-    """Weights from a Hugging Face repository (``revision``: a commit, a tag or a branch; pin a
-    commit: the library runs no preflight that would pin it for you)."""
-
-    repo: str
-    revision: str = "main"
-    allow_patterns: Optional[Sequence[str]] = None
-
-    def to_config(self, where: str = "HubSource") -> dict:
-        return _drop_none({"type": "hf", "repo": self.repo, "revision": self.revision,
-                           "allowPatterns": _list(self.allow_patterns, f"{where}.allow_patterns")})
+# The library's earlier spellings, kept working (each says what replaces it).
+HubSource = sections.HubSource
+VolumeSource = sections.VolumeSource
+Resources = sections.Resources
 
 
 @dataclass(frozen=True)
-class S3Source:
-    """Weights from an S3 bucket (``credentials_secret``: a Secret in the namespace with the
-    access key pair; leave it out for a service account's role)."""
+class S3Source(sections.S3Source):
+    __doc__ = sections.S3Source.__doc__
 
-    bucket: str
-    prefix: str = ""
-    endpoint: Optional[str] = None
-    region: Optional[str] = None
     credentials_secret: Optional[str] = None
+    """Deprecated: ``credentials=S3Credentials(secret=...)``. A Secret with the access key pair."""
 
-    def to_config(self, where: str = "S3Source") -> dict:
-        return _drop_none({"type": "s3", "bucket": self.bucket, "prefix": self.prefix, "endpoint": self.endpoint,
-                           "region": self.region,
-                           "credentials": {"secret": self.credentials_secret} if self.credentials_secret else None})
+    extra_fields: ClassVar[frozenset[str]] = frozenset({"credentials_secret"})
 
-
-@dataclass(frozen=True)
-class VolumeSource:
-    """Weights already on a PersistentVolumeClaim of the namespace, served read-only."""
-
-    claim_name: str
-    sub_path: Optional[str] = None
-
-    def to_config(self, where: str = "VolumeSource") -> dict:
-        return _drop_none({"type": "pvc", "claimName": self.claim_name, "subPath": self.sub_path})
-
-
-Source = Union[HubSource, S3Source, VolumeSource]
+    def to_config(self, where: Optional[str] = None, inputs: Optional[Inputs] = None) -> dict:
+        config = super().to_config(where or "S3Source", inputs)
+        if self.credentials_secret is not None:
+            _deprecated("S3Source(credentials_secret=...)", "S3Source(credentials=S3Credentials(secret=...))")
+            if self.credentials is not None:
+                raise ValueError(f"{where or 'S3Source'}: credentials_secret and credentials both given; give "
+                                 "credentials=S3Credentials(secret=...) alone")
+            config["credentials"] = {"secret": self.credentials_secret}
+        return config
 
 
 @dataclass(frozen=True)
-class Resources:
-    """The server container's requests (limits follow the config model's rules); ``kv_cache``: a
-    CPU model's (``gpus=0``) KV cache, whole GiB (unset: derived from ``memory``)."""
+class ModelArgs(sections.Model):
+    """One model server (a ``models[]`` entry): ``Model``, with the earlier ``settings`` mapping
+    (deprecated: every setting is a typed field of ``Model``) and ``weights_size`` (deprecated:
+    ``weights=WeightsStorage(size=...)``)."""
 
-    cpu: Optional[str] = None
-    memory: Optional[str] = None
-    kv_cache: Optional[str] = None
-
-    def to_config(self) -> dict:
-        return _drop_none({"cpu": self.cpu, "memory": self.memory, "kvCache": self.kv_cache})
-
-
-@dataclass(frozen=True)
-class ModelArgs:
-    """One model server (a ``models[]`` entry)."""
-
-    name: str
-    source: Source
-    engine: Engine = Engine.VLLM
-    image: Optional[str] = None
-    gpus: Optional[int] = None
-    replicas: Optional[int] = None
-    args: Optional[Sequence[str]] = None
-    resources: Optional[Resources] = None
-    weights_size: Optional[str] = None
+    _: KW_ONLY
+    weights_size: Optional[Union[str, int]] = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_config(self, where: Optional[str] = None) -> dict:
+    extra_fields: ClassVar[frozenset[str]] = frozenset({"weights_size", "settings"})
+
+    def to_config(self, where: Optional[str] = None, inputs: Optional[Inputs] = None) -> dict:
         """``where``: how a refusal names this model (``models[0]`` inside ``ModelServingArgs``)."""
         where = where or f"ModelArgs(name={_shown(self.name)})"
-        typed = _drop_none({
-            # An unknown engine goes to the config model as it is, which refuses it at
-            # models[i].engine with the engines there are (and never repeats a credential).
-            "name": self.name, "engine": self.engine.value if isinstance(self.engine, Engine) else self.engine,
-            "source": _config_of(self.source, f"{where}.source"),
-            "image": self.image, "gpus": self.gpus, "replicas": self.replicas, "args": _list(self.args, f"{where}.args"),
-            "resources": self.resources.to_config() if self.resources else None,
-            "weights": {"size": self.weights_size} if self.weights_size else None,
-        })
-        return _merged(typed, self.settings, where)
+        typed = super().to_config(where, inputs)
+        if self.weights_size is not None:
+            _deprecated("ModelArgs(weights_size=...)", "Model(weights=WeightsStorage(size=...))")
+            if self.weights is not None:
+                raise ValueError(f"{where}: weights_size and weights both given; give weights=WeightsStorage(size=...)")
+            typed["weights"] = {"size": self.weights_size}
+        return _merged(typed, self.settings, where, "Model")
 
 
 @dataclass(frozen=True)
-class RouterArgs:
-    """The request router in front of the models (``router``), with its OpenAI gateway."""
+class RouterArgs(sections.Router):
+    """The request router (``router``): ``Router``, with the earlier positional order (name, image,
+    replicas, models) and ``settings`` mapping (deprecated: every setting is a typed field of
+    ``Router``)."""
 
     name: Optional[str] = None
-    image: Optional[str] = None
+    image: Optional[Input[str]] = None
     replicas: Optional[int] = None
     models: Optional[Sequence[str]] = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_config(self) -> dict:
-        typed = _drop_none({"name": self.name, "image": self.image, "replicas": self.replicas,
-                            "models": _list(self.models, "RouterArgs.models")})
-        return _merged(typed, self.settings, "RouterArgs")
+    extra_fields: ClassVar[frozenset[str]] = frozenset({"settings"})
+
+    def to_config(self, where: Optional[str] = None, inputs: Optional[Inputs] = None) -> dict:
+        where = where or "RouterArgs"
+        return _merged(super().to_config(where, inputs), self.settings, where, "Router")
 
 
 @dataclass(frozen=True)
 class ModelServingArgs:
     """Models (and a router) in one namespace of the cluster the program's provider points at.
 
-    ``namespace``: created and owned by your program (give it in ``depends_on``), unless
-    ``create_namespace``. ``kubeconfig_content``: the kubeconfig your ``kubernetes.Provider`` is
-    given (content, e.g. a cluster resource's output; kept secret), for the resources that read
-    the cluster (status, weights gate, checks): without it they read ``kubeconfig``/``context`` (a
-    path; unset: the ambient kubeconfig), which must then be your provider's cluster.
-    ``platform``: any other platform setting by its stack-config name."""
+    ``namespace``: a name, or an Output (``ns.metadata.name``: every object then waits on your
+    Namespace); created and owned by your program unless ``create_namespace``.
+    ``kubeconfig_content``: the kubeconfig your ``kubernetes.Provider`` is given (content, kept
+    secret), for the resources that read the cluster (status, weights gate, checks): without it they
+    read ``kubeconfig``/``context`` (a path; unset: the ambient kubeconfig), which must then be your
+    provider's cluster. ``platform``: the platform section (``Platform(...)``). ``hf_token``,
+    ``ngc_api_key``: the stack secrets (``llm-serving:hfToken``, ``llm-serving:ngcApiKey``), each
+    made a Kubernetes Secret for the models that read it. ``render_yaml_to_directory``: your
+    provider renders YAML there (``cluster.renderYamlToDirectory``): nothing reads the cluster."""
 
-    namespace: str
-    models: Sequence[ModelArgs]
-    router: Optional[RouterArgs] = None
+    namespace: Input[str]
+    models: Sequence[sections.Model]
+    router: Optional[sections.Router] = None
     create_namespace: bool = False
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
-    kubeconfig_content: Optional[Any] = None  # pulumi.Input[str]: not part of the stack config
-    platform: Mapping[str, Any] = field(default_factory=dict)
+    kubeconfig_content: Optional[Input[str]] = None  # not part of the stack config
+    platform: Union[sections.Platform, Mapping[str, Any]] = field(default_factory=dict)
+    hf_token: Optional[Input[str]] = None
+    ngc_api_key: Optional[Input[str]] = None
+    render_yaml_to_directory: Optional[str] = None
 
-    def to_config(self) -> dict:
-        """The stack config these arguments stand for (components/config's input shape)."""
-        platform = _merged({"namespace": self.namespace, "createNamespace": self.create_namespace,
+    # The stack-file fields these arguments hold themselves (tests/library/test_reachable.py).
+    OWN_FIELDS: ClassVar[dict[str, str]] = {
+        "platform.namespace": "namespace", "platform.createNamespace": "create_namespace",
+        "cluster.kubeconfig": "kubeconfig", "cluster.context": "context",
+        "cluster.renderYamlToDirectory": "render_yaml_to_directory", "hfToken": "hf_token",
+        "ngcApiKey": "ngc_api_key"}
+
+    def secret_values(self) -> dict[str, Input[str]]:
+        """The stack secrets given, by config key (``Platform`` makes their Secrets)."""
+        return {key: value for key, value in (("hfToken", self.hf_token), ("ngcApiKey", self.ngc_api_key))
+                if value is not None}
+
+    def to_config(self, inputs: Optional[Inputs] = None) -> dict:
+        """The stack config these arguments stand for (components/config's input shape); a value
+        not known yet (an Output) stands there as a placeholder ``inputs`` records."""
+        inputs = inputs if inputs is not None else Inputs()
+        if isinstance(self.platform, sections.Platform):
+            given = self.platform.to_config("platform", inputs)
+        else:
+            if self.platform:
+                _deprecated("ModelServingArgs(platform={...})", "ModelServingArgs(platform=Platform(...))")
+            given = self.platform
+        namespace = (inputs.placeholder("name", "namespace", self.namespace) if is_output(self.namespace)
+                     else self.namespace)
+        platform = _merged({"namespace": namespace, "createNamespace": self.create_namespace,
                             # No network while a program declares: the stack program's Hub
-                            # preflight (pinning revisions) is not run by the library.
+                            # preflight (pinning revisions) runs only when asked for.
                             "preflight": {"enabled": False}},
-                           self.platform, "ModelServingArgs.platform", overridable=("preflight",))
+                           given, "ModelServingArgs.platform", "Platform", overridable=("preflight",))
         if isinstance(self.models, (str, bytes)) or not isinstance(self.models, Sequence):
-            raise TypeError(f"ModelServingArgs.models: a list of ModelArgs, not {type(self.models).__name__}")
-        config: dict = {"platform": platform, "models": [_model_config(m, i) for i, m in enumerate(self.models)],
-                        "cluster": _drop_none({"kubeconfig": self.kubeconfig, "context": self.context})}
+            raise TypeError(f"ModelServingArgs.models: a list of Model, not {type(self.models).__name__}")
+        config: dict = {"platform": platform,
+                        "models": [_model_config(m, i, inputs) for i, m in enumerate(self.models)],
+                        "cluster": {key: value for key, value in (
+                            ("kubeconfig", self.kubeconfig), ("context", self.context),
+                            ("renderYamlToDirectory", self.render_yaml_to_directory)) if value is not None}}
         if self.router is not None:
-            if not isinstance(self.router, RouterArgs):
-                raise TypeError(f"ModelServingArgs.router: a RouterArgs, not {type(self.router).__name__}")
-            config["router"] = self.router.to_config()
+            if not isinstance(self.router, sections.Router):
+                raise TypeError(f"ModelServingArgs.router: a Router, not {type(self.router).__name__}")
+            config["router"] = self.router.to_config("router", inputs)
+        for key in self.secret_values():
+            # The config model knows only that a secret is set; its value goes to the Secret.
+            config[key] = SECRET_MARKER
         return config
 
 
-def _model_config(model: Any, index: int) -> dict:
-    if not isinstance(model, ModelArgs):
-        raise TypeError(f"ModelServingArgs.models[{index}]: a ModelArgs, not {type(model).__name__}")
-    return model.to_config(f"models[{index}]")
+def _model_config(model: Any, index: int, inputs: Inputs) -> dict:
+    if not isinstance(model, sections.Model):
+        raise TypeError(f"ModelServingArgs.models[{index}]: a Model, not {type(model).__name__}")
+    return model.to_config(f"models[{index}]", inputs)
 
 
-def _config_of(source: Any, where: str) -> dict:
-    if not isinstance(source, (HubSource, S3Source, VolumeSource)):
-        raise TypeError(f"{where}: a HubSource, S3Source or VolumeSource, not {type(source).__name__}")
-    return source.to_config(where)
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"llm_serving: {old} is deprecated; use {new} (docs/library.md)", DeprecationWarning, stacklevel=4)
 
 
 # A value a refusal may repeat: a short plain word (a model or engine name). Anything else, and
@@ -190,27 +201,19 @@ def _shown(value: Any) -> str:
     return f"<a {type(value).__name__}, not repeated>"
 
 
-def _merged(typed: dict, settings: Mapping[str, Any], where: str, overridable: tuple[str, ...] = ()) -> dict:
+def _merged(typed: dict, settings: Any, where: str, section: str, overridable: tuple[str, ...] = ()) -> dict:
     if not isinstance(settings, Mapping):
-        raise TypeError(f"{where}: a mapping of stack-config names to values (docs/config-reference.md), "
-                        f"not {type(settings).__name__}")
+        raise TypeError(f"{where}: a {section}, or a mapping of stack-config names to values "
+                        f"(docs/config-reference.md), not {type(settings).__name__}")
+    if not settings:
+        return typed
+    if section != "Platform":
+        _deprecated(f"{section}Args(settings={{...}})", f"the typed fields of {section}")
     both = sorted(key for key in settings if key in typed and key not in overridable)
     if both:
         raise ValueError(f"{where}: {', '.join(both)} given both as an argument and in settings; give it once")
-    return {**typed, **dict(settings)}
-
-
-def _list(values: Optional[Sequence[str]], where: str) -> Optional[list[str]]:
-    if values is None:
-        return None
-    if isinstance(values, (str, bytes)):
-        # Never repeated: a command line written as one string is where a pasted token sits.
-        raise TypeError(f"{where}: a list of strings, one item per word (e.g. ['--max-model-len', '4096']), not one "
-                        "string; split it")
-    if not isinstance(values, Sequence):
-        raise TypeError(f"{where}: a list of strings, not {type(values).__name__}")
-    return list(values)
-
-
-def _drop_none(values: dict) -> dict:
-    return {key: value for key, value in values.items() if value is not None}
+    given = dict(settings)
+    for key in ("args", "allowPatterns", "ignorePatterns"):
+        if key in given and given[key] is not None:
+            given[key] = text_list(given[key], f"{where}.{key}")
+    return {**typed, **plain(given)}

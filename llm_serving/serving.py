@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 
@@ -29,25 +29,34 @@ from components.config.stack import StackConfig, fronted_models
 from components.resources import Deploy, NimModel, Platform, RequestRouter, VllmModel
 from components.resources.model import ModelServer
 
+from . import inputs as deferred
 from .args import ModelServingArgs
+from .section import Inputs
 
 TYPE = "llm-serving:index:ModelServing"
 
 
-def stack_config_of(args: ModelServingArgs):
+def stack_config_of(args: ModelServingArgs) -> StackConfig:
     """The validated stack config of ``args``; a bad value raises ValueError naming the argument
-    (``models[0].source.repo``, in the stack config's names) and the fix, before any resource."""
+    (``models[0].source.repo``, in the stack config's names) and the fix, before any resource. A
+    value not known yet (an Output) stands in it as a placeholder (llm_serving/section.py)."""
+    return _validated(args)[0]
+
+
+def _validated(args: ModelServingArgs) -> tuple[StackConfig, dict, Inputs]:
     if not isinstance(args, ModelServingArgs):
         raise TypeError(f"ModelServing takes a ModelServingArgs, not {type(args).__name__}")
+    inputs = Inputs()
+    config = args.to_config(inputs)
     try:
-        stack = load_stack_config(args.to_config())
+        stack = load_stack_config(config)
     except ConfigError as error:
         raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {_argument_path(p)}" for p in error.problems)) \
             from None
     problems = library_problems(args, stack)
     if problems:
         raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {p}" for p in problems))
-    return stack
+    return stack, config, inputs
 
 
 def library_problems(args: ModelServingArgs, stack: StackConfig) -> list[str]:
@@ -58,10 +67,10 @@ def library_problems(args: ModelServingArgs, stack: StackConfig) -> list[str]:
         # The router never discovers Services: each model registers through the pylon sidecar in
         # its pods. Without one the router starts, every model is READY, and nothing is routed.
         problems.append(
-            "router.settings.pylon: the router reaches models only through the pylon sidecar it puts in "
-            "their pods, and none is set: it would deploy, and route to nothing. Give RouterArgs("
-            "settings={'pylon': {'image': '<stargate-client image>'}, 'workerAuth': {'mode': 'token', "
-            "'secretName': '<Secret>'}}) (docs/04-router-and-clients.md), or leave router out")
+            "router.pylon: the router reaches models only through the pylon sidecar it puts in "
+            "their pods, and none is set: it would deploy, and route to nothing. Give Router("
+            "pylon=PylonConfig(image='<stargate-client image>'), worker_auth=WorkerAuth(mode='token', "
+            "secret_name='<Secret>')) (docs/04-router-and-clients.md), or leave router out")
     return problems
 
 
@@ -138,23 +147,36 @@ class ModelServing(pulumi.ComponentResource):
     router: pulumi.Output[Optional[dict]]
 
     def __init__(self, name: str, args: ModelServingArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        stack = stack_config_of(args)  # refused here: nothing is registered for a bad argument
+        stack, config, inputs = _validated(args)  # refused here: nothing is registered for a bad argument
         problems = kubeconfig_problems(args)
         if problems:
             raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {p}" for p in problems))
         if stack.platform.preflight.enabled:
             # Asked for in platform: the stack program's preflight (pins revisions, lists S3
             # sources, checks volume sizes), run here before anything is declared.
-            stack, _ = program.preflight(stack)
+            token = args.hf_token if isinstance(args.hf_token, str) else None
+            if args.hf_token is not None and token is None:
+                pulumi.log.warn("hf_token is an Output, which the preflight cannot wait for: it asks the Hub without "
+                                "it (a gated or private repo fails there); give the token as text, or turn the "
+                                "preflight off and pin each revision to a commit")
+            stack, _ = program.preflight(stack, stack_token=token)
         else:
             for line in unpinned_warnings(stack):
                 pulumi.log.warn(line)
         super().__init__(TYPE, name, None, opts)
         # The caller's depends_on (their Namespace, say) holds for the first objects too: the
         # platform's, on which every model and the router wait.
+        fill = None
+        if inputs:
+            # Values known at deployment (the namespace, images): each object takes them where
+            # the placeholder is written, once the set is valid with them.
+            real = deferred.known(inputs, config, stack, f"{name}-platform",
+                                  lambda resolved: library_problems(args, resolved))
+            fill = deferred.filler(inputs, real)
         declared = declare(stack, platform_name=f"{name}-platform", parent=self,
                            depends_on=opts.depends_on if opts is not None else None,
-                           kubeconfig_content=args.kubeconfig_content)
+                           secret_values=args.secret_values() or None,
+                           kubeconfig_content=args.kubeconfig_content, fill=fill)
         self.servers, self.request_router = declared.servers, declared.router
         self.models = pulumi.Output.from_input({n: s.outputs for n, s in self.servers.items()})
         self.endpoints = pulumi.Output.from_input({n: s.endpoint_url for n, s in self.servers.items()})
@@ -175,20 +197,22 @@ def declare(stack: StackConfig, *, platform_name: str = "platform",
             provider: Optional[pulumi.ProviderResource] = None,
             secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
             parent: Optional[pulumi.Resource] = None, depends_on=None,
-            kubeconfig_content: Optional[pulumi.Input[str]] = None) -> Declared:
+            kubeconfig_content: Optional[pulumi.Input[str]] = None,
+            fill: Optional[Callable[[Any, Optional[tuple[str, int]]], Any]] = None) -> Declared:
     """A validated stack's objects: the platform, one component per model (``VllmModel`` or
     ``NimModel``) and the router, in that order of waiting.
 
     The stack program (``__main__.py``) calls it at the top of its stack, with its provider and
     secrets: its components keep the URNs deployed stacks hold. ``ModelServing`` calls it under
-    itself, with no provider (its children inherit the caller's)."""
+    itself, with no provider (its children inherit the caller's), and ``fill``: what puts the
+    values known at deployment into each manifest, props and output (llm_serving/inputs.py)."""
     child = pulumi.ResourceOptions(parent=parent) if parent is not None else None
     platform_opts = (pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends_on))
                      if child is not None or depends_on else None)
     platform = Platform(platform_name, stack, provider, platform_opts, secret_values=secret_values,
-                        kubeconfig_content=kubeconfig_content)
+                        kubeconfig_content=kubeconfig_content, fill=fill)
     deploy = Deploy(provider=provider, cluster=stack.cluster, depends_on=platform.ready,
-                    kubeconfig_content=kubeconfig_content)
+                    kubeconfig_content=kubeconfig_content, fill=fill)
     servers: dict[str, ModelServer] = {}
     for model in stack.models:
         # path raw: the vLLM objects with NIM's image and identity; path operator: NIMCache +

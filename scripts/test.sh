@@ -48,6 +48,8 @@ SERVERS_WORKERS=(-n "${LLM_SERVING_SERVERS_WORKERS:-3}" --dist loadfile)
 checks() {
   cd "$REPO"
   "$VENV/bin/python" scripts/gen_config_reference.py --check
+  # The library's typed arguments are generated from the same model (llm_serving/sections.py).
+  "$VENV/bin/python" scripts/gen_library_types.py --check
   # The linter (config: ruff.toml) before any test: a finding fails the run like a failed test.
   "$VENV/bin/ruff" check .
   # The layers (config: .importlinter): providers and the contract never import the app, config

@@ -4,7 +4,8 @@ ships llm_serving, components, providers and contract only).
 
 - ``harness``: a throwaway copy of the project with one stack, on the real engine and the simulated
   cluster (tests/integration, tests/faults, bench/cluster.py);
-- ``hf_server``, ``s3_server``, ``busybox``: a loopback Hugging Face hub and S3 store for the
+- ``hf_server`` (the puller's `hf` client and generated model files; the Hub stand-in itself is
+  scripts/localmodel/hub_server.py), ``s3_server``, ``busybox``: an S3 store for the
   pullers, and the image's shell (tests/puller, tests/streamer, bench's puller benchmarks);
 - ``stargate``, ``fake_engine``: the real Stargate router, backend router and pylon on loopback,
   before fake OpenAI engines (tests/conformance, tests/engine, bench/gateway.py, bench/concurrency.py);

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from contract.labels import COMPONENT_LABEL, CPU_DEVICE, DEVICE_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL, REVISION_OF_LABEL
@@ -14,6 +15,7 @@ from contract.labels import COMPONENT_LABEL, CPU_DEVICE, DEVICE_LABEL, DOMAIN, E
 from ..children import WEIGHTS_GATE, child
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
+from ..config.types import Toleration
 
 PART_OF = "llm-serving"
 # Values contain '/', which label values may not: model source and health path are annotations.
@@ -201,6 +203,12 @@ def scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
     gpu_selector, gpu_tolerations = ({}, ()) if model.on_cpu else (platform.gpu_node_selector, platform.gpu_tolerations)
     selector = gpu_selector if model.node_selector is None else model.node_selector
     tolerations = gpu_tolerations if model.tolerations is None else model.tolerations
+    return placement(selector, tolerations)
+
+
+def placement(selector: Mapping[str, str], tolerations: Sequence[Toleration]) -> dict:
+    """A pod spec's ``nodeSelector`` and ``tolerations``, each only when set (an empty one would
+    change the rendered object, and with it every stack's diff, for nothing)."""
     spec: dict = {}
     if selector:
         spec["nodeSelector"] = dict(selector)

@@ -18,8 +18,8 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, model_validator
 
-from . import values
-from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection
+from . import kube, values
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection, Toleration
 from .values import Problem
 
 # The official nginx image ships ngx_http_js_module (njs) at /usr/lib/nginx/modules. Tag only:
@@ -292,6 +292,12 @@ class GatewayConfig(Strict):
     uid: NonRootUid = Field(DEFAULT_UID, description="uid and gid of the gateway pods (the official image's `nginx` user).")
     worker_processes: int = Field(2, ge=1, le=64, description="nginx worker processes per pod.")
     resources: GatewayResources = Field(default_factory=GatewayResources, description="Requests and limits.")
+    node_selector: kube.Labels = Field(
+        default_factory=dict, description="Node labels the gateway's pods (and its limiter's) must carry, "
+        "as a model's `nodeSelector`; unset: any node the scheduler picks.")
+    tolerations: tuple[Toleration, ...] = Field(
+        (), description="Taints the gateway's pods (and its limiter's) tolerate, as a model's "
+        "`tolerations`; unset: none.")
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
         description="Largest request body accepted (413 beyond); spooled to the /tmp volume as it "

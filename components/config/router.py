@@ -32,7 +32,7 @@ from .pylon import PylonConfig, WorkerAuth, pylon_problems
 from .router_lb import LoadBalancer
 from .router_names import Topology, resolve_topology
 from .router_release import DEFAULT_RELEASE, RELEASES, RouterRelease, unknown_flags
-from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection
+from .types import DnsName, Domain, Image, NonRootUid, PositiveQuantity, Strict, TlsIssuer, TlsSection, Toleration
 from .values import Problem
 
 WorkloadKind = Literal["Deployment", "StatefulSet"]
@@ -237,6 +237,15 @@ class RouterConfig(Strict):
         default_factory=lambda: _resources(*ROUTER_RESOURCES),
         description="Router requests and limits (default: the chart's 100m/128Mi, 1000m/1Gi).",
     )
+    # One placement for both Stargate workloads: the backend router relays the router pods'
+    # tunnels, so wherever the router must run (a node pool, a real node beside simulated ones)
+    # its backend router must too.
+    node_selector: kube.Labels = Field(
+        default_factory=dict, description="Node labels the router's pods and the backend router's "
+        "must carry, as a model's `nodeSelector`; unset: any node the scheduler picks.")
+    tolerations: tuple[Toleration, ...] = Field(
+        (), description="Taints the router's pods and the backend router's tolerate, as a model's "
+        "`tolerations`; unset: none.")
     service_account: Optional[Label] = Field(
         None,
         description="An existing ServiceAccount for the router pods. Unset: `<name>` is created "

@@ -11,7 +11,7 @@ What a child waits on is a role of the plan, or one of the plan's external names
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 
@@ -45,11 +45,17 @@ def dynamic_kinds() -> dict[type, tuple[type, type]]:
     }
 
 
+# (value, where) -> value: ``where`` is a child's (owner, position in its plan), or None for a
+# component's outputs.
+Fill = Callable[[Any, Optional[tuple[str, int]]], Any]
+
+
 def _dynamic(name: str, props: DynamicProps, opts: pulumi.ResourceOptions,
-             kubeconfig_content: Optional[pulumi.Input[str]]) -> pulumi.Resource:
+             kubeconfig_content: Optional[pulumi.Input[str]], fill: Optional[Fill],
+             where: tuple[str, int]) -> pulumi.Resource:
     resource, provider = dynamic_kinds()[type(props)]
     wire, opts = with_kubeconfig(props.to_dict(), kubeconfig_content, opts)
-    return resource(name, wire, provider(), opts)
+    return resource(name, fill(wire, where) if fill else wire, provider(), opts)
 
 
 def options(owner: str, child: Child, depends: list[pulumi.Resource]) -> pulumi.ResourceOptions:
@@ -66,7 +72,7 @@ def declare_plan(owner: str, children: Iterable[tuple[Child, tuple[str, ...]]], 
             external: Mapping[str, Sequence[pulumi.Resource]], kubeconfig_content: Optional[pulumi.Input[str]] = None,
             resolve: Callable[[DynamicProps], DynamicProps] = lambda props: props,
             manifest_of: Callable[[Child], tuple[dict, pulumi.ResourceOptions]] = lambda c: (c.manifest, None),
-            ) -> dict[str, pulumi.Resource]:
+            fill: Optional[Fill] = None) -> dict[str, pulumi.Resource]:
     """Declare ``children`` (a plan's ``declared(rendering)``: each child with the roles it waits
     on) as children named ``<owner>-<logical name>``; their resources by role.
 
@@ -74,15 +80,20 @@ def declare_plan(owner: str, children: Iterable[tuple[Child, tuple[str, ...]]], 
     plan's external names; ``kubeconfig_content``: for the dynamic resources that read the cluster
     (cluster_access.py); ``resolve``: fills in what the pure plan cannot know (the router's fronted
     models' targets are Outputs); ``manifest_of``: a manifest child's object and extra options (the
-    platform's stack secrets take their value here)."""
+    platform's stack secrets take their value here); ``fill``: puts a library program's values
+    known only at deployment (a namespace from its Namespace resource) into each manifest and props,
+    told the child's owner and position in its plan (llm_serving/inputs.py); None for the stack
+    program, whose values are all known."""
     declared: dict[str, pulumi.Resource] = {}
-    for child, waits in children:
+    for position, (child, waits) in enumerate(children):
         depends = [d for role in waits for d in (external[role] if role in external else (declared[role],))]
         child_opts = pulumi.ResourceOptions.merge(opts, options(owner, child, depends))
         name = child_name(owner, child.logical)
         if child.props is not None:
-            declared[child.role] = _dynamic(name, resolve(child.props), child_opts, kubeconfig_content)
+            declared[child.role] = _dynamic(name, resolve(child.props), child_opts, kubeconfig_content, fill,
+                                            (owner, position))
         else:
             manifest, extra = manifest_of(child)
-            declared[child.role] = kube_resources.apply(name, manifest, pulumi.ResourceOptions.merge(child_opts, extra))
+            declared[child.role] = kube_resources.apply(name, fill(manifest, (owner, position)) if fill else manifest,
+                                                        pulumi.ResourceOptions.merge(child_opts, extra))
     return declared

@@ -15,7 +15,7 @@ Deployment: a Deployment replacement would then garbage-collect the weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 
@@ -24,7 +24,7 @@ from ..compile.plan import PLATFORM, ModelPlan, model_plan, next_role
 from ..config.model import ModelConfig
 from ..config.platform import ClusterConfig
 from ..config.stack import StackConfig
-from .declare import declare_plan
+from .declare import Fill, declare_plan
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class Deploy:
     # A library user's kubeconfig content for the dynamic resources (cluster_access.py); None:
     # they read the cluster config's path and context.
     kubeconfig_content: Optional[pulumi.Input[str]] = None
+    # A library program's values known at deployment, put into each manifest, props and output
+    # (declare.py); None: every value is in the config.
+    fill: Optional[Fill] = None
+
+    def filled(self, value: Any) -> Any:
+        return self.fill(value, None) if self.fill else value
 
     @property
     def rendering(self) -> bool:
@@ -57,10 +63,10 @@ class ModelServer(pulumi.ComponentResource):
         self.children: dict[str, pulumi.Resource] = declare_plan(
             model.name, self.plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
-            {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content)
+            {PLATFORM: tuple(deploy.depends_on)}, deploy.kubeconfig_content, fill=deploy.fill)
 
-        self.endpoint_url = pulumi.Output.from_input(self.plan.endpoint_url)
-        outputs: dict = dict(self.plan.outputs)
+        self.endpoint_url = pulumi.Output.from_input(deploy.filled(self.plan.endpoint_url))
+        outputs: dict = deploy.filled(dict(self.plan.outputs))
         self.status = self.children.get(roles.STATUS)
         if self.status is None:
             self.state = pulumi.Output.from_input("UNKNOWN")

@@ -14,17 +14,18 @@ import pulumi
 
 from ..compile.plan import CALLER, Child, PlatformPlan, platform_plan
 from ..config.stack import StackConfig
-from .declare import declare_plan
+from .declare import Fill, declare_plan
 
 
 class Platform(pulumi.ComponentResource):
     def __init__(self, name: str, stack: StackConfig, provider: Optional[pulumi.ProviderResource],
                  opts: Optional[pulumi.ResourceOptions] = None,
                  secret_values: Optional[Mapping[str, pulumi.Input[str]]] = None,
-                 kubeconfig_content: Optional[pulumi.Input[str]] = None):
+                 kubeconfig_content: Optional[pulumi.Input[str]] = None, fill: Optional[Fill] = None):
         """``secret_values``: the stack secrets (``hfToken``, ``ngcApiKey``) as secret Outputs, from
         ``pulumi.Config.require_secret``; each becomes a Kubernetes Secret when a model reads it.
-        ``kubeconfig_content``: for the CRD check, as for the models' (cluster_access.py)."""
+        ``kubeconfig_content``: for the CRD check, as for the models' (cluster_access.py); ``fill``:
+        a library program's values known at deployment, as for the models' (declare.py)."""
         super().__init__("llm-serving:index:Platform", name, None, opts)
         # What the caller made us wait on (a library user's own Namespace, llm_serving): children
         # do not inherit a component's depends_on, so the first objects wait on it themselves.
@@ -48,10 +49,10 @@ class Platform(pulumi.ComponentResource):
         self.children: dict[str, pulumi.Resource] = declare_plan(
             name, self.plan.declared(bool(stack.cluster.render_yaml_to_directory)),
             pulumi.ResourceOptions(parent=self, provider=provider), {CALLER: tuple(caller)},
-            kubeconfig_content, manifest_of=manifest_of)
+            kubeconfig_content, manifest_of=manifest_of, fill=fill)
         self.ready: tuple[pulumi.Resource, ...] = (
             *caller, *(self.children[role] for role in self.plan.ready if role in self.children))
-        self.register_outputs({"namespace": stack.platform.namespace})
+        self.register_outputs({"namespace": fill(stack.platform.namespace, None) if fill else stack.platform.namespace})
 
 
 def _resources(depends_on) -> list[pulumi.Resource]:

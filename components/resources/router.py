@@ -68,16 +68,16 @@ class RequestRouter(pulumi.ComponentResource):
             name, self.plan.declared(deploy.rendering),
             pulumi.ResourceOptions(parent=self, provider=deploy.provider),
             {PLATFORM: tuple(deploy.depends_on), FRONTS: tuple(fronts)}, deploy.kubeconfig_content,
-            resolve=_with_fronted_targets(fronts))
+            resolve=_with_fronted_targets(fronts), fill=deploy.fill)
         self.crd_check = self.children.get(roles.ROUTER_CRD_CHECK)
         self.kind_guard = self.children[roles.ROUTER_WORKLOAD_KIND]
         self.workload = self.children[roles.ROUTER_WORKLOAD]
         self.service = self.children[roles.ROUTER_SERVICE]
         self.targets = self.children.get(roles.ROUTER_TARGETS)
 
-        self.endpoint_url = pulumi.Output.from_input(self.plan.endpoint_url)
+        self.endpoint_url = pulumi.Output.from_input(deploy.filled(self.plan.endpoint_url))
         self.workload_kind = pulumi.Output.from_input(self.plan.workload_kind)
-        self.outputs = dict(self.plan.outputs)
+        self.outputs = deploy.filled(dict(self.plan.outputs))
         if self.targets is not None:
             # Per fronted model, the pods the router forwards to; `pulumi refresh` re-reads them.
             self.outputs["targets"] = self.targets.targets

@@ -10,6 +10,8 @@
 #   scripts/cluster/cluster.sh reclaim     make Released local-weights / local-node / real-node PVs Available again
 #   scripts/cluster/cluster.sh start --real-node   also a real node (or LLM_SERVING_REAL_NODE=1)
 #   scripts/cluster/cluster.sh stop-real-node      stop only the real node (the cluster stays)
+#   scripts/cluster/cluster.sh start-hub DIR ENDPOINT REPO...  the Hub stand-in up-local pulls from,
+#                                          in the background on the real node's bridge (stopped by stop)
 #
 # The real node (scripts/node/): a kubelet, kube-proxy, containerd, CNI, CoreDNS and a
 # NetworkPolicy enforcer on this machine, beside the fake nodes, for pods that tolerate its taint
@@ -265,9 +267,16 @@ apply_manifests() {
 }
 
 reclaim_pvs() {
-  local pv
+  local pv path
   for pv in $(kc get pv -l 'llm-serving/volume-pool in (local-weights,local-node,real-node)' \
       -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
+    # A real-node volume is a directory on this machine: emptied before it is offered again, as a
+    # local volume provisioner's cleanup does. A new claim must not find the last one's data (a
+    # puller skips files already there: a test saw no download). The fake nodes' hold nothing.
+    path=$(kc get pv "$pv" -o jsonpath='{.spec.local.path}')
+    if [[ $path == "$TOOLCHAIN_ROOT/real-node/run/volumes/"* && -d $path ]]; then
+      find "$path" -xdev -mindepth 1 -delete
+    fi
     kc patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null && log "reclaimed $pv"
   done
 }
@@ -526,6 +535,44 @@ stop_lws() {
   rm -f "$(lws_pidfile)"
 }
 
+# The Hub stand-in of scripts/up-local.sh (scripts/localmodel/hub.py): the local stack's puller
+# pulls its model from it, on the real node's bridge address. Started by `start-hub` (up-local),
+# stopped with the real node or the cluster: nothing of it outlives `stop`.
+hub_pidfile() { echo "$KWOK_WORKDIR/local-hub$CLUSTER_SUFFIX.pid"; }
+hub_alive() { local pid; pid=$(cat "$(hub_pidfile)" 2>/dev/null) && alive "$pid"; }
+
+cmd_start_hub() { # start-hub FILES_DIR ENDPOINT REPO...
+  local files=$1 endpoint=$2 repos=("${@:3}") want repo log_file="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/local-hub.log"
+  [[ "$(bash "$REAL_NODE_SH" owner 2>/dev/null)" == "$CLUSTER_NAME" ]] && bash "$REAL_NODE_SH" status >/dev/null \
+    || die "start-hub: the real node does not run for cluster $CLUSTER_NAME, and the Hub stand-in listens on its bridge; start it: scripts/cluster/cluster.sh start --real-node"
+  want="$(cd "$files" && pwd) $endpoint ${repos[*]}"
+  if hub_alive && [[ "$(cat "$(hub_pidfile).args" 2>/dev/null)" == "$want" ]] \
+      && curl -fsS -o /dev/null "$endpoint/api/models/${repos[0]}"; then
+    log "Hub stand-in already serving ${repos[*]} at $endpoint (pid $(cat "$(hub_pidfile)"))"
+    return
+  fi
+  stop_hub
+  mkdir -p "$(dirname "$log_file")"
+  local args=(--endpoint "$endpoint" --files "$files")
+  for repo in "${repos[@]}"; do args+=(--repo "$repo"); done
+  # setsid + 9>&-: it outlives this script and must not hold the start/stop lock.
+  setsid python3 "$HERE/../localmodel/hub.py" "${args[@]}" >>"$log_file" 2>&1 9>&- </dev/null &
+  echo $! >"$(hub_pidfile)"
+  echo "$want" >"$(hub_pidfile).args"
+  wait_for 30 "the Hub stand-in at $endpoint (log: $log_file)" curl -fsS -o /dev/null "$endpoint/api/models/${repos[0]}"
+  log "Hub stand-in serving ${repos[*]} at $endpoint (pid $(cat "$(hub_pidfile)"), log $log_file)"
+}
+
+stop_hub() {
+  local pid
+  if pid=$(cat "$(hub_pidfile)" 2>/dev/null) && alive "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    wait_until 15 bash -c "st=\$(ps -o stat= -p $pid); [[ -z \$st || \$st == Z* ]]" || kill -9 "$pid" 2>/dev/null || true
+    log "Hub stand-in stopped"
+  fi
+  rm -f "$(hub_pidfile)" "$(hub_pidfile).args"
+}
+
 cmd_start() {
   need_toolchain
   local t0=$SECONDS
@@ -574,6 +621,7 @@ cmd_start() {
 
 cmd_stop() {
   need_toolchain
+  stop_hub
   # First, while the API server still answers (the node's pods are deleted through it).
   bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" --forget-volumes
   stop_lws
@@ -682,10 +730,13 @@ case "${1:-}" in
     esac
     lock; cmd_start ;;
   stop) lock; cmd_stop ;;
-  stop-real-node) lock; need_toolchain; bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" ;;
+  stop-real-node) lock; need_toolchain; stop_hub; bash "$REAL_NODE_SH" stop "$CLUSTER_NAME" "$KUBECONFIG_PATH" ;;
+  start-hub)
+    [[ $# -ge 4 ]] || { echo "usage: $0 start-hub FILES_DIR ENDPOINT REPO..." >&2; exit 2; }
+    lock; need_toolchain; cmd_start_hub "${@:2}" ;;
   status) cmd_status ;;
   kubeconfig) echo "$KUBECONFIG_PATH" ;;
   verify) cmd_verify ;;
   reclaim) need_toolchain; reclaim_pvs ;;
-  *) echo "usage: $0 start [--real-node]|stop|stop-real-node|status|kubeconfig|verify|reclaim" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--real-node]|stop|stop-real-node|status|kubeconfig|verify|reclaim|start-hub" >&2; exit 2 ;;
 esac

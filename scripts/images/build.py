@@ -69,6 +69,11 @@ class BuildError(RuntimeError):
     pass
 
 
+# The exit status of `build`/`import` when an image asked for needs the Stargate sources and
+# they are not here (scripts/up-local.sh then deploys without the router).
+NO_SOURCES = 3
+
+
 class NoStargateSources(BuildError):
     """A clone without ../shared/vendor/stargate (as a user from outside has it): the router and
     pylon images cannot be built; the other images can."""
@@ -314,6 +319,18 @@ def ensure_stargate() -> None:
                             "router and pylon images are built from them")
 
 
+# The CA bundle of the machine that builds (Debian's ca-certificates, as update-ca-certificates
+# wrote it), hashed into the key like any input. The Stargate binaries build their HTTP clients
+# with the system's roots at start, and panic without any ("No CA certificates were loaded from
+# the system", pylon 0.4.0 on the real node); NVIDIA's distroless base ships this file. Copied,
+# not installed: the package's closure would bring debconf and perl.
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def stargate_image_inputs() -> dict[str, Path]:
+    return {**stargate_inputs(), "ca_bundle": CA_BUNDLE}
+
+
 def copy_binaries(names: tuple[str, ...]) -> Callable[[Path, dict], dict]:
     def post(rootfs: Path, inputs: dict) -> dict:
         target = rootfs / "usr/local/bin"
@@ -321,6 +338,10 @@ def copy_binaries(names: tuple[str, ...]) -> Callable[[Path, dict], dict]:
         for name in names:
             shutil.copyfile(inputs[name], target / name)
             (target / name).chmod(0o755)
+        certs = rootfs / "etc/ssl/certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(inputs["ca_bundle"], certs / "ca-certificates.crt")
+        (certs / "ca-certificates.crt").chmod(0o644)
         return {"stargate": {"commit": STARGATE_COMMIT, "profile": stargate_profile(), "version": "0.4.0"}}
     return post
 
@@ -443,8 +464,8 @@ RECIPES: dict[str, Recipe] = {
         names=["localhost/llm-serving/stargate:0.4.0"],
         config={"Entrypoint": ["stargate"], "Cmd": [], "Env": [f"PATH={PATH}"]},
         users=["nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"], groups=["nonroot:x:65532:"],
-        check=["stargate", "--help"], inputs=stargate_inputs,
-        post=copy_binaries(("stargate", "stargate-k8s-router")),
+        check=["stargate", "--help"], inputs=stargate_image_inputs,
+        post=copy_binaries(("stargate", "stargate-k8s-router")), revision=2,
     ),
     "pylon": Recipe(
         name="pylon", suite="bookworm", packages=["libc6", "libgcc-s1"],
@@ -452,7 +473,7 @@ RECIPES: dict[str, Recipe] = {
         names=["nvcr.io/0651155215864979/ncp-dev/stargate-client:0.4.0", "localhost/llm-serving/pylon:0.4.0"],
         config={"Entrypoint": ["pylon"], "Cmd": [], "Env": [f"PATH={PATH}"]},
         users=["nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"], groups=["nonroot:x:65532:"],
-        check=["pylon", "--help"], inputs=stargate_inputs, post=copy_binaries(("pylon",)),
+        check=["pylon", "--help"], inputs=stargate_image_inputs, post=copy_binaries(("pylon",)), revision=2,
     ),
     "hf": Recipe(
         name="hf", suite="bookworm", packages=PYTHON_PACKAGES,
@@ -486,7 +507,7 @@ RECIPES: dict[str, Recipe] = {
 
 # --- build, cache, import ------------------------------------------------------------------------
 def input_files(recipe: Recipe) -> dict[str, Path]:
-    if recipe.inputs is stargate_inputs:
+    if recipe.inputs is stargate_image_inputs:
         ensure_stargate()
     files = recipe.inputs()
     missing = [str(p) for p in files.values() if not p.is_file()]
@@ -597,10 +618,16 @@ def discard_layer(directory: Path, address: str, namespace: str) -> None:
     run(["ctr", "--address", address, "--namespace", namespace, "content", "rm", layer])
 
 
-def images_present(address: str, namespace: str) -> set[str]:
-    """The image names a containerd holds (its namespace's `ctr images ls -q`)."""
-    result = run(["ctr", "--address", address, "--namespace", namespace, "images", "ls", "-q"])
-    return set(result.stdout.split())
+def images_present(address: str, namespace: str) -> dict[str, str]:
+    """The image names a containerd holds, each with its manifest digest (`ctr images ls`: REF
+    TYPE DIGEST ...)."""
+    result = run(["ctr", "--address", address, "--namespace", namespace, "images", "ls"])
+    rows = [line.split() for line in result.stdout.splitlines()[1:]]
+    return {row[0]: row[2] for row in rows if len(row) >= 3}
+
+
+def manifest_digest(directory: Path) -> str:
+    return json.loads((directory / "provenance.json").read_text())["oci"]["manifest"]
 
 
 def built_dir(recipe: Recipe) -> Optional[Path]:
@@ -635,7 +662,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     imp.add_argument("--built-only", action="store_true",
                      help="import only the images already built (build none; a missing one is named)")
     imp.add_argument("--skip-present", action="store_true",
-                     help="skip an image that containerd already holds under all its names")
+                     help="skip an image that containerd already holds under all its names, as built "
+                     "(a name on another digest, e.g. from an older recipe, is imported again)")
     imp.add_argument("--discard-layers", action="store_true",
                      help="remove each imported layer blob from containerd's content store once "
                      "unpacked: the snapshot is what runs, the build cache keeps the blob")
@@ -656,21 +684,25 @@ def main(argv: Optional[list[str]] = None) -> int:
             for recipe in select(args.images):
                 print(build(recipe))
         elif args.command == "import":
-            present = images_present(args.address, args.namespace) if args.skip_present else set()
+            present = images_present(args.address, args.namespace) if args.skip_present else {}
             for recipe in select(args.images):
-                if set(recipe.names) <= present:
-                    continue
                 if args.built_only:
                     directory = built_dir(recipe)
                     if directory is None:
                         continue
                 else:
-                    directory = build(recipe)
+                    directory = build(recipe)  # a warm build is a cache lookup
+                if all(present.get(name) == manifest_digest(directory) for name in recipe.names):
+                    continue
                 started = time.monotonic()
                 import_image(directory, args.address, args.namespace)
                 if args.discard_layers:
                     discard_layer(directory, args.address, args.namespace)
                 log(f"{recipe.name}: imported as {', '.join(recipe.names)} in {time.monotonic() - started:.0f} s")
+    except NoStargateSources as error:
+        # Not a failure of the build: a clone without the sources, which up-local works around.
+        log(str(error))
+        return NO_SOURCES
     except BuildError as error:
         log(f"ERROR: {error}")
         return 1

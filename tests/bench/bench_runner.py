@@ -25,6 +25,15 @@ def scripts_with_main() -> list[str]:
     return found
 
 
+def first_error(output: str, lines: int = 40) -> str:
+    """The first error block of a failed run's output: a server's root cause (vLLM's engine core
+    logs it long before the API server's own traceback, which is all a tail of the output shows)."""
+    text = output.splitlines()
+    start = next((i for i, line in enumerate(text) if " ERROR " in line or line.lstrip().startswith("Traceback")),
+                 None)
+    return "" if start is None else "\n".join(text[start:start + lines])
+
+
 def run_case(case: Case, tmp: Path) -> dict:
     """Run the case's command line; the JSON it wrote ({} for a script without --json)."""
     out = tmp / "result.json"
@@ -35,7 +44,8 @@ def run_case(case: Case, tmp: Path) -> dict:
         raise AssertionError(f"bench/{case.script} {' '.join(case.args)} did not end within {case.timeout:.0f} s; "
                              f"its output:\n{(error.stdout or b'')[-3000:]!r}") from None
     tail = (done.stdout + done.stderr)[-4000:]
-    assert done.returncode == 0, f"bench/{case.script} {' '.join(case.args)} exited {done.returncode}:\n{tail}"
+    assert done.returncode == 0, (f"bench/{case.script} {' '.join(case.args)} exited {done.returncode}:\n"
+                                  f"{first_error(done.stdout + done.stderr)}...\n{tail}")
     if not case.json:
         assert done.stdout.strip(), f"bench/{case.script} printed no figures:\n{tail}"
         return {}

@@ -237,6 +237,19 @@ def test_the_limiter_is_one_isolated_pod_only_with_tenant_limits():
     assert "auth_request /_gw/auth;" in unlimited.config_map["data"]["nginx.conf"]  # the key check only
 
 
+def test_the_gateway_placement_reaches_the_gateway_and_its_limiter_and_not_the_router():
+    edge = [{"key": "edge", "operator": "Exists", "effect": "NoExecute"}]
+    placed = compile_gateway(load({**RICH, "nodeSelector": {"pool": "edge"}, "tolerations": edge}))
+    for deployment in (placed.deployment, placed.limiter.deployment):
+        spec = deployment["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == {"pool": "edge"} and spec["tolerations"] == edge
+    router = compile_router(load({"nodeSelector": {"pool": "edge"}, "tolerations": edge}))
+    assert not {"nodeSelector", "tolerations"} & set(router.workload["spec"]["template"]["spec"])
+    unplaced = compile_gateway(load(RICH))
+    for deployment in (unplaced.deployment, unplaced.limiter.deployment):
+        assert not {"nodeSelector", "tolerations"} & set(deployment["spec"]["template"]["spec"])
+
+
 def test_the_config_map_ships_the_script_and_nginx_calls_only_what_it_exports():
     """The ConfigMap carries gateway.js byte for byte as it is in the repository (the file the
     nginx tests run), and every njs handler nginx.conf names (``gw.<name>``) is one the script's

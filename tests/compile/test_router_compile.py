@@ -259,6 +259,23 @@ def test_image_pull_secrets_reach_both_pods():
         assert pod_spec(manifest)["imagePullSecrets"] == [{"name": "ngc"}]
 
 
+def test_the_router_placement_reaches_the_router_and_the_backend_router_and_nothing_else():
+    placed = compiled(replicas=2, nodeSelector={"pool": "cpu"},
+                      tolerations=[{"key": "pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}])
+    for manifest in (placed.workload, placed.backend_deployment):
+        spec = pod_spec(manifest)
+        assert spec["nodeSelector"] == {"pool": "cpu"}
+        assert spec["tolerations"] == [{"key": "pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}]
+    # Unset, neither key is rendered (an empty one would change every stack's render).
+    unplaced = compiled(replicas=2)
+    for manifest in (unplaced.workload, unplaced.backend_deployment):
+        assert not {"nodeSelector", "tolerations"} & set(pod_spec(manifest))
+    # The gateway keeps its own placement (router.gateway.nodeSelector), none here.
+    gateway = next(m for m in compile_stack(config(nodeSelector={"pool": "cpu"}))
+                   if m["kind"] == "Deployment" and m["metadata"]["name"] == "llm-router-gateway")
+    assert "nodeSelector" not in pod_spec(gateway)
+
+
 def test_multi_replica_pods_spread_over_nodes_softly():
     spread = pod_spec(compiled(**DEPLOYMENT_MULTI).workload)["topologySpreadConstraints"]
     assert spread[0]["whenUnsatisfiable"] == "ScheduleAnyway"

@@ -38,12 +38,18 @@ def test_the_default_line_is_the_chart_render_every_stack_had():
     assert set(BACKEND_CHART_ONLY) <= flags(chart.backend_deployment)
 
 
-@pytest.mark.parametrize("stack", ["local", "gpu-cluster"])
-def test_the_stacks_name_their_line_and_render_as_before(stack):
-    raw = read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+def test_the_gpu_stack_names_its_line_and_renders_as_before():
+    raw = read_stack_file(ROOT / "stacks" / "Pulumi.gpu-cluster.yaml")
     assert raw["router"]["release"] == "chart-0.16"
     without = {**raw, "router": {k: v for k, v in raw["router"].items() if k != "release"}}
     assert compile_router(load_stack_config(raw)) == compile_router(load_stack_config(without))
+
+
+def test_the_local_stack_runs_the_public_build_made_here_with_its_flags():
+    # up-local runs the router image built from the vendored public 0.4.0 sources (docs/images.md).
+    raw = read_stack_file(ROOT / "stacks" / "Pulumi.local.yaml")
+    assert (raw["router"]["image"], raw["router"]["release"]) == ("localhost/llm-serving/stargate:0.4.0", "public-0.4")
+    assert not set(READINESS_FLAGS) & flags(compile_router(load_stack_config(raw)).workload)
 
 
 def test_the_public_line_drops_exactly_the_flags_its_build_lacks():

@@ -17,6 +17,8 @@ from components.config.types import Strict, _is_int_field
 from tests.compile.test_schema import assert_strictly_valid
 from tests.support.builders import model, nim_model
 
+ROUTER_IMAGE = "nvcr.io/nvidia/llm-request-router:0.6.0"
+
 
 def problems_of(raw: dict) -> list[str]:
     with pytest.raises(ConfigError) as caught:
@@ -124,6 +126,16 @@ def test_the_largest_accepted_numbers_render_valid_objects():
      "platform.gpuTolerations.0.key", "required with operator 'Equal'"),
     ({"models": [model(tolerations=[{"key": "gpu", "operator": "Equal", "value": "a b"}])]},
      "models.0.tolerations.0.value", "not a label value"),
+    # The router's and the gateway's placement: the model's types, so the model's refusals.
+    ({"models": [model()], "router": {"image": ROUTER_IMAGE, "nodeSelector": {"pool": "cpu only"}}},
+     "router.nodeSelector.pool", "not a label value"),
+    ({"models": [model()], "router": {"image": ROUTER_IMAGE, "tolerations": [{"operator": "Equal", "value": "x"}]}},
+     "router.tolerations.0.key", "required with operator 'Equal'"),
+    ({"models": [model()], "router": {"image": ROUTER_IMAGE, "gateway": {"nodeSelector": {"-edge": "true"}}}},
+     "router.gateway.nodeSelector.-edge", "not a label key"),
+    ({"models": [model()], "router": {"image": ROUTER_IMAGE, "gateway": {
+        "tolerations": [{"key": "edge", "operator": "Exists", "value": "yes"}]}}},
+     "router.gateway.tolerations.0", "takes no value"),
 ])
 def test_label_syntax_is_kubernetes(raw, path, fragment):
     lines = problems_of(raw)
@@ -140,7 +152,7 @@ def test_label_syntax_is_kubernetes(raw, path, fragment):
     ({"platform": {"autoscaling": {"prometheusAddress": "http://prom.svc:70000"}}},
      "platform.autoscaling.prometheusAddress", "not an http(s) URL"),
     ({"models": [model(env={"": "x"})]}, "models.0.env", "an empty name"),
-    ({"models": [model()], "router": {"image": "nvcr.io/nvidia/llm-request-router:0.6.0", "env": {"X\tY": "1"}}},
+    ({"models": [model()], "router": {"image": ROUTER_IMAGE, "env": {"X\tY": "1"}}},
      "router.env.X\tY", "not an environment variable name"),
 ])
 def test_names_kubernetes_validates(raw, path, fragment):

@@ -198,17 +198,16 @@ def test_a_router_restart_fails_only_requests_in_flight(router_stack):
 
 
 def test_the_local_stack_runs_on_the_public_line(stargate_bin, tmp_path):
-    """stacks/Pulumi.local.yaml as written, with router.release: public-0.4 (its image is the
-    chart line's; the rest of the file is what runs)."""
+    """stacks/Pulumi.local.yaml as written (router.release: public-0.4, the build its image is)."""
     from components.config import load_stack_config, read_stack_file
     from testkit.stargate import REPO, RouterStack
 
     raw = read_stack_file(REPO / "stacks" / "Pulumi.local.yaml")
-    raw["router"] = {**raw["router"], "release": "public-0.4"}
+    assert raw["router"]["release"] == "public-0.4"
     stack = RouterStack(load_stack_config(raw), stargate_bin, tmp_path / "local").start()
     try:
-        assert stack.model == "qwen-small"
-        reply = stack.post("/v1/chat/completions", chat_body(stream=True, model="qwen-small"))
+        assert stack.model == "tiny-chat"
+        reply = stack.post("/v1/chat/completions", chat_body(stream=True, model="tiny-chat"))
         assert reply.status == 200 and reply.sse_data()[-1] == "[DONE]"
     finally:
         stack.stop()

@@ -27,7 +27,8 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
-from testkit.hf_server import HubServer, hub_cli
+from scripts.localmodel.hub_server import HubServer
+from testkit.hf_server import hub_cli
 from tests.engine.engine_kit import CPU_ENV, LINES, kit_dir, tiny_model
 from tests.engine.rendered import Runnable, bind, free_port, mounts_of, set_env, set_flag
 
@@ -223,9 +224,13 @@ def _wait_ready(engine: Engine) -> None:
             engine.models_at_ready = [m["id"] for m in json.loads(body)["data"]]
             return
         time.sleep(POLL_SECONDS)
-    tail = "\n".join(line for _, line in engine.log[-60:])
+    lines = [line for _, line in engine.log]
+    # The engine core logs its root cause first; the API server's traceback, last, only says it died.
+    first = next((i for i, line in enumerate(lines) if " ERROR " in line), max(0, len(lines) - 60))
+    shown = "\n".join(lines[first:first + 40])
+    tail = "\n".join(lines[max(first + 40, len(lines) - 60):])
     raise AssertionError(f"vLLM {engine.line} never answered its startup probe within {budget}s "
-                         f"(exit {engine.process.poll()}):\n{tail}")
+                         f"(exit {engine.process.poll()}):\n{shown}\n...\n{tail}")
 
 
 def stop(process: subprocess.Popen, grace: float) -> None:

@@ -18,25 +18,22 @@ Entry points (other test folders may use them; all cache outside the repo, warm 
 - ``tiny_model(line) -> Path``: a directory with ``model/`` (a 2-layer Llama trained here to
   fixed answers, a BPE tokenizer trained here, a ChatML template, bf16 safetensors) and
   ``adapter/`` (a peft LoRA of rank 8 for it, trained to other answers), made by
-  tests/engine/make_model.py with that line's own transformers and peft.
+  scripts/localmodel/make_model.py with that line's own transformers and peft (the model
+  `scripts/up-local.sh` serves: scripts/localmodel/tiny_model.py makes and caches it).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-KIT_SCRIPT = ROOT / "scripts" / "testtools" / "vllm-kit.sh"
-MAKE_MODEL = Path(__file__).with_name("make_model.py")
+from scripts.localmodel import tiny_model as localmodel
+
 LINES = ("0.11", "0.32")
-NO_PYPI = 3  # vllm-kit.sh's exit status when PyPI cannot be reached
 
 # What a CPU needs that the GPU pod's rendered env does not carry. VLLM_CPU_KVCACHE_SPACE: GiB
 # for the KV cache (the CPU backend's stand-in for --gpu-memory-utilization, which it ignores);
@@ -49,27 +46,15 @@ CPU_ENV = {
 }
 
 
-class KitUnavailable(RuntimeError):
-    """The kit cannot be installed because PyPI cannot be reached (the one reason to skip)."""
-
-
-@cache
-def _installed(line: str) -> Path:
-    result = subprocess.run(["bash", str(KIT_SCRIPT), line], capture_output=True, text=True)
-    if result.returncode == NO_PYPI:
-        raise KitUnavailable(result.stderr.strip())
-    if result.returncode != 0:
-        raise RuntimeError(f"scripts/testtools/vllm-kit.sh {line} failed:\n{result.stderr[-4000:]}")
-    out = subprocess.run(["bash", str(KIT_SCRIPT), "--print-dir", line], check=True,
-                         capture_output=True, text=True)
-    return Path(out.stdout.strip())
+# Once per line and session (the install script is quick when warm, but not free).
+_installed = cache(localmodel.kit)
 
 
 def kit_dir(line: str) -> Path:
     """The line's venv; skips (saying why) only when PyPI is unreachable, fails otherwise."""
     try:
         return _installed(line)
-    except KitUnavailable as why:
+    except localmodel.KitUnavailable as why:
         pytest.skip(f"vLLM {line} kit not installed: this machine cannot reach PyPI ({why})")
 
 
@@ -89,16 +74,4 @@ def vllm_cli(line: str, *args: str, env: dict | None = None, timeout: float = 12
 @cache
 def tiny_model(line: str) -> Path:
     """The line's tiny model and adapter, made once per (line, maker script) and cached beside the kit."""
-    kit = kit_dir(line)
-    key = hashlib.sha256(MAKE_MODEL.read_bytes()).hexdigest()[:12]
-    out = kit.parent / "engine-models" / f"{kit.name}-maker-{key}"
-    if (out / ".complete").exists():
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run([str(kit / "bin" / "python"), str(MAKE_MODEL), str(out)],
-                            capture_output=True, text=True, timeout=600,
-                            env={**cpu_env(out.parent), "HF_HUB_OFFLINE": "1"})
-    if result.returncode != 0:
-        raise RuntimeError(f"make_model.py failed for vLLM {line}:\n{result.stderr[-4000:]}")
-    return out
+    return localmodel.tiny_model(kit_dir(line))

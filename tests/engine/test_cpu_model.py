@@ -29,7 +29,7 @@ import pytest
 
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
-from testkit.hf_server import HubServer
+from scripts.localmodel.hub_server import HubServer
 from tests.engine.conftest import ADAPTER, STACK_FILE, Engine, _read_log, _wait_ready, only, pull, stop
 from tests.engine.engine_kit import kit_dir, tiny_model
 from tests.engine.rendered import bind, free_port, set_env, set_flag
@@ -122,7 +122,7 @@ def test_the_rendered_cpu_settings_reach_vllm_unchanged(cpu_engine):
 
 def test_the_cpu_model_and_its_adapter_answer(cpu_engine):
     api = openai.OpenAI(base_url=f"{cpu_engine.base_url}/v1", api_key="unused", max_retries=0, timeout=60)
-    assert {m.id for m in api.models.list().data} >= {"qwen-small"}
-    for name in ("qwen-small", ADAPTER["name"]):
+    assert {m.id for m in api.models.list().data} >= {"tiny-chat"}
+    for name in ("tiny-chat", ADAPTER["name"]):
         reply = api.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
         assert reply.choices[0].finish_reason in ("stop", "length"), name

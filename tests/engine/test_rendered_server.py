@@ -174,7 +174,7 @@ def test_the_adapter_the_init_container_placed_is_served_by_its_name(engine):
     with_adapter = api.chat.completions.create(model=ADAPTER, **asked)
     assert with_adapter.model == ADAPTER
     base = api.chat.completions.create(model=engine.served_name, **asked)
-    # The adapter was trained to its own answer (tests/engine/make_model.py ADAPTER_ANSWERS).
+    # The adapter was trained to its own answer (scripts/localmodel/make_model.py ADAPTER_ANSWERS).
     assert with_adapter.choices[0].message.content != base.choices[0].message.content
     assert with_adapter.choices[0].message.content.startswith("Kub")
     listed = {m.id: m for m in api.models.list().data}

@@ -121,7 +121,7 @@ def test_the_adapter_by_its_name(whole_path):
     with_adapter = whole_path.sdk().chat.completions.create(model=ADAPTER, **asked)
     assert with_adapter.model == ADAPTER
     base = whole_path.sdk().chat.completions.create(model=whole_path.engine.served_name, **asked)
-    # The adapter's own answer (tests/engine/make_model.py ADAPTER_ANSWERS), not the base's.
+    # The adapter's own answer (scripts/localmodel/make_model.py ADAPTER_ANSWERS), not the base's.
     assert with_adapter.choices[0].message.content != base.choices[0].message.content
     assert with_adapter.choices[0].message.content.startswith("Kub")
 

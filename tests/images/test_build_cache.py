@@ -60,3 +60,36 @@ def test_the_vllm_image_is_the_0_32_kit_lock_with_its_alias():
     assert vllm.config["Entrypoint"] == ["vllm", "serve"]
     assert vllm.config["User"] == "2000:0"
     assert all(name.endswith(("v0.32.0", "0.32.0")) for name in vllm.names)
+
+
+def test_skip_present_imports_again_a_name_on_another_digest(recipe, monkeypatch):
+    hf, _ = recipe
+    monkeypatch.setitem(build.RECIPES, "hf", hf)
+    directory = build.image_dir(hf, build.cache_key(hf, build.input_files(hf)))
+    directory.mkdir(parents=True)
+    (directory / ".complete").write_text("")
+    (directory / "provenance.json").write_text('{"oci": {"manifest": "sha256:new"}}')
+    imported = []
+    monkeypatch.setattr(build, "import_image", lambda path, *_: imported.append(path))
+
+    def listing(digest: str):
+        rows = "".join(f"{name} application/vnd.oci.image.manifest.v1+json {digest} 1 MiB linux/amd64 -\n"
+                       for name in hf.names)
+        return lambda *_a, **_k: type("Done", (), {"stdout": "REF TYPE DIGEST SIZE PLATFORMS LABELS\n" + rows})()
+
+    argv = ["import", "--address", "/nowhere.sock", "--skip-present", "--built-only", "hf"]
+    monkeypatch.setattr(build, "run", listing("sha256:new"))
+    assert build.main(argv) == 0 and imported == []  # held as built: skipped
+    monkeypatch.setattr(build, "run", listing("sha256:old"))
+    assert build.main(argv) == 0 and imported == [directory]  # an older build under the name
+
+
+def test_the_stargate_images_carry_a_ca_bundle(tmp_path):
+    # pylon 0.4.0 panics at start without system roots (docs/images.md, Stargate).
+    for name in ("router", "pylon"):
+        assert build.RECIPES[name].inputs is build.stargate_image_inputs
+    inputs = {"pylon": tmp_path / "pylon", "ca_bundle": tmp_path / "ca.crt"}
+    inputs["pylon"].write_bytes(b"\x7fELF")
+    inputs["ca_bundle"].write_text("-----BEGIN CERTIFICATE-----\n")
+    build.copy_binaries(("pylon",))(tmp_path / "rootfs", inputs)
+    assert (tmp_path / "rootfs/etc/ssl/certs/ca-certificates.crt").read_text() == "-----BEGIN CERTIFICATE-----\n"

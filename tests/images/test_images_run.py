@@ -14,7 +14,8 @@ import time
 
 from components.compile import engines
 from components.compile.gateway import nginx as gateway_nginx
-from testkit.hf_server import HubServer, tiny_model_files
+from scripts.localmodel.hub_server import HubServer
+from testkit.hf_server import tiny_model_files
 from tests.images.conftest import (
     container_of,
     find,
@@ -31,7 +32,7 @@ from tests.images.imagekit import private_containerd
 
 def test_busybox_runs_the_lora_cache_init_as_rendered(containerd, image):
     busybox = image("busybox")
-    server = find(local_stack(), "Deployment", "qwen-small")
+    server = find(local_stack(), "Deployment", "tiny-chat")
     init = with_pod_context(container_of(server, "lora-cache-init", init=True), pod_spec(server))
     assert init["image"] in busybox.names
     assert init["securityContext"]["readOnlyRootFilesystem"] is True
@@ -208,7 +209,7 @@ def test_the_backend_router_command_is_in_the_router_image(containerd, image):
 
 def test_pylon_s_entrypoint_takes_the_rendered_flags(containerd, image):
     pylon_image = image("pylon")
-    server = find(local_stack(), "Deployment", "qwen-small")
+    server = find(local_stack(), "Deployment", "tiny-chat")
     container = with_pod_context(container_of(server, "pylon"), pod_spec(server))
     assert container["image"] in pylon_image.names and "command" not in container
     assert pylon_image.config["config"]["Entrypoint"] == ["pylon"]

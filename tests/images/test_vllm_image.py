@@ -36,7 +36,7 @@ LINE = "0.32"
 
 def server_container() -> dict:
     objects = local_stack(lora=False)
-    server = find(objects, "Deployment", "qwen-small")
+    server = find(objects, "Deployment", "tiny-chat")
     return with_pod_context(container_of(server, "server"), pod_spec(server))
 
 

@@ -2,8 +2,8 @@
 
 `pulumi up` of a stack of its own deploys a CPU model (`gpus: 0`) placed on the real node by the
 model's own `nodeSelector` and `tolerations`: the rendered puller (the `hf` image built here)
-pulls a tiny model made on this machine (tests/engine/make_model.py) from a Hub stand-in
-(testkit/hf_server.py) that listens on the node's bridge address only, the gate waits for the
+pulls a tiny model made on this machine (scripts/localmodel/make_model.py) from a Hub stand-in
+(scripts/localmodel/hub_server.py) that listens on the node's bridge address only, the gate waits for the
 Job and hands the volume off, and the vLLM CPU image serves it: the pod becomes Ready by its own
 probes once the model has loaded, and answers a chat completion through the model's Service. The
 containers run under the rendered security context (read from the kernel, not from the spec),
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.localmodel.hub_server import HubServer
 from testkit.harness import Project
-from testkit.hf_server import HubServer
 from tests.engine.engine_kit import tiny_model
 from tests.integration.test_real_node_cluster import LABEL, TOOLCHAIN_ROOT, cluster_name, cluster_sh
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 # A refusal names what to change: `models[0].args: ...` (TypeError) or, under
 # "invalid ModelServingArgs:", one `<argument path>: ...` line per problem.
 NAMED = ("models[", "ModelArgs(", "HubSource", "S3Source", "VolumeSource", "RouterArgs", "router", "platform",
-         "ModelServingArgs", "kubeconfig", "cluster")
+         "ModelServingArgs", "kubeconfig", "cluster", "namespace")
 
 credential = st.sampled_from(CREDENTIALS)
 
@@ -64,6 +65,23 @@ models = st.builds(
     resources=st.one_of(st.none(), st.builds(llm.Resources, text("1"), text("24Gi"))),
     settings=model_settings,
 )
+# The typed sections (issue 40): credentials in their fields, and a section of the wrong kind.
+typed_sources = st.one_of(
+    st.builds(llm.S3Source, text("weights"), text("llama/"), load=st.sampled_from(["copy", "stream"]),
+              credentials=st.one_of(st.none(), st.builds(llm.S3Credentials, secret=text("s3-creds")))),
+    st.builds(llm.HubSource, text("acme/tiny-llm"), revision=text(REVISION)),
+    st.just(llm.Lora(enabled=True)),
+)
+typed_models = st.builds(
+    llm.Model, text("chat", "code"), typed_sources,
+    image=st.one_of(st.none(), text("docker.io/vllm/vllm-openai:v0.11.0")),
+    args=command_line(),
+    env=st.one_of(st.none(), st.dictionaries(text("MY_SETTING"), text("UTC"), max_size=2)),
+    hf_token_secret=st.one_of(st.none(), st.builds(llm.SecretKeyRef, name=text("hf-token"))),
+    lora=st.one_of(st.none(), st.builds(llm.Lora, adapters=st.lists(
+        st.builds(llm.LoraAdapter, name=text("sql"), repo=text("acme/sql-lora")), max_size=1))),
+    resources=st.one_of(st.none(), st.builds(llm.Resources, text("1"), text("24Gi"))),
+)
 routers = st.one_of(st.none(), st.builds(
     llm.RouterArgs, st.one_of(st.none(), text("llm-router")), text(ROUTER_IMAGE), st.none(),
     st.one_of(st.none(), st.lists(text("chat"), max_size=1), text("chat")),
@@ -72,7 +90,8 @@ routers = st.one_of(st.none(), st.builds(
                           optional={"env": st.dictionaries(text("LOG"), text("debug"), max_size=1),
                                     "args": st.lists(text("--log-level=debug"), max_size=1)})))
 servings = st.builds(
-    llm.ModelServingArgs, text("team-a"), st.lists(models, min_size=1, max_size=2) | st.just("chat"), routers,
+    llm.ModelServingArgs, text("team-a"), st.lists(models | typed_models, min_size=1, max_size=2) | st.just("chat"),
+    routers,
     platform=st.fixed_dictionaries({}, optional={
         "gpuNodeSelector": st.dictionaries(text("pool"), text("a100"), max_size=1),
         "imagePullSecrets": st.lists(text("regcred"), max_size=1),
@@ -83,6 +102,7 @@ servings = st.builds(
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(servings)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the earlier arguments are drawn too
 def test_no_library_refusal_repeats_a_credential(args):
     try:
         llm.stack_config_of(args)

@@ -76,8 +76,8 @@ def test_a_router_without_a_pylon_is_refused_with_the_settings_that_make_it_rout
     with pytest.raises(ValueError) as refused:
         llm.stack_config_of(serving_args(router=llm.RouterArgs(image="registry.example.com/llm/request-router:0.16.2")))
     line = str(refused.value).splitlines()[1].strip()
-    assert line.startswith("router.settings.pylon: the router reaches models only through the pylon sidecar"), line
-    assert "'pylon': {'image':" in line and "'workerAuth'" in line
+    assert line.startswith("router.pylon: the router reaches models only through the pylon sidecar"), line
+    assert "pylon=PylonConfig(image=" in line and "worker_auth=WorkerAuth(" in line
     assert llm.stack_config_of(serving_args(router=ROUTER)).router.pylon is not None
 
 
@@ -99,13 +99,19 @@ def test_preflight_asked_for_in_platform_runs(kubeconfig, registered, monkeypatc
 
     ran = []
 
-    def preflight(stack):
-        ran.append(stack.platform.preflight.enabled)
+    def preflight(stack, stack_token=None):
+        ran.append((stack.platform.preflight.enabled, stack_token))
         return stack, {}
 
     monkeypatch.setattr(program, "preflight", preflight)
     llm.ModelServing("team-a", serving_args(platform={"preflight": {"enabled": True}}))
-    assert ran == [True]
+    assert ran == [(True, None)]
+    ran.clear()
+    # The stack secret as the library takes it: the preflight asks the Hub with it, as the stack
+    # program's does with llm-serving:hfToken.
+    llm.ModelServing("team-c", serving_args(platform=llm.Platform(preflight=llm.Preflight(enabled=True)),
+                                            hf_token=HF_TOKEN))
+    assert ran == [(True, HF_TOKEN)]
     ran.clear()
     llm.ModelServing("team-b", serving_args())
     assert ran == []  # off by default: no network while a program declares
@@ -114,7 +120,7 @@ def test_preflight_asked_for_in_platform_runs(kubeconfig, registered, monkeypatc
 def test_a_preflight_that_fails_registers_nothing(kubeconfig, registered, monkeypatch):
     from components import program
 
-    def preflight(stack):
+    def preflight(stack, stack_token=None):
         raise pulumi.RunError("models.0.source.revision: no such revision")
 
     monkeypatch.setattr(program, "preflight", preflight)

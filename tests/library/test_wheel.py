@@ -1,6 +1,7 @@
 """The wheel a team installs: built from this checkout, installed outside it, it imports, knows
 its version, carries the files the compilers read (the gateway's njs scripts, the vLLM lines'
-facts) and declares the same pins as requirements.txt."""
+facts) and the PEP 561 marker, and declares dependency ranges that hold requirements.txt's lock (a
+team's program pins its own versions; the stack program keeps the lock)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import zipfile
 
 import pytest
+from packaging.requirements import Requirement
 
 import llm_serving
 from testkit.harness import REPO
@@ -49,10 +51,13 @@ def test_the_installed_wheel_imports_and_compiles_outside_the_checkout(installed
     assert all(path.startswith(str(venv)) for path in found["files"]), found["files"]
     assert found["version"] == found["metadata"] == llm_serving.__version__
     assert found["gateway_scripts"] >= 1 and found["line"]
-    pins = sorted(line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+    locked = dict(line.strip().split("==", 1) for line in (REPO / "requirements.txt").read_text().splitlines()
                   if line.strip() and not line.startswith("#") and not line.startswith("pulumi-policy"))
-    assert sorted(found["requires"]) == pins
-
+    ranges = {Requirement(spec).name: Requirement(spec).specifier for spec in found["requires"]}
+    assert sorted(ranges) == sorted(locked), "the library's dependencies are not the program's"
+    for name, version in locked.items():
+        assert ranges[name].contains(version), f"{name}=={version} (requirements.txt) is outside {ranges[name]}"
+        assert "==" not in str(ranges[name]), f"{name}: a pin, not a range ({ranges[name]})"
 
 def test_the_wheel_holds_the_packages_and_nothing_of_the_checkout_beside_them(installed):
     wheel, _ = installed
@@ -61,4 +66,5 @@ def test_the_wheel_holds_the_packages_and_nothing_of_the_checkout_beside_them(in
     assert tops == {"llm_serving", "components", "contract", "providers"}
     assert "components/compile/gateway/gateway.js" in names
     assert "components/config/vllm_lines/0.32.json" in names
+    assert "llm_serving/py.typed" in names
     assert not [n for n in names if "/tests/" in n or n.startswith(("tests/", "stacks/", "policies/"))]

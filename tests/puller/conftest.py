@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testkit.hf_server import HubServer
+from scripts.localmodel.hub_server import HubServer
 
 
 @pytest.fixture

@@ -198,6 +198,7 @@ def compile_deployment(stack: StackConfig, names: GatewayNames, files: dict[str,
         "containers": [container],
         "volumes": volumes,
         **spread(selector, gateway.replicas),
+        **common.placement(gateway.node_selector, gateway.tolerations),
     }
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:

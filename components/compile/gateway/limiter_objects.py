@@ -74,6 +74,8 @@ def compile_limiter(stack: StackConfig, gateway_name: str, config_name: str, con
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": config_name}},
                     {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+        # The gateway's placement: it is the gateway's own part (its image, its ConfigMap).
+        **common.placement(gateway.node_selector, gateway.tolerations),
     }
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:

@@ -145,6 +145,8 @@ def compile_backend_deployment(stack: StackConfig, names: RouterNames) -> dict:
             "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
                                 "labelSelector": {"matchLabels": selector_labels(router, BACKEND_COMPONENT)}},
         }]}},
+        # The router's placement (config.router: the backend router goes where the router goes).
+        **common.placement(router.node_selector, router.tolerations),
     }
     if router.tls.enabled:
         sidecar, volumes = tls_chain_sidecar(stack, names)

@@ -114,6 +114,7 @@ def router_pod_template(stack: StackConfig, names: RouterNames, topology: Topolo
         "containers": [container],
         "volumes": volumes,
         **spread(selector_labels(router, ROUTER_COMPONENT), router.replicas),
+        **common.placement(router.node_selector, router.tolerations),
     }
     pull_secrets = common.image_pull_secrets(platform)
     if pull_secrets:

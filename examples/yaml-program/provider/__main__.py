@@ -38,12 +38,10 @@ class TeamServing(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TeamServingArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:index:TeamServing", name, {}, opts)
-        models = [llm.ModelArgs(m["name"], llm.HubSource(m["repo"], revision=m["revision"]), gpus=whole(m.get("gpus")),
-                                resources=llm.Resources(cpu="1", memory="4Gi"), weights_size="1Gi")
+        models = [llm.Model(m["name"], llm.HubSource(m["repo"], revision=m["revision"]), gpus=whole(m.get("gpus")),
+                            resources=llm.Resources(cpu="1", memory="4Gi"), weights=llm.WeightsStorage(size="1Gi"))
                   for m in args["models"]]
-        platform = {"sharedMemorySizeLimit": "1Gi"}
-        if args.get("storage_class_name"):
-            platform["storageClassName"] = args["storage_class_name"]
+        platform = llm.Platform(shared_memory_size_limit="1Gi", storage_class_name=args.get("storage_class_name") or None)
         serving = llm.ModelServing(name, llm.ModelServingArgs(
             namespace=args["namespace"], models=models, create_namespace=True, platform=platform),
             pulumi.ResourceOptions(parent=self))

@@ -3,7 +3,7 @@ and one LoRA adapter for it. Run with a kit venv's interpreter (scripts/testtool
 it has transformers, tokenizers, peft and safetensors at the line's own versions, so the files
 are what that line's vLLM reads):
 
-    <kit>/bin/python tests/engine/make_model.py OUT_DIR
+    <kit>/bin/python scripts/localmodel/make_model.py OUT_DIR
 
 writes OUT_DIR/model (config.json, generation_config.json, tokenizer.json, tokenizer_config.json
 with a ChatML chat template, model.safetensors in bf16) and OUT_DIR/adapter (a peft LoRA:
