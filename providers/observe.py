@@ -43,6 +43,7 @@ from .projection import (
     UNKNOWN,
     Observation,
     Status,
+    crash_log_source,
     job_failed,
     log_tail,
     pods_needing_logs,
@@ -219,9 +220,12 @@ def read_optional(clients: kube.Clients, fn, *args, **kwargs) -> Optional[dict]:
         raise
 
 
-def read_logs(clients: kube.Clients, namespace: str, pod: str) -> str:
+def read_logs(clients: kube.Clients, namespace: str, pod: str, container: str = "", previous: bool = False) -> str:
+    """The tail of a pod's log: of ``container`` (else the pod's only or default one), of its
+    previous attempt when ``previous`` (the one that crashed, once the kubelet restarted it)."""
+    where = {**({"container": container} if container else {}), **({"previous": True} if previous else {})}
     try:
-        text = kube.call(clients, clients.core.read_namespaced_pod_log, pod, namespace, tail_lines=40)
+        text = kube.call(clients, clients.core.read_namespaced_pod_log, pod, namespace, tail_lines=40, **where)
         return log_tail(text if isinstance(text, str) else str(text))
     except Exception as error:  # noqa: BLE001 - a log is evidence, not a requirement
         return f"(log unavailable: {getattr(error, 'reason', None) or error})"
@@ -256,7 +260,9 @@ def _as_server_pod(pod: dict) -> dict:
 
 def add_evidence(clients: kube.Clients, namespace: str, observation: Observation, pod: str) -> None:
     names = pods_needing_logs(observation)
-    observation.logs = {name: read_logs(clients, namespace, name) for name in names}
+    pods = {(p.get("metadata") or {}).get("name"): p for p in observation.pods}
+    observation.logs = {name: read_logs(clients, namespace, name, *(crash_log_source(pods.get(name) or {}) or ()))
+                        for name in names}
     observation.events = read_events(clients, namespace, [pod, *names])
 
 

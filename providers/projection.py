@@ -345,6 +345,20 @@ def lagging_replica(observation: Observation) -> Optional[Status]:
     return None
 
 
+def crash_log_source(pod: dict) -> Optional[tuple[str, bool]]:
+    """Where the log of the pod's crash is: (container, previous), None without a crash. Once the
+    kubelet has restarted the container, its current log is the next attempt's (empty, or the
+    first lines of a start that will crash again: seen on the real node, a vLLM refusing its args
+    at start), and the crash's own words are the previous attempt's log."""
+    crash = _crash(pod)
+    if crash is None:
+        return None
+    container = crash[0]
+    status = next((c for c in _container_statuses(pod) if c.get("name") == container), {})
+    restarted = "terminated" not in (status.get("state") or {})  # running or waiting again
+    return container, restarted and bool((status.get("lastState") or {}).get("terminated"))
+
+
 def pods_needing_logs(observation: Observation) -> list[str]:
     """Pods whose log tail the diagnosis will quote (fetch only these)."""
     names = []

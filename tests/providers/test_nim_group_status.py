@@ -165,7 +165,7 @@ class Cluster:
                 cluster.reads.append(("events", field_selector))
                 return SimpleNamespace(items=[])
 
-            def read_namespaced_pod_log(self, name, namespace, tail_lines=40):
+            def read_namespaced_pod_log(self, name, namespace, tail_lines=40, container="", previous=False):
                 return ""
 
         class Discovery:

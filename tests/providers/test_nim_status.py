@@ -103,7 +103,7 @@ class FakeCluster:
             def list_namespaced_event(self, namespace, field_selector=""):
                 return SimpleNamespace(items=[])
 
-            def read_namespaced_pod_log(self, name, namespace, tail_lines=40):
+            def read_namespaced_pod_log(self, name, namespace, tail_lines=40, container="", previous=False):
                 return "getpwuid(): uid not found: 2000\n"
 
         class Discovery:

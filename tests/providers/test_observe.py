@@ -117,6 +117,39 @@ def test_crash_loop_fetches_evidence_for_the_named_pod_only() -> None:
     assert cluster.count() == 5
 
 
+def test_a_restarted_crash_quotes_the_attempt_that_crashed() -> None:
+    """Once the kubelet started the container again, the crash's words are in the previous
+    attempt's log; the current one is the new start's (seen on the real node: an empty tail).
+    (Waiting in CrashLoopBackOff, both reads give the crashed attempt: the test above.)"""
+    name = "llama-server-7d9f8c6b5-crash"
+    cluster = FakeCluster().put(deployment(ready=0), pod(name, containers=[container_status(
+        restarts=3, last_terminated={"exitCode": 1, "reason": "Error"}, running=True)]))
+    cluster.logs[name] = "INFO api_server.py: vLLM API server version 0.32.0"
+    cluster.previous_logs[name] = "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len"
+
+    status = current_status(cluster.clients(), REF, now=NOW)
+
+    assert (status.state, status.reason) == (ERROR, "crash-loop")
+    assert "User-specified max_model_len" in status.details["logTail"], status.details
+    (call,) = [kwargs for m, _, kwargs in cluster.calls if m == "read_namespaced_pod_log"]
+    assert (call.get("container"), call.get("previous")) == ("server", True)
+
+
+def test_a_crash_not_yet_restarted_quotes_its_current_log() -> None:
+    name = "llama-server-7d9f8c6b5-crash"
+    cluster = FakeCluster().put(deployment(ready=0), pod(name, containers=[container_status(
+        terminated={"exitCode": 1, "reason": "Error"})]))
+    cluster.logs[name] = "KeyError: 'getpwuid(): uid not found: 2000'"  # definitive: the verdict at once
+    cluster.previous_logs[name] = "nothing before"
+
+    status = current_status(cluster.clients(), REF, now=NOW)
+
+    assert (status.state, status.reason) == (ERROR, "uid-unknown")
+    assert "getpwuid" in status.details["logTail"], status.details
+    (call,) = [kwargs for m, _, kwargs in cluster.calls if m == "read_namespaced_pod_log"]
+    assert "previous" not in call
+
+
 def test_multi_attach_is_found_from_events_read_as_evidence() -> None:
     """Scheduled but stuck: only the events say why, and they are read once the pod is overdue."""
     cluster = FakeCluster().put(

@@ -260,6 +260,7 @@ class FakeCluster:
         self.now = now
         self.objects: dict[str, dict[tuple[str, str], dict]] = defaultdict(dict)
         self.logs: dict[str, str] = {}
+        self.previous_logs: dict[str, str] = {}
         self.calls: list[tuple[str, tuple, dict]] = []
         self.faults: dict[str, list[BaseException]] = defaultdict(list)
         self.scripts: dict[tuple[str, int], list[Callable[[FakeCluster], None]]] = defaultdict(list)
@@ -364,9 +365,19 @@ class FakeCore(_Api):
 
     def read_namespaced_pod_log(self, name: str, namespace: str, **kwargs: Any) -> str:
         self.cluster._enter("read_namespaced_pod_log", (name, namespace), kwargs)
-        if self.cluster.get("Pod", name, namespace) is None:
+        pod = self.cluster.get("Pod", name, namespace)
+        if pod is None:
             raise api_error(404)
-        text = self.cluster.logs.get(name, "")
+        # ``logs``: what the kubelet's plain read returns; ``previous_logs``: its ``previous`` read.
+        # A container waiting to start again (CrashLoopBackOff) has no current attempt: both reads
+        # return its last terminated one, so a test may give that log either way.
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        waiting = any("waiting" in (c.get("state") or {}) for c in statuses
+                      if c.get("name") == kwargs.get("container", c.get("name")))
+        if kwargs.get("previous"):
+            text = self.cluster.previous_logs.get(name, self.cluster.logs.get(name, "") if waiting else "")
+        else:
+            text = self.cluster.logs.get(name, "")
         tail = kwargs.get("tail_lines")
         return "\n".join(text.splitlines()[-tail:]) + "\n" if tail and text else text
 
