@@ -10,7 +10,6 @@ rendered from their values, never from object ids.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import types
@@ -31,6 +30,7 @@ from components.config import kube, values
 from components.config import types as config_types
 from components.config.loader import PROJECT
 from components.config.stack import StackConfig
+from scripts import generated_file
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "config-reference.md"
@@ -207,24 +207,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
-    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"default: {OUTPUT.relative_to(ROOT)}")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else None
-        if current != text:
-            what = "is missing" if current is None else "is stale"
-            print(f"{args.output} {what}: the config model changed. Run "
-                  "`python scripts/gen_config_reference.py` and commit the result.", file=sys.stderr)
-            return 1
-        print(f"{args.output} is up to date")
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
-    return 0
+    return generated_file.main(argv, description=__doc__.split("\n")[0], render=render, output=OUTPUT, root=ROOT,
+                               script="gen_config_reference.py")
 
 
 if __name__ == "__main__":
