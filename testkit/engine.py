@@ -280,7 +280,14 @@ def serving(pulled: Pulled, tmp: Path) -> Iterator[Engine]:
                     pod=pulled.pod, run=run, pulls=pulled.pulls, port=port, weights=pulled.volumes["weights"],
                     adapters=pulled.volumes["lora-cache"], process=process, started=time.monotonic())
     # The server's log outlives pytest's temp dirs (which keep only the last few sessions).
-    log = kit.parent / "logs" / f"engine-{pulled.line}-server.log"
+    with ready(engine, kit.parent / "logs" / f"engine-{pulled.line}-server.log"):
+        yield engine
+
+
+@contextmanager
+def ready(engine: Engine, log: Path) -> Iterator[Engine]:
+    """A started server's output copied to ``log`` as it comes, its startup probe answered
+    (wait_ready), and the server stopped on exit as the runtime stops a container."""
     log.parent.mkdir(parents=True, exist_ok=True)
     reader = threading.Thread(target=read_log, args=(engine, log), daemon=True)
     reader.start()
@@ -288,5 +295,5 @@ def serving(pulled: Pulled, tmp: Path) -> Iterator[Engine]:
         wait_ready(engine)
         yield engine
     finally:
-        stop(process, grace=30)
+        stop(engine.process, grace=30)
         reader.join(timeout=10)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 import time
 
 import openai
@@ -30,7 +29,7 @@ import pytest
 from components.compile import compile_stack
 from components.config import load_stack_config, read_stack_file
 from scripts.localmodel.hub_server import HubServer
-from testkit.engine import ADAPTER, STACK_FILE, Engine, only, pull, read_log, stop, wait_ready
+from testkit.engine import ADAPTER, STACK_FILE, Engine, only, pull, ready
 from testkit.engine_kit import kit_dir, tiny_model
 from testkit.ports import free_port
 from testkit.rendered import bind, set_env, set_flag
@@ -89,16 +88,8 @@ def cpu_engine(request, tmp_path_factory):
     engine = Engine(line=line, config=config, objects=objects, server=server, pod=pod, run=run, pulls=pulls,
                     port=port, weights=volumes["weights"], adapters=volumes["lora-cache"], process=process,
                     started=time.monotonic())
-    log = kit.parent / "logs" / f"engine-{line}-cpu-model-server.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    reader = threading.Thread(target=read_log, args=(engine, log), daemon=True)
-    reader.start()
-    try:
-        wait_ready(engine)
+    with ready(engine, kit.parent / "logs" / f"engine-{line}-cpu-model-server.log"):
         yield engine
-    finally:
-        stop(process, grace=30)
-        reader.join(timeout=10)
 
 
 def test_the_rendered_cpu_settings_reach_vllm_unchanged(cpu_engine):
