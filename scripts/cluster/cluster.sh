@@ -525,15 +525,19 @@ spec:
 EOF
 }
 
-stop_lws() {
+# stop_process PIDFILE WHAT: SIGTERM to the process the file names, SIGKILL if it has not gone in
+# 15 s (a zombie counts as gone), and the file removed.
+stop_process() {
   local pid
-  if pid=$(cat "$(lws_pidfile)" 2>/dev/null) && alive "$pid"; then
+  if pid=$(cat "$1" 2>/dev/null) && alive "$pid"; then
     kill "$pid" 2>/dev/null || true
     wait_until 15 bash -c "st=\$(ps -o stat= -p $pid); [[ -z \$st || \$st == Z* ]]" || kill -9 "$pid" 2>/dev/null || true
-    log "LWS controller stopped"
+    log "$2 stopped"
   fi
-  rm -f "$(lws_pidfile)"
+  rm -f "$1"
 }
+
+stop_lws() { stop_process "$(lws_pidfile)" "LWS controller"; }
 
 # The Hub stand-in of scripts/up-local.sh (scripts/localmodel/hub.py): the local stack's puller
 # pulls its model from it, on the real node's bridge address. Started by `start-hub` (up-local),
@@ -564,13 +568,8 @@ cmd_start_hub() { # start-hub FILES_DIR ENDPOINT REPO...
 }
 
 stop_hub() {
-  local pid
-  if pid=$(cat "$(hub_pidfile)" 2>/dev/null) && alive "$pid"; then
-    kill "$pid" 2>/dev/null || true
-    wait_until 15 bash -c "st=\$(ps -o stat= -p $pid); [[ -z \$st || \$st == Z* ]]" || kill -9 "$pid" 2>/dev/null || true
-    log "Hub stand-in stopped"
-  fi
-  rm -f "$(hub_pidfile)" "$(hub_pidfile).args"
+  stop_process "$(hub_pidfile)" "Hub stand-in"
+  rm -f "$(hub_pidfile).args"
 }
 
 cmd_start() {
