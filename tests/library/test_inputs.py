@@ -20,18 +20,7 @@ def chat(**fields) -> llm.Model:
                      resources=llm.Resources(cpu="1", memory="24Gi"), **fields)
 
 
-@pytest.fixture(autouse=True)
-def kubeconfig(tmp_path, monkeypatch):
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-
-
-@pytest.fixture
-def graph(monkeypatch):
-    pulumi.runtime.set_mocks(Mocks(), preview=False)
-    return record_graph(monkeypatch)
+pytestmark = pytest.mark.usefixtures("kubeconfig")  # tests/library/conftest.py
 
 
 @pulumi.runtime.test

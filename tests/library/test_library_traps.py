@@ -30,15 +30,6 @@ def serving_args(*models: llm.ModelArgs, **fields) -> llm.ModelServingArgs:
 
 
 @pytest.fixture
-def kubeconfig(tmp_path, monkeypatch):
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return path
-
-
-@pytest.fixture
 def registered():
     names: list[str] = []
 

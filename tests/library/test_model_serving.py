@@ -22,21 +22,7 @@ ARGS = llm.ModelServingArgs(
         "pylon": {"image": "registry.example.com/llm/stargate-client:0.16.2"}, "workerAuth": {"mode": "open"}}))
 
 
-@pytest.fixture(autouse=True)
-def kubeconfig(tmp_path, monkeypatch):
-    """A kubeconfig file where the program runs: without kubeconfig_content the library reads it
-    (and refuses to start without one)."""
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    return path
-
-
-@pytest.fixture
-def graph(monkeypatch):
-    pulumi.runtime.set_mocks(Mocks(), preview=False)
-    return record_graph(monkeypatch)
+pytestmark = pytest.mark.usefixtures("kubeconfig")  # tests/library/conftest.py
 
 
 @pulumi.runtime.test

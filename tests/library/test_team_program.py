@@ -18,11 +18,7 @@ PROGRAM = REPO / "examples" / "team-program" / "__main__.py"
 
 
 @pytest.fixture
-def graph(tmp_path, monkeypatch):
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+def graph(kubeconfig, monkeypatch):
     pulumi.runtime.set_mocks(Mocks(), project="team-serving", stack="unit", preview=False)
     for key, value in (("namespace", "team-unit"), ("s3AccessKeyId", "id"), ("s3SecretAccessKey", "key")):
         pulumi.runtime.set_config(f"team-serving:{key}", value)
