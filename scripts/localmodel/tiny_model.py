@@ -44,7 +44,7 @@ def kit(line: str) -> Path:
 
 
 def tiny_model(kit_dir: Path) -> Path:
-    """The tiny model and adapter made with that kit, made when missing (seconds)."""
+    """The tiny model and adapter made with that kit, made when missing (about 5 min on 2 cores)."""
     key = hashlib.sha256(MAKE_MODEL.read_bytes()).hexdigest()[:12]
     out = kit_dir.parent / "engine-models" / f"{kit_dir.name}-maker-{key}"
     if (out / ".complete").exists():
