@@ -27,6 +27,8 @@ import typing
 from functools import cache
 from pathlib import Path
 
+from tests.support.python_source import parse_file
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 PRODUCT = ("components", "providers", "contract", "llm_serving", "policies")
@@ -61,7 +63,7 @@ def modules(folder: str) -> dict[str, ast.Module]:
     found = {}
     for path in sorted((ROOT / folder).rglob("*.py")):
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        found[name] = ast.parse(path.read_text(), filename=str(path))
+        found[name] = parse_file(path)
     return found
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.python_source import parse_file, parse_text
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("llm_serving", "components", "providers", "contract")
 PROJECT = (*PRODUCT, "policies", "tests")
@@ -44,7 +46,7 @@ def function_local_project_imports(roots=PRODUCT) -> set[tuple[str, str]]:
     found = set()
     for root in roots:
         for path in sorted((ROOT / root).rglob("*.py")):
-            tree = ast.parse(path.read_text(), filename=str(path))
+            tree = parse_file(path)
             for function in ast.walk(tree):
                 if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                     continue
@@ -72,7 +74,7 @@ def test_the_doc_names_each_exception():
 
 
 def test_relative_imports_resolve_to_the_module_they_name(tmp_path):
-    tree = ast.parse("from .compile.gateway import endpoint_url\nfrom . import values\nfrom ..x import y\n")
+    tree = parse_text("from .compile.gateway import endpoint_url\nfrom . import values\nfrom ..x import y\n")
     nodes = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
     names = [_absolute(ROOT / "components/config/loader.py", n) for n in nodes]
     assert names == [["components.config.compile.gateway"], ["components.config.values"], ["components.x"]]

@@ -4,6 +4,7 @@ command stops the run with its log's tail, a build that leaves its outputs missi
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -33,7 +34,9 @@ def run(tmp_path: Path, b: str) -> subprocess.CompletedProcess:
 def test_a_missing_piece_is_built_once_and_a_present_one_skipped(tmp_path):
     first = run(tmp_path, f"touch {tmp_path}/b.out")
     assert first.returncode == 0, first.stderr
-    assert "building a (1/2)" in first.stdout and first.stdout.rstrip().endswith("built: a 0s b 0s")
+    assert "building a (1/2)" in first.stdout
+    # Each piece's seconds are measured, so only their shape is fixed (a loaded machine takes 1 s).
+    assert re.search(r"\nbuilt: a \d+s b \d+s$", first.stdout.rstrip()), first.stdout
     second = run(tmp_path, "exit 1")  # b is there now: its build is never run
     assert second.returncode == 0, second.stderr
     assert "a: present, skipping (1/2)" in second.stdout and "b: present, skipping (2/2)" in second.stdout

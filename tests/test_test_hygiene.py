@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.python_source import parse_file
+
 TESTS = Path(__file__).resolve().parent
 PYTEST_CHECKS = {"raises", "fail", "warns"}
 # unittest.mock's checks (Mock, MagicMock, AsyncMock): each raises AssertionError on a mismatch.
@@ -50,7 +52,7 @@ class Module:
 
     def __init__(self, path: Path, root: Path):
         self.path = path
-        self.tree = ast.parse(path.read_text(), filename=str(path))
+        self.tree = parse_file(path)
         self.functions: dict[str, ast.AST] = {}
         self.methods: dict[ast.AST, dict[str, ast.AST]] = {}  # a test's class's methods, by test
         self.imports: dict[str, tuple[str, str]] = {}  # local name -> (dotted module, name there)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.python_source import parse_file
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Test modules bench/ may import, each with why it is not in the kit yet: none (the engine tier's
@@ -19,7 +21,7 @@ BENCH_MAY_IMPORT: dict[str, str] = {}
 
 def imported_modules(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parse_file(path)):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
         elif isinstance(node, ast.Import):

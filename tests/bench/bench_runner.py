@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.bench.smallest import Case
+from tests.support.python_source import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -18,7 +19,7 @@ def scripts_with_main() -> list[str]:
     """The scripts of bench/ a person runs (an `if __name__ == "__main__":` block)."""
     found = []
     for path in sorted(BENCH.glob("*.py")):
-        for node in ast.parse(path.read_text()).body:
+        for node in parse_file(path).body:
             if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
                     and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"):
                 found.append(path.name)

@@ -9,6 +9,7 @@ import pytest
 
 from tests.bench.bench_runner import BENCH, run_case, scripts_with_main
 from tests.bench.smallest import SMALLEST, Case
+from tests.support.python_source import parse_file
 from tests.tiers import TIERS
 
 HERE = tuple(case for case in SMALLEST if case.tier in TIERS)
@@ -24,7 +25,7 @@ def test_every_benchmark_script_has_its_smallest_case():
 
 def run_py_names() -> tuple[str, ...]:
     """bench/run.py's NAMES, read from its source (importing it would put bench/ first on sys.path)."""
-    tree = ast.parse((BENCH / "run.py").read_text())
+    tree = parse_file(BENCH / "run.py")
     (names,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(target, "id", "") == "NAMES" for target in node.targets)]
     return tuple(ast.literal_eval(names))

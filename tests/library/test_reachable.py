@@ -21,6 +21,7 @@ from components.config import sources
 from components.config.stack import StackConfig
 from llm_serving.section import Section
 from testkit.harness import REPO
+from tests.support.python_source import parse_file
 
 SCRIPT = REPO / "scripts" / "gen_library_types.py"
 FIX = "run `python scripts/gen_library_types.py` and commit llm_serving/sections.py"
@@ -92,7 +93,7 @@ def test_every_stack_file_field_is_reachable_from_the_library():
 
 def test_the_generated_sections_carry_the_configs_descriptions_and_types():
     assert llm.Model.config_model.__name__ == "ModelConfig"
-    tree = ast.parse((REPO / "llm_serving" / "sections.py").read_text())
+    tree = parse_file(REPO / "llm_serving" / "sections.py")
     model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "S3Source")
     body = model.body
     docs = {target.target.id: body[i + 1].value.value for i, target in enumerate(body[:-1])
