@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from contract.labels import COMPONENT_LABEL, CPU_DEVICE, DEVICE_LABEL, DOMAIN, ENGINE_LABEL, MODEL_LABEL, REVISION_OF_LABEL
 
 from ..children import WEIGHTS_GATE, child
+from ..config.engines import engine_of
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.types import Toleration
@@ -122,9 +123,8 @@ class Identity:
 
 
 def identity(model: ModelConfig, platform: PlatformConfig) -> Identity:
-    if model.engine == "nim":
-        return Identity(platform.nim_uid, platform.nim_gid)
-    return Identity(platform.vllm_uid, platform.vllm_gid)
+    uid, gid = engine_of(model).identity_keys
+    return Identity(getattr(platform, uid), getattr(platform, gid))
 
 
 def selector_labels(model: ModelConfig, component: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.stack import StackConfig
 from . import common
+from .engines import server_of
 
 API_VERSION = "monitoring.coreos.com/v1"
 CRD = "servicemonitors.monitoring.coreos.com"
@@ -34,7 +35,6 @@ MONITOR_COMPONENT = "metrics"
 # The raw path's Service port (compile.server.compile_service) and the server pods' component.
 SERVICE_PORT_NAME = "http"
 SERVER_COMPONENT = "server"
-METRICS_PATHS = {"vllm": "/metrics", "nim": "/v1/metrics"}
 CRD_FIX = ("install the Prometheus Operator with its CRDs (e.g. the kube-prometheus-stack chart), "
            "or set platform.metrics.enabled: false")
 
@@ -44,7 +44,7 @@ def monitor_name(model: ModelConfig) -> str:
 
 
 def metrics_path(model: ModelConfig) -> str:
-    return METRICS_PATHS[model.engine]
+    return server_of(model).metrics_path
 
 
 def compile_service_monitor(model: ModelConfig, stack: StackConfig) -> Optional[dict]:

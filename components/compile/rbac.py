@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..config.stack import StackConfig
 from . import common
 from .disruption import may_run_several
+from .engines import SERVERS
 from .router.network import keys_guard_router
 from .secrets import stack_secrets
 
@@ -31,7 +32,6 @@ OWNED = (
     ("apps", ["deployments"]),
     ("batch", ["jobs"]),
 )
-OWNED_NIM = ("apps.nvidia.com", ["nimcaches", "nimservices"])
 OWNED_NETWORK_POLICIES = ("networking.k8s.io", ["networkpolicies"])  # platform.networkPolicy, apiKeys
 OWNED_MONITORS = ("monitoring.coreos.com", ["servicemonitors"])  # platform.metrics, raw-path models
 OWNED_BUDGETS = ("policy", ["poddisruptionbudgets"])  # models that may run several pods
@@ -61,8 +61,9 @@ def owned_secret_names(stack: StackConfig) -> list[str]:
 
 def teardown_rules(stack: StackConfig) -> list[dict]:
     owned = list(OWNED)
-    if any(model.engine == "nim" for model in stack.models):
-        owned.append(OWNED_NIM)
+    # What an engine's models add (the NIM operator's resources), per engine the stack serves.
+    served = {model.engine for model in stack.models}
+    owned += [kinds for name, server in SERVERS.items() if name in served for kinds in server.owned]
     # The stack declares NetworkPolicies with the option, and the router's with API keys on.
     if stack.platform.network_policy.enabled or keys_guard_router(stack):
         owned.append(OWNED_NETWORK_POLICIES)

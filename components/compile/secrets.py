@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.loader import PROJECT
+from ..config.model import reads_stack_secret
 from ..config.stack import StackConfig
-from ..config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY_SECRET
+from ..config.stack_secrets import HF_TOKEN_SECRET, NGC_API_KEY, NGC_API_KEY_SECRET
 from ..config.types import SecretKeyRef
 from . import common
 
@@ -56,8 +57,7 @@ def uses_hf_token(stack: StackConfig) -> bool:
 
 
 def uses_ngc_api_key(stack: StackConfig) -> bool:
-    return any(m.engine == "nim" and m.nim_settings.auth_secret == NGC_API_KEY_SECRET.name
-               for m in stack.models)
+    return any(reads_stack_secret(m, NGC_API_KEY) for m in stack.models)
 
 
 def stack_secrets(stack: StackConfig) -> list[StackSecret]:

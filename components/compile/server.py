@@ -8,6 +8,7 @@ from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.stack import StackConfig
 from . import autoscaling, common, disruption, engines, pylon, streaming, weights
+from .engines.vllm import LORA_ADAPTERS_DIR, LORA_CACHE_MOUNT
 
 SERVER_COMPONENT = "server"
 PROBE_PERIOD_SECONDS = 10
@@ -60,13 +61,12 @@ def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[di
         vols.insert(0, {"name": "weights", "persistentVolumeClaim": {"claimName": names.weights, "readOnly": True}})
         mounts.insert(0, {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
                           **({"subPath": model.source.sub_path} if getattr(model.source, "sub_path", None) else {})})
-    if model.engine == "nim":
-        # NIM writes into NIM_CACHE_PATH; the weights mount is read-only (engines.NIM_CACHE_MOUNT).
-        vols.append({"name": "nim-cache", "emptyDir": {"sizeLimit": engines.NIM_CACHE_SIZE_LIMIT}})
-        mounts.append({"name": "nim-cache", "mountPath": engines.NIM_CACHE_MOUNT})
+    own_vols, own_mounts = engines.server_of(model).volumes(model)
+    vols += own_vols
+    mounts += own_mounts
     if model.lora.enabled:
         vols.append({"name": names.lora_cache, "emptyDir": {"sizeLimit": model.lora.cache_size_limit}})
-        mounts.append({"name": names.lora_cache, "mountPath": engines.LORA_CACHE_MOUNT})
+        mounts.append({"name": names.lora_cache, "mountPath": LORA_CACHE_MOUNT})
         vols.append(common.tmp_volume()[0])  # the init container's /tmp (read-only root)
     return vols, mounts
 
@@ -113,7 +113,7 @@ def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
     """
     ident = common.identity(model, stack.platform)
     names = common.ModelNames.of(model)
-    cache_mount = {"name": names.lora_cache, "mountPath": engines.LORA_CACHE_MOUNT}
+    cache_mount = {"name": names.lora_cache, "mountPath": LORA_CACHE_MOUNT}
     _, tmp_mount = common.tmp_volume()
     security = common.container_security_context(ident, read_only_root=True)
     adapters = model.lora.adapters
@@ -121,14 +121,14 @@ def lora_init_container(model: ModelConfig, stack: StackConfig) -> dict:
         return {
             "name": "lora-cache-init",
             "image": stack.platform.busybox_image,
-            "command": ["sh", "-c", f"mkdir -p {engines.LORA_ADAPTERS_DIR}"],
+            "command": ["sh", "-c", f"mkdir -p {LORA_ADAPTERS_DIR}"],
             "volumeMounts": [cache_mount, tmp_mount],
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
             "securityContext": security,
         }
     args = [value for adapter in adapters for value in (adapter.name, adapter.repo, adapter.revision)]
     env = weights.hub_env(model, stack.platform, f"{common.TMP_MOUNT}/hf-home") + [
-        {"name": "ADAPTERS_DIR", "value": engines.LORA_ADAPTERS_DIR},
+        {"name": "ADAPTERS_DIR", "value": LORA_ADAPTERS_DIR},
         {"name": "BASE_MODEL", "value": common.WEIGHTS_MOUNT},
         {"name": "REBASE_ADAPTER_PY", "value": REBASE_ADAPTER_PY},
     ]

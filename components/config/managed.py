@@ -13,47 +13,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .engines import ENGINES
+from .engines.vllm import VLLM
 from .streaming import STREAM_ENV, STREAM_FLAGS
 from .values import Problem
 
-SERVER_PORT = 8000
+# What each engine's server gets from the program, by engine (its module in engines/ holds its
+# tables): flag -> what to do instead (an engine without flags: none are passed, NIM images take
+# their settings from env), and variable -> what to do instead.
+MANAGED_FLAGS = {name: engine.managed_flags for name, engine in ENGINES.items() if engine.managed_flags is not None}
+MANAGED_ENV = {name: engine.managed_env for name, engine in ENGINES.items()}
+MANAGED_VLLM_FLAGS = MANAGED_FLAGS[VLLM.name]
 
-# vLLM flag -> what to do instead. vLLM reads `--flag value` and `--flag=value`, and its parser
-# (FlexibleArgumentParser) also takes `_` for `-` in flag names; booleans take `--no-<flag>`.
-MANAGED_VLLM_FLAGS = {
-    "--model": "the model is the weights volume the puller fills; set source.repo (and source.revision)",
-    "--served-model-name": "the model is served under its name; set name",
-    "--host": "the server listens on every address so the Service reaches it; remove it",
-    "--port": f"the probes and the Service use {SERVER_PORT}; remove it",
-    "--tensor-parallel-size": "set tensorParallelSize (and gpus to a multiple of it)",
-    "-tp": "set tensorParallelSize (and gpus to a multiple of it)",
-    "--enable-lora": "set lora.enabled",
-    "--max-loras": "set lora.maxLoras",
-    "--max-lora-rank": "set lora.maxLoraRank",
-    "--download-dir": "the weights are downloaded by the puller onto the weights volume; remove it",
-    "--hf-token": "a token in args is plain text in the manifest; set hfTokenSecret",
-}
-
-_LORA_ENV = "set with LoRA; use lora.enabled"
-# Server environment the compiler sets, per engine -> what to do instead.
-MANAGED_ENV = {
-    "vllm": {
-        "HF_HUB_OFFLINE": "the server reads the weights from the volume and never the hub; remove it",
-        "HOME": "a writable home for the non-root user; remove it",
-        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": _LORA_ENV,
-        # Issue 15 item 4's adapter resolver, set with LoRA: refused ahead of the compiler using them.
-        "VLLM_PLUGINS": _LORA_ENV,
-        "VLLM_LORA_RESOLVER_CACHE_DIR": _LORA_ENV,
-    },
-    "nim": {
-        "NIM_CACHE_PATH": "NIM's writable cache (an emptyDir beside the read-only weights); remove it",
-        "NIM_SERVER_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
-        "NIM_HTTP_API_PORT": f"the probes and the Service use {SERVER_PORT}; remove it",
-        "NIM_MODEL_NAME": "the weights volume; set source.repo",
-        "NIM_SERVED_MODEL_NAME": "the model is served under its name; set name",
-        "NGC_API_KEY": "set nim.authSecret (or the stack secret llm-serving:ngcApiKey)",
-    },
-}
 # The weight puller's environment: `env` does not reach the puller, so setting these on the
 # server would silently do nothing for the download.
 PULLER_ENV = {
@@ -92,9 +63,10 @@ def flag_name(arg: str) -> str | None:
 def arg_problems(args: Iterable[str], engine: str, streaming: bool = False) -> list[Problem]:
     """A problem (path relative to the model) for every managed flag in ``args`` (with a streamed
     s3 source, also the stream's: ``streaming.STREAM_FLAGS``)."""
-    if engine != "vllm":  # NIM images take their settings from env; the compiler passes no flags
+    flags = MANAGED_FLAGS.get(engine)
+    if flags is None:
         return []
-    managed = {**MANAGED_VLLM_FLAGS, **(STREAM_FLAGS if streaming else {})}
+    managed = {**flags, **(STREAM_FLAGS if streaming else {})}
     problems = []
     for index, arg in enumerate(args):
         for word in arg.split():  # "--port 9000" written as one item is still --port

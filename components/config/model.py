@@ -5,7 +5,8 @@ spelling so that a message points at the line the user has to change. The model'
 (``sources.py``, ``autoscaling.py``, ``multinode.py``, ``revisions.py``, ``lora.py``, ...) are types
 that check their own keys; every check that reads several of a model's settings is here, at the
 end (and the flags and env it owns, ``managed.py``); checks that need another section (the
-platform, the router, the other models) belong to the stack (``stack.py``).
+platform, the router, the other models) belong to the stack (``stack.py``). Where engines differ,
+the checks ask the model's engine (``engines/``, one module per engine) instead of its name.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from collections.abc import Callable
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
-from pydantic.alias_generators import to_snake
 
 from . import cpu, kube, managed, stack_secrets, values
 from .autoscaling import Autoscaling
 from .disruption import DisruptionConfig, DisruptionOverride, DisruptionPolicy, resolve
-from .effect import unused_keys
+from .engines import ENGINES, check_name, engine_of
 from .kube import INT32_MAX
 from .lora import Lora
-from .multinode import NIM_JSONL_LOGGING, NIM_MULTINODE_ENV, MultiNode
+from .multinode import MultiNode
 from .revisions import NEXT_NAME_MAX, NEXT_SUFFIX, NextRevision
 from .sources import WeightSource, source_type
 from .types import (
@@ -38,10 +38,6 @@ from .types import (
 )
 from .values import Problem
 from .vllm_release import VllmRelease
-
-DEFAULT_HEALTH_PATH = {"vllm": "/health", "nim": "/v1/health/ready"}
-# (uid, gid) each engine's image has a passwd entry for: vLLM's `vllm` user, NIM's user.
-ENGINE_IDENTITY = {"vllm": (2000, 0), "nim": (1000, 2000)}
 
 
 class WeightsStorage(Strict):
@@ -221,14 +217,8 @@ class ModelConfig(Strict):
     @field_validator("path")
     @classmethod
     def _path_for_engine(cls, path: Optional[str], info: ValidationInfo) -> Optional[str]:
-        engine = info.data.get("engine")
-        if engine == "nim":
-            return path or "raw"
-        if engine == "vllm" and path is not None:
-            raise ValueError(
-                "path applies to NIM models only (vLLM models always deploy as raw objects); remove it"
-            )
-        return path
+        engine = ENGINES.get(info.data.get("engine"))  # None: the engine was refused (its own message)
+        return engine.resolve_path(path) if engine is not None else path
 
     @property
     def nim_settings(self) -> NimSettings:
@@ -236,7 +226,8 @@ class ModelConfig(Strict):
 
     @property
     def on_operator(self) -> bool:
-        return self.engine == "nim" and self.path == "operator"
+        # `path` is NIM's: the other engines refuse it (their ``resolve_path``).
+        return self.path == "operator"
 
     @property
     def streams(self) -> bool:
@@ -252,18 +243,12 @@ class ModelConfig(Strict):
     @field_validator("engine")
     @classmethod
     def _supported_engine(cls, engine: str) -> str:
-        if engine == "generic":
-            raise ValueError(
-                "engine 'generic' is not supported on Kubernetes; use 'vllm' (open models) or 'nim'"
-            )
-        if engine not in ("vllm", "nim"):
-            raise ValueError(f"engine '{engine}' is unknown; use 'vllm' or 'nim'")
-        return engine
+        return check_name(engine)
 
     @field_validator("health_path")
     @classmethod
     def _engine_health_path(cls, path: Optional[str], info: ValidationInfo) -> str:
-        return path or DEFAULT_HEALTH_PATH.get(info.data.get("engine", "vllm"), "/health")
+        return path or ENGINES.get(info.data.get("engine", "vllm"), ENGINES["vllm"]).health_path
 
     @model_validator(mode="after")
     def _topology(self, info: ValidationInfo) -> ModelConfig:
@@ -272,7 +257,7 @@ class ModelConfig(Strict):
         # beside the model's other problems when the loader says no stack secret will fill it.
         given = (info.context or {}).get(stack_secrets.CONTEXT_KEY)
         if given is not None and stack_secrets.NGC_API_KEY.config_key not in given:
-            problems.extend(auth_secret_problems(self))
+            problems.extend(engine_of(self).auth_secret_problems(self))
         if self.gpus % self.tensor_parallel_size:
             problems.append(Problem(
                 "tensorParallelSize",
@@ -287,16 +272,7 @@ class ModelConfig(Strict):
                 "(replicas on two nodes hit Multi-Attach and never start); set "
                 "weights.accessMode: ReadWriteMany, or replicas: 1",
             ))
-        if self.engine == "nim" and not self.image:
-            problems.append(Problem(
-                "image",
-                "NIM images are per model; set the NIM image, e.g. "
-                "'nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3'",
-            ))
-        if self.engine != "vllm" and self.vllm_release is not None:
-            problems.append(Problem("vllmRelease", "applies to vLLM models only (NIM images bring their own "
-                                    "server); remove it"))
-        problems.extend(nim_problems(self))
+        problems.extend(engine_of(self).settings_problems(self))
         problems.extend(source_problems(self))
         problems.extend(autoscaling_problems(self))
         problems.extend(multinode_problems(self))
@@ -305,7 +281,7 @@ class ModelConfig(Strict):
         problems.extend(identity_problems(self))
         problems.extend(managed.arg_problems(self.args, self.engine, self.streams))
         problems.extend(managed.env_problems(self.env, self.engine, self.streams))
-        problems.extend(no_effect_problems(self))
+        problems.extend(engine_of(self).no_effect_problems(self))
         if problems:
             raise values.Problems(problems)
         return self
@@ -358,9 +334,9 @@ def stream_problems(model: ModelConfig) -> list[Problem]:
         if "stream_memory_limit" in source.model_fields_set:
             problems.append(Problem("source.streamMemoryLimit", "applies to load: stream only; remove it"))
         return problems
-    if model.engine != "vllm":
-        problems.append(Problem("source.load", "stream is vLLM's loader (--load-format runai_streamer); "
-                                "NIM reads its weights from a volume: use load: copy"))
+    refusal = engine_of(model).stream_refusal
+    if refusal is not None:
+        problems.append(Problem("source.load", refusal))
     if model.multi_node is not None:
         problems.append(Problem("multiNode", "vLLM 0.11 copies the config files into a folder of the pod that "
                                 "starts the server only, and a group of pods serving from it is not established; "
@@ -399,25 +375,9 @@ def autoscaling_problems(model: ModelConfig) -> list[Problem]:
     scaling = model.autoscaling
     if not scaling.enabled:
         return []
-    if model.on_operator and model.multi_node is not None:
-        return []  # the operator's own rule against multiNode with scale (multinode.py) says it
-    if model.on_operator:
-        # k8s-nim-operator: NIMService `spec.scale` renders the operator's own HPA, whose metrics
-        # are autoscaling/v2 MetricSpecs read from the metrics APIs (a queue depth there needs
-        # prometheus-adapter rules). NIMService has no scale subresource for a ScaledObject to
-        # target (only `+kubebuilder:subresource:status` in NVIDIA/k8s-nim-operator
-        # api/apps/v1alpha1/nimservice_types.go), and the operator owns its Deployment's replicas.
-        return [Problem("autoscaling.enabled", "the NIM operator path scales through the NIMService's own HPA "
-                        "(spec.scale), which cannot read a Prometheus queue depth without prometheus-adapter, and "
-                        "a KEDA ScaledObject cannot target a NIMService; use path: raw with engine vllm, or "
-                        "replicas")]
-    if model.engine != "vllm":
-        # NIM LLM documents `num_requests_waiting` on /v1/metrics (docs.nvidia.com/nim/large-language-
-        # models/latest/observability.html) but not the label that names the model, so the query
-        # could not be scoped to one model's pods the way vLLM's `model_name` scopes it.
-        return [Problem("autoscaling.enabled", "queue-depth autoscaling reads vLLM's vllm:num_requests_waiting "
-                        "(label model_name); NIM's queue metric has no documented model label to scope it to this "
-                        "model. Use engine: vllm, or set replicas")]
+    own = engine_of(model).autoscaling_problems(model)
+    if own is not None:
+        return own
     found: list[Problem] = []
     if "replicas" in model.model_fields_set:
         found.append(Problem("replicas", "autoscaling sets the replica count between autoscaling.minReplicas "
@@ -446,13 +406,9 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
     spec = model.multi_node
     if spec is None or model.gpus == 0:  # a CPU model's multiNode is refused whole (cpu.py)
         return []
-    if model.engine == "nim" and not model.on_operator:
-        # The NIM container's multi-node contract (NIM_LEADER_ROLE / NIM_NODE_RANK, the MPI ssh
-        # keys and start script, or `nim-serve-ray`) is the operator's to render; copying it here
-        # would duplicate the operator and drift with each NIM release.
-        return [Problem("multiNode", "multi-node NIM is rendered by the NIM operator (NIMService multiNode: it "
-                        "starts the group's Ray or MPI cluster and sets each pod's rank); the raw path does not "
-                        "render that: set path: operator (and nim.authSecret), or remove multiNode")]
+    refusal = engine_of(model).multinode_refusal(model)
+    if refusal:
+        return refusal
     problems: list[Problem] = []
     if spec.per_pod:
         if model.on_operator:
@@ -488,7 +444,7 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
         else:
             problems.append(Problem("autoscaling.enabled", "a multi-node model scales by whole groups, which the "
                              "Deployment autoscaler does not do; set replicas instead"))
-    if model.lora.enabled and model.engine == "vllm":  # NIM refuses lora on both paths (effect.py)
+    if model.lora.enabled and engine_of(model).serves_lora:  # an engine without adapters refuses lora itself
         problems.append(Problem("lora.enabled", "LoRA adapters are prepared per pod for one-pod servers; "
                          "multi-node models do not offer them: remove lora or multiNode"))
     # The LWS webhook refuses a LeaderWorkerSet whose pods (replicas × size) pass int32 (found by
@@ -496,58 +452,7 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
     if model.replicas * spec.nodes > INT32_MAX:
         problems.append(Problem("replicas", f"{model.replicas} groups × {spec.nodes} nodes is more pods than a "
                          f"LeaderWorkerSet takes (at most {INT32_MAX}); lower replicas"))
-    if model.engine == "nim":
-        return problems + _nim_operator_problems(model, spec)
-    if spec.mpi:
-        problems.append(Problem("multiNode.mode", "mpi is the NIM operator's launcher; vLLM spans nodes with "
-                                "ray or dataParallel: set multiNode.mode: ray (or dataParallel)"))
-    elif spec.ray:
-        if spec.expert_parallel:
-            problems.append(Problem("multiNode.expertParallel", "expert parallel is offered in mode "
-                             "dataParallel; remove it, or set multiNode.mode: dataParallel"))
-        world = model.tensor_parallel_size * spec.pipeline_size()
-        if world != spec.nodes * model.gpus:
-            problems.append(Problem("multiNode.pipelineParallelSize", f"tensorParallelSize {model.tensor_parallel_size} × "
-                             f"pipelineParallelSize {spec.pipeline_size()} = {world} GPUs, but a group has "
-                             f"{spec.nodes} × {model.gpus} = {spec.nodes * model.gpus}; make them equal (e.g. "
-                             f"tensorParallelSize {model.gpus} and pipelineParallelSize {spec.nodes})"))
-    elif spec.pipeline_parallel_size is not None:
-        problems.append(Problem("multiNode.pipelineParallelSize", "pipeline parallel is offered in mode ray; "
-                         "remove it, or set multiNode.mode: ray"))
-    return problems
-
-def _nim_operator_problems(model: ModelConfig, spec: MultiNode) -> list[Problem]:
-    """The NIM operator's multi-node contract (k8s-nim-operator v3.1.2): the LeaderWorkerSet's size is
-    ``parallelism.pipeline`` (one stage per pod), ``parallelism.tensor`` is each pod's GPU count
-    (its ``GPUS_PER_NODE``), every pod gets the NIMService's resources, and the LWS template runs its
-    own container arguments (the NIMService's ``args`` are not in it)."""
-    problems: list[Problem] = []
-    if spec.mode == "dataParallel":
-        problems.append(Problem("multiNode.mode", "the NIM operator starts a group over Ray (NIM for LLMs 2.x and "
-                                "later) or MPI (NIM 1.x TensorRT-LLM images); set multiNode.mode: ray or mpi"))
-    if spec.expert_parallel:
-        problems.append(Problem("multiNode.expertParallel", "the NIM operator has no expert-parallel setting (NIM "
-                                "picks it from its profile); remove it"))
-    if spec.pipeline_parallel_size is not None and spec.pipeline_parallel_size != spec.nodes:
-        problems.append(Problem("multiNode.pipelineParallelSize", f"the NIM operator runs one pipeline stage per "
-                                f"pod (parallelism.pipeline is the group's size): {spec.pipeline_parallel_size} "
-                                f"stages need {spec.pipeline_parallel_size} nodes, not {spec.nodes}; set it to "
-                                f"{spec.nodes}, or remove it"))
-    if model.tensor_parallel_size != model.gpus:
-        problems.append(Problem("tensorParallelSize", f"the NIM operator runs tensor parallel across each pod's GPUs "
-                                f"(parallelism.tensor is its GPUs per node): tensorParallelSize "
-                                f"{model.tensor_parallel_size} × {spec.nodes} nodes would not use the group's "
-                                f"{spec.nodes} × {model.gpus} GPUs; set tensorParallelSize: {model.gpus}"))
-    if model.args:
-        problems.append(Problem("args", "the NIM operator's LeaderWorkerSet runs its own container arguments and "
-                                "leaves the NIMService's args out (k8s-nim-operator v3.1.2); pass NIM settings as env, "
-                                "or remove args"))
-    managed = NIM_MULTINODE_ENV + ((NIM_JSONL_LOGGING,) if spec.ray else ())
-    for name in sorted(n for n in model.env if n in managed):
-        why = ("set to 0 in ray mode: NIM has no JSON log formatter on Ray workers" if name == NIM_JSONL_LOGGING
-               else "set by the NIM operator on every pod of a multi-node group (rank, sizes, launcher)")
-        problems.append(Problem(f"env.{name}", f"{why}; remove it"))
-    return problems
+    return problems + engine_of(model).multinode_problems(model)
 
 def next_name(model: ModelConfig) -> str:
     return f"{model.name}{NEXT_SUFFIX}"
@@ -603,8 +508,7 @@ def next_problems(model: ModelConfig) -> list[Problem]:
         return []
     problems: list[Problem] = []
     unsupported = [
-        (model.engine != "vllm", "engine", "vLLM models only (a NIM's revision is its image, which its operator "
-         "or its profile cache pins); deploy the new NIM as another model"),
+        (engine_of(model).revision_refusal is not None, "engine", engine_of(model).revision_refusal),
         (model.multi_node is not None, "multiNode", "single-pod models only (two LeaderWorkerSets of one model "
          "would each need whole nodes); deploy the new revision as another model"),
         (model.lora.enabled, "lora.enabled", "models without LoRA adapters only (an adapter is asked for by its "
@@ -647,107 +551,25 @@ def revision_rwo_shared(model: ModelConfig) -> bool:
     return (model.next is not None and model.next.replicas > 1 and model.weights.access_mode == "ReadWriteOnce"
             and not revision_model(model).streams)
 
-def no_effect_problems(model: ModelConfig) -> list[Problem]:
-    """Settings the model's engine or path ignores (the table in effect.py), each refused with what
-    to use instead."""
-    problems: list[Problem] = []
-    if model.engine != "nim":
-        return problems
-    if model.lora.enabled:
-        problems.append(Problem("lora.enabled", (
-            "NIM serves LoRA adapters from the directory named by NIM_PEFT_SOURCE and only with a "
-            "LoRA-capable profile of its image, which this program does not configure: the adapters "
-            "would be downloaded where NIM never looks. Use engine: vllm for adapters, or remove lora")))
-    tensor_parallel_set = "tensor_parallel_size" in model.model_fields_set
-    if tensor_parallel_set and not model.on_operator:
-        problems.append(Problem("tensorParallelSize", (
-            "the NIM raw path passes no parallelism to NIM, which picks a profile for the GPUs it "
-            "sees; remove it and set gpus (to pin a profile, set env NIM_MODEL_PROFILE)")))
-    if not model.on_operator:
-        return problems
-    nim = model.nim_settings
-    source = nim.cache_source or "ngc"
-    # multiNode: tensorParallelSize is the NIMService's parallelism.tensor, whatever the cache.
-    if tensor_parallel_set and (source == "hf" or nim.profiles) and model.multi_node is None:
-        reason = ("an hf cache downloads the repo as it is" if source == "hf"
-                  else "nim.profiles names the profiles to cache, which excludes every other selector")
-        problems.append(Problem("tensorParallelSize", f"has no effect on this NIMCache: {reason}; remove it"))
-    if model.disruption is not None and model.disruption.drain_seconds is not None:
-        problems.append(Problem("disruption.drainSeconds", (
-            "the NIM operator path renders no drain wait: a NIMService has no lifecycle hook or "
-            "terminationGracePeriodSeconds to carry it; remove it, or use path: raw")))
-    problems += unused_keys(model.source, ("allow_patterns", "ignore_patterns"), "source.",
-                            "the NIMCache downloads without file patterns; remove it, or use path: raw")
-    if source == "ngc" and model.hf_endpoint is not None:
-        problems.append(Problem("hfEndpoint", "an ngc cache downloads from NGC, never from a Hugging Face "
-                         "endpoint; remove it, or set nim.cacheSource: hf"))
-    return problems
-
-
-def nim_problems(model: ModelConfig) -> list[Problem]:
-    """Engine / path combinations and the credentials each path needs."""
-    if model.engine != "nim":
-        return [Problem("nim", "NIM settings apply to engine 'nim' only; remove them")] if model.nim else []
-    nim, problems = model.nim_settings, []
-    if model.path == "raw":
-        operator_only = ("cacheSource", "modelPuller", "pullSecret", "profiles", "cacheResources")
-        for key in operator_only:
-            if to_snake(key) in nim.model_fields_set:
-                hint = (" (raw-path pods take their pull secrets from platform.imagePullSecrets)"
-                        if key == "pullSecret" else "")
-                problems.append(Problem(f"nim.{key}", "only used by path: operator (NIMCache); "
-                                        f"remove it, or set path: operator{hint}"))
-        return problems
-    source = nim.cache_source or "ngc"
-    if source == "hf" and not nim.pull_secret:
-        problems.append(Problem("nim.pullSecret", "an hf cache source needs the image pull Secret of "
-                                "its modelPuller (nvcr.io); name it here"))
-    if source == "hf" and nim.profiles:
-        problems.append(Problem("nim.profiles", "profiles select NGC-optimized profiles; an hf cache "
-                                "downloads the whole repo: remove them or use cacheSource: ngc"))
-    if "all" in nim.profiles and len(nim.profiles) > 1:
-        problems.append(Problem("nim.profiles", "'all' caches every profile and must be the only entry"))
-    if model.image and "@" in model.image and ":" not in model.image.split("@")[0].rsplit("/", 1)[-1]:
-        problems.append(Problem("image", "the NIM operator takes repository and tag; add a tag before "
-                                "the digest (repo:tag@sha256:...)"))
-    if model.hf_token_secret:
-        problems.append(Problem("hfTokenSecret", "the operator path reads HF_TOKEN from nim.authSecret; "
-                                "put the token there and remove hfTokenSecret"))
-    return problems
-
-def auth_secret_problems(model: ModelConfig) -> list[Problem]:
-    """The operator path needs nim.authSecret: checked on the model with the stack's secret
-    defaults in place (a stack ngcApiKey fills it), so the stack asks for it."""
-    nim = model.nim_settings
-    if not model.on_operator or nim.auth_secret:
-        return []
-    source = nim.cache_source or "ngc"
-    keys = "NGC_API_KEY" if source == "ngc" else "HF_TOKEN (and optionally NGC_API_KEY)"
-    fix = ("set the stack secret llm-serving:ngcApiKey (`pulumi config set --secret "
-           "ngcApiKey <key>`), or create the Secret and name it here" if source == "ngc"
-           else "create it and name it here")
-    return [Problem("nim.authSecret", f"the NIM operator needs a Secret with key {keys} "
-                    f"for the NIMCache and NIMService; {fix}")]
-
 def identity_problems(model: ModelConfig) -> list[Problem]:
     """uid/gid stay per engine: another engine's (or any other) identity must be explicit."""
     context = model.security_context
     if context is None:
         return []
-    uid, gid = ENGINE_IDENTITY.get(model.engine, (None, None))
+    engine = engine_of(model)
+    uid, gid = engine.identity
     problems: list[Problem] = []
     if not context.allow_non_default_identity:
         for key, value, default in (("runAsUser", context.run_as_user, uid),
                                     ("runAsGroup", context.run_as_group, gid)):
             if value is None or value == default:
                 continue
-            borrowed = [e for e, ident in ENGINE_IDENTITY.items()
-                        if e != model.engine and ident[key == "runAsGroup"] == value]
-            label = {"vllm": "vLLM", "nim": "NIM"}
+            borrowed = [other for other in ENGINES.values()
+                        if other is not engine and other.identity[key == "runAsGroup"] == value]
             what = "uid" if key == "runAsUser" else "gid"
-            whose = f"{label[borrowed[0]]}'s {what}, " if borrowed else ""
+            whose = f"{borrowed[0].label}'s {what}, " if borrowed else ""
             problems.append(Problem(f"securityContext.{key}", (
-                f"{value} is {whose}not the {label[model.engine]} image's {what} "
+                f"{value} is {whose}not the {engine.label} image's {what} "
                 f"({default}); an image without a passwd entry for it crashes "
                 "(`getpwuid(): uid not found`). Remove it, or set "
                 "securityContext.allowNonDefaultIdentity: true if the image has that user"
@@ -762,9 +584,9 @@ def cpu_problems(model: ModelConfig) -> list[Problem]:
     """What a CPU model cannot be, and CPU-only settings on a GPU model."""
     if model.gpus > 0:
         return _gpu_cpu_settings_problems(model)
-    if model.engine == "nim":
-        return [Problem("gpus", "NIM images serve on GPUs only; set gpus to at least 1, or serve the model on "
-                        "CPU with engine: vllm")]
+    refusal = engine_of(model).cpu_refusal
+    if refusal is not None:
+        return [Problem("gpus", refusal)]
     problems: list[Problem] = []
     if model.multi_node is not None:
         problems.append(Problem("multiNode", "a CPU model (gpus: 0) serves from one pod: vLLM's CPU backend spans "
@@ -798,19 +620,14 @@ def _hf_token_default(model: ModelConfig) -> Optional[dict]:
     return {"hf_token_secret": stack_secrets.HF_TOKEN_SECRET}
 
 def _ngc_api_key_default(model: ModelConfig) -> Optional[dict]:
-    nim = model.nim_settings
-    if model.engine != "nim" or nim.auth_secret:
-        return None
-    if model.on_operator and nim.cache_source == "hf":
-        return None  # an hf cache needs HF_TOKEN in the same Secret: the user's own Secret
-    return {"nim": nim.model_copy(update={"auth_secret": stack_secrets.NGC_API_KEY_SECRET.name})}
+    return engine_of(model).ngc_api_key_default(model)
 
 def _reads_hf_token(model: ModelConfig) -> bool:
     ref = model.hf_token_secret
     return ref is not None and (ref.name, ref.key) == (stack_secrets.HF_TOKEN_SECRET.name, stack_secrets.HF_TOKEN_SECRET.key)
 
 def _reads_ngc_api_key(model: ModelConfig) -> bool:
-    return model.engine == "nim" and model.nim_settings.auth_secret == stack_secrets.NGC_API_KEY_SECRET.name
+    return engine_of(model).reads_ngc_api_key(model)
 
 
 SECRET_READERS: dict[str, tuple[Callable[[ModelConfig], Optional[dict]], Callable[[ModelConfig], bool]]] = {

@@ -20,10 +20,10 @@ from pydantic import Field, model_validator
 
 from . import secret_values, stack_secrets, values, vllm_checks
 from .autoscaling import AutoscalingPlatform
+from .engines import engine_of
 from .gateway import GatewayConfig, admitted_models, gateway_problems
 from .model import (
     ModelConfig,
-    auth_secret_problems,
     changes,
     may_sleep,
     next_name,
@@ -78,7 +78,7 @@ class StackConfig(Strict):
             if model.name in seen:
                 problems.append(Problem(f"models.{index}.name", f"'{model.name}' is declared twice; model names must be unique"))
             seen.add(model.name)
-            problems.extend(problem.under(f"models.{index}") for problem in auth_secret_problems(model))
+            problems.extend(problem.under(f"models.{index}") for problem in engine_of(model).auth_secret_problems(model))
             problems.extend(self._shm_problems(index, model))
             problems.extend(p.under(f"models.{index}") for p in vllm_checks.model_problems(model, self.platform))
             problems.extend(p.under(f"models.{index}") for p in cpu_stream_problems(model, self.platform))
@@ -343,7 +343,7 @@ def next_revision_line_problems(model: ModelConfig, platform: PlatformConfig) ->
     """The next revision on its own vLLM line (its image may be another line's, its args are
     checked by that line's parser): what it sets, at its own path; what it inherits from the model
     and its line refuses, at `next` (paths relative to the model)."""
-    if model.next is None or model.engine != "vllm":
+    if model.next is None or not engine_of(model).release_lines:
         return []
     own = model.next.model_fields_set
     problems = []
@@ -414,7 +414,7 @@ def unchanged_problems(model: ModelConfig, default_image: str) -> list[Problem]:
     """At the stack, with the image a model without its own runs: a revision whose only change is
     the image the model already runs (the model-level check compares with the model's own `image`,
     unset there)."""
-    if model.next is None or model.engine != "vllm" or not changes(model) or changes(model, default_image):
+    if model.next is None or engine_of(model).revision_refusal is not None or not changes(model) or changes(model, default_image):
         return []
     return [Problem("next.image", f"'{model.next.image}' is the image the model already runs "
                     "(platform.vllmImage; the model sets no image of its own), so the revision changes nothing; "
@@ -454,7 +454,7 @@ def served_name_problems(models: Iterable[ModelConfig], revisions: Mapping[str, 
 def cpu_stream_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
     """What only the image tells: vLLM's upstream CPU image has no Run:ai streamer (its Dockerfile
     installs the wheel without the `runai` extra), so a streamed source cannot load on it."""
-    if model.gpus > 0 or model.engine != "vllm" or not getattr(model.source, "streams", False):
+    if model.gpus > 0 or not engine_of(model).release_lines or not getattr(model.source, "streams", False):
         return []
     image = model.image or cpu_image(platform)
     if image not in {line.cpu_image for line in RELEASES.values()}:

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Optional
 
 from . import vllm_args
+from .engines import engine_of
 from .model import ModelConfig
 from .platform import PlatformConfig, cpu_image, platform_line
 from .values import Problem
@@ -175,7 +176,7 @@ def lora_problems(model: ModelConfig, line: ReleaseLine) -> list[Problem]:
 
 def model_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
     """Everything a vLLM model must be on its line (paths relative to the model)."""
-    if model.engine != "vllm":
+    if not engine_of(model).release_lines:
         return []
     problem = release_problem(model, platform)
     if problem is not None:

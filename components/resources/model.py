@@ -21,6 +21,8 @@ import pulumi
 
 from .. import children as roles
 from ..compile.plan import PLATFORM, ModelPlan, next_role
+from ..config.engines import engine_of
+from ..config.engines.vllm import VLLM
 from .declare import Fill, declare_plan
 
 
@@ -76,6 +78,6 @@ class ModelServer(pulumi.ComponentResource):
 
 class VllmModel(ModelServer):
     def __init__(self, plan: ModelPlan, deploy: Deploy, opts: Optional[pulumi.ResourceOptions] = None):
-        if plan.model.engine != "vllm":
+        if engine_of(plan.model) is not VLLM:
             raise ValueError(f"model '{plan.name}' has engine '{plan.model.engine}'; VllmModel serves vLLM only")
         super().__init__("llm-serving:index:VllmModel", plan, deploy, opts)

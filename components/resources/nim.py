@@ -14,11 +14,13 @@ from typing import Optional
 import pulumi
 
 from ..compile.plan import ModelPlan
+from ..config.engines import engine_of
+from ..config.engines.nim import NIM
 from .model import Deploy, ModelServer
 
 
 class NimModel(ModelServer):
     def __init__(self, plan: ModelPlan, deploy: Deploy, opts: Optional[pulumi.ResourceOptions] = None):
-        if plan.model.engine != "nim":
+        if engine_of(plan.model) is not NIM:
             raise ValueError(f"model '{plan.name}' has engine '{plan.model.engine}'; NimModel serves NIM only")
         super().__init__("llm-serving:index:NimModel", plan, deploy, opts)

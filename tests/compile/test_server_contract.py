@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from components.compile import common, engines, server
+from components.compile import common, server
+from components.compile.engines.vllm import LORA_ADAPTERS_DIR
 from tests.support.builders import (
     compile_stack,
     compiled,
@@ -172,7 +173,7 @@ def test_adapter_script_rebases_the_adapter_on_the_served_weights(tmp_path):
 def test_lora_without_adapters_keeps_the_busybox_mkdir():
     init = container(compiled(model(lora=lora())).deployment, "lora-cache-init")
     assert init["image"].startswith("docker.io/library/busybox:")
-    assert engines.LORA_ADAPTERS_DIR in init["command"][-1]
+    assert LORA_ADAPTERS_DIR in init["command"][-1]
 
 
 def test_adapters_render_in_a_whole_stack():

@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from components.compile import engines
+from components.compile.engines.vllm import LORA_ADAPTERS_DIR
 from components.compile.gateway import nginx as gateway_nginx
 from scripts.localmodel.hub_server import HubServer
 from testkit.hf_server import tiny_model_files
@@ -40,11 +40,11 @@ def test_busybox_runs_the_lora_cache_init_as_rendered(containerd, image):
     assert result.returncode == 0, result.stderr
     # The same container, showing what it ran as and that the root is read-only.
     rendered = init["command"][-1]
-    probe = {**init, "command": ["sh", "-c", f"{rendered} && id -u && id -g && ls -d {engines.LORA_ADAPTERS_DIR}"
+    probe = {**init, "command": ["sh", "-c", f"{rendered} && id -u && id -g && ls -d {LORA_ADAPTERS_DIR}"
                                  " && (touch /x 2>&1 || true)"]}
     result = containerd.run(busybox.name, busybox.config, probe, "images-busybox")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[:3] == ["2000", "0", engines.LORA_ADAPTERS_DIR]
+    assert result.stdout.splitlines()[:3] == ["2000", "0", LORA_ADAPTERS_DIR]
     assert "Read-only file system" in result.stdout
 
 

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from components.compile import common, server
+from components.compile.engines.vllm import LORA_ADAPTERS_DIR
 from components.config import load_stack_config
 from testkit.hf_server import hub_cli
 
@@ -40,8 +41,8 @@ def run_init(container: dict, cache: Path, scratch: Path) -> subprocess.Complete
     env = {"PATH": f"{hub_cli().parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8"}
     for item in container["env"]:
         value = item["value"]
-        if value.startswith(server.engines.LORA_ADAPTERS_DIR):
-            value = str(cache) + value[len(server.engines.LORA_ADAPTERS_DIR):]
+        if value.startswith(LORA_ADAPTERS_DIR):
+            value = str(cache) + value[len(LORA_ADAPTERS_DIR):]
         elif value.startswith(common.TMP_MOUNT + "/") or value == common.TMP_MOUNT:
             value = str(scratch) + value[len(common.TMP_MOUNT):]
         env[item["name"]] = value
