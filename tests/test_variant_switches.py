@@ -6,6 +6,12 @@ elsewhere asks the model's variant (``engine_of``, ``server_of``); a comparison 
 outside the variants is a place a new engine would have to be added by hand. This counts them in
 the product (components/, contract/, providers/, llm_serving/) with the patterns issue 40 counted
 (31 then, 38 when this test came) and fails on any.
+
+A weight source is a variant too (components/config/sources.py: one class per `source.type`, each
+answering what every kind answers its own way: `streams`, `existing_claim`, `puller_service_account`,
+`egress_endpoint`; components/compile/weights.py `PULLERS`: what fills each kind's volume). The
+source-kind switches left (20 when this test came) are listed below with where they are; the list
+can only shrink: a new one fails, and so does a listed one that is gone (then take it off).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from components.compile.engines import SERVERS
+from components.compile.weights import PULLERS
 from components.config.engines import ENGINES
+from components.config.sources import SOURCE_CLASSES
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("components", "contract", "providers", "llm_serving")
@@ -28,6 +36,24 @@ ENGINE_SWITCH = re.compile(r"engine\s*(==|!=)|(?<!def )on_operator\(")
 
 # The variants' own modules: where an engine's name may be read.
 ENGINE_VARIANTS = ("components/config/engines/", "components/compile/engines/")
+
+# A test of a source's kind: by its class, or by its `type` tag (issue 40's patterns, and a comparison
+# of the tag itself, which they miss).
+SOURCE_SWITCH = re.compile(r"isinstance\([^)]*(S3|Pvc|Hub|Model)[A-Za-z]*Source|source_type\(|\.type\s*(==|!=)\s*[\"'](hf|s3|pvc)[\"']")
+SOURCE_VARIANTS = ("components/config/sources.py",)
+# Not done yet (issue 40): each reads what only one kind has, in a layer of its own.
+REMAINING_SOURCE_SWITCHES = {
+    # source_problems: the NIM operator caches Hub repos only; an s3 source's `load: stream` checks.
+    ("components/config/model.py", "kind = source_type(source)"),
+    # preflight pins a Hub revision and lists an s3 prefix.
+    ("components/preflight/stack.py",
+     'return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"'),
+    ("components/preflight/stack.py",
+     'if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):'),
+    # the library's warnings without preflight: an unpinned Hub revision, an unlisted s3 prefix.
+    ("llm_serving/serving.py", 'if source_type(source) == "hf" and not _COMMIT.match(source.revision):'),
+    ("llm_serving/serving.py", 'elif source_type(source) == "s3":'),
+}
 
 
 def product_files() -> list[Path]:
@@ -57,11 +83,25 @@ def test_no_engine_switch_outside_the_engine_variants():
                        + "\n".join(found))
 
 
+def test_no_source_switch_outside_the_source_variants_but_the_ones_listed():
+    found = {tuple(site.split(":", 2)[::2]) for site in switches(SOURCE_SWITCH, SOURCE_VARIANTS, product_texts())}
+    found = {(path, text.strip()) for path, text in found}
+    new, gone = found - REMAINING_SOURCE_SWITCHES, REMAINING_SOURCE_SWITCHES - found
+    assert not new, ("the source's kind is tested outside its variants; ask the source (a property of each "
+                     f"class in components/config/sources.py) or weights.PULLERS instead: {sorted(new)}")
+    assert not gone, f"listed source switches that are gone: take them off REMAINING_SOURCE_SWITCHES: {sorted(gone)}"
+
+
+def test_every_source_type_has_its_puller():
+    assert list(PULLERS) == list(SOURCE_CLASSES)
+
+
 def test_the_variants_exist_and_are_the_ones_searched():
     # A renamed variants folder would make every file "outside" it and the count above meaningless
     # the other way round: every switch moved into a folder that no longer excludes anything.
     for folder in ENGINE_VARIANTS:
         assert (ROOT / folder / "__init__.py").is_file(), folder
+    assert all((ROOT / module).is_file() for module in SOURCE_VARIANTS)
     assert len(product_files()) > 100, "the product's files were not found"
 
 
@@ -72,6 +112,16 @@ def test_the_variants_exist_and_are_the_ones_searched():
 ])
 def test_the_patterns_catch_a_switch(line: str):
     assert switches(ENGINE_SWITCH, ENGINE_VARIANTS, {"components/compile/x.py": line})
+
+
+@pytest.mark.parametrize("line", [
+    "if isinstance(model.source, PvcSource):",
+    "if isinstance(source, (S3Source, ModelSource)):",
+    'if source_type(model.source) == "hf":',
+    'elif source.type == "s3":',
+])
+def test_the_source_pattern_catches_a_switch(line: str):
+    assert switches(SOURCE_SWITCH, SOURCE_VARIANTS, {"components/compile/x.py": line})
 
 
 @pytest.mark.parametrize("line", [

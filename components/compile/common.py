@@ -99,7 +99,7 @@ class ModelNames:
     @classmethod
     def of(cls, model: ModelConfig) -> ModelNames:
         digest = source_hash(model)
-        claim = getattr(model.source, "claim_name", None)  # a pvc source: the existing claim
+        claim = model.source.existing_claim  # a pvc source: the existing claim
         return cls(
             # A multi-node model's LeaderWorkerSet may not take the model's name: the LWS controller
             # creates a headless Service named after it (the leader's address), which would take

@@ -25,7 +25,7 @@ used here is in each line's parser (components/config/vllm_lines/, tests/compile
 Weights (``multiNode.weights``): ``shared`` mounts the one ReadWriteMany volume the puller Job
 filled (behind the weights gate). ``perPod``: the LeaderWorkerSet's ``volumeClaimTemplates`` give
 every pod a volume of its own (``per_pod_weights``); init containers built by the puller Job's own
-builders (``weights.hub_container``, ``object_store.containers``) pull into a directory named after
+builders (``weights.PULLERS``: the hub CLI, rclone and the verify step) pull into a directory named after
 the source's identity hash and verify it, then old revisions' directories are pruned; the server
 mounts that directory only, so it cannot start on anything unverified.
 
@@ -50,9 +50,8 @@ from contract.labels import (
 
 from ..config.model import ModelConfig
 from ..config.multinode import DATA_PARALLEL_RPC_PORT, RAY_PORT
-from ..config.sources import source_type
 from ..config.stack import StackConfig
-from . import common, engines, object_store, server, weights
+from . import common, engines, server, weights
 
 API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
 KIND = "LeaderWorkerSet"
@@ -198,11 +197,8 @@ def weights_init_containers(model: ModelConfig, stack: StackConfig) -> list[dict
     """Pull, verify (the puller Job's own containers, same commands and checks), then prune."""
     platform = stack.platform
     ident = common.identity(model, platform)
-    if source_type(model.source) == "hf":
-        steps = [weights.hub_container(model, platform, ident, common.tmp_volume()[1])]
-    else:
-        init, main = object_store.containers(model, ident)
-        steps = [*init, *main]
+    init, main = weights.PULLERS[model.source.type].containers(model, platform, ident, common.tmp_volume()[1])
+    steps = [*init, *main]
     renamed = [PULL_INIT, VERIFY_INIT] if len(steps) == 2 else [PULL_INIT]
     containers = [{**_in_revision(c, model), "name": name} for c, name in zip(steps, renamed, strict=True)]
     prune = {

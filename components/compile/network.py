@@ -27,7 +27,6 @@ from urllib.parse import urlparse
 from contract.labels import LWS_NAME_LABEL, NIM_LWS_SUFFIX
 
 from ..config.model import ModelConfig
-from ..config.sources import source_type
 from ..config.stack import StackConfig
 from . import common
 
@@ -139,10 +138,9 @@ def compile_puller_network_policy(model: ModelConfig, stack: StackConfig) -> Opt
     # A next revision's puller (models[].next) is the model's own with the revision's source
     # (compile/plan.py weights_names): this policy selects its pods too, and admits its store.
     sources = [model.source, *([model.next.source] if model.next is not None and model.next.source is not None else [])]
-    endpoints = list(dict.fromkeys(
-        source.endpoint_url if source_type(source) == "s3" else (model.hf_endpoint or stack.platform.hf_endpoint)
-        for source in sources if source_type(source) != "pvc"))
-    # pvc: the verify step reads its volume only.
+    hub = model.hf_endpoint or stack.platform.hf_endpoint
+    endpoints = list(dict.fromkeys(endpoint for source in sources
+                                   if (endpoint := source.egress_endpoint(hub)) is not None))
     egress: list[dict] = ([{"ports": [dict(p) for p in DNS_PORTS]}, *(hub_egress(e) for e in endpoints)]
                           if endpoints else [])
     return {

@@ -254,13 +254,6 @@ def copy_flags(source: S3Source) -> list[str]:
     return [streams if flag.startswith("--multi-thread-streams=") else flag for flag in COPY_FLAGS]
 
 
-def expected_lines(model: ModelConfig) -> str:
-    source = model.source
-    if isinstance(source, PvcSource):
-        return "\n".join(f"-\t{path}" for path in source.expect_files)
-    return "\n".join(f"{obj.size}\t{obj.key}" for obj in source.manifest or ())
-
-
 def _env_if(name: str, value: str) -> list[dict]:
     """The variable only when it has a value: the scripts read an absent one (`${NAME:-}`) as nothing to check."""
     return [{"name": name, "value": value}] if value else []
@@ -294,26 +287,15 @@ def pull_container(model: ModelConfig, ident: common.Identity) -> dict:
     }
 
 
-def verify_container(model: ModelConfig, ident: common.Identity) -> dict:
-    source = model.source
-    env = _base_env()
-    args = [common.WEIGHTS_MOUNT]
-    mount: dict = {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True}
-    if isinstance(source, S3Source):
-        env += remote_env(source)
-        args.append(remote_path(source))
-        env += _env_if("LLM_SERVING_MD5SUMS", md5_sums(source))
-    else:
-        env.append({"name": "LLM_SERVING_SHARDS", "value": "index"})
-        if source.sub_path:
-            mount["subPath"] = source.sub_path
-    env += _env_if("LLM_SERVING_EXPECT", expected_lines(model))
+def verify_container(ident: common.Identity, env: list[dict], args: list[str], mount: dict, expect: str) -> dict:
+    """The verify step, given what its source adds: the store to compare with (s3), or the
+    claim's folder (pvc), and the expected ``size<TAB>key`` lines (``-`` for any size)."""
     return {
         "name": "verify",
         "image": RCLONE_IMAGE,
         "command": ["sh", "-c", VERIFY_SCRIPT, "verify"],
-        "args": args,
-        "env": env,
+        "args": [common.WEIGHTS_MOUNT, *args],
+        "env": _base_env() + env + _env_if("LLM_SERVING_EXPECT", expect),
         "volumeMounts": [mount, common.tmp_volume()[1]],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": common.container_security_context(ident, read_only_root=True),
@@ -322,15 +304,27 @@ def verify_container(model: ModelConfig, ident: common.Identity) -> dict:
     }
 
 
-def containers(model: ModelConfig, ident: common.Identity) -> tuple[list[dict], list[dict]]:
-    """(init containers, containers) of the puller Job of an s3 or pvc source."""
-    if isinstance(model.source, S3Source):
-        return [pull_container(model, ident)], [verify_container(model, ident)]
-    return [], [verify_container(model, ident)]
+def s3_containers(model: ModelConfig, ident: common.Identity) -> tuple[list[dict], list[dict]]:
+    """(init containers, containers) of an s3 source's puller Job: rclone's copy, then the check of
+    the copy against the store (and preview's listing)."""
+    source: S3Source = model.source  # type: ignore[assignment]
+    mount = {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True}
+    env = remote_env(source) + _env_if("LLM_SERVING_MD5SUMS", md5_sums(source))
+    expect = "\n".join(f"{obj.size}\t{obj.key}" for obj in source.manifest or ())
+    return [pull_container(model, ident)], [verify_container(ident, env, [remote_path(source)], mount, expect)]
+
+
+def pvc_containers(model: ModelConfig, ident: common.Identity) -> tuple[list[dict], list[dict]]:
+    """(init containers, containers) of a pvc source's Job: the check of the claim alone (nothing is pulled)."""
+    source: PvcSource = model.source  # type: ignore[assignment]
+    mount = {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
+             **({"subPath": source.sub_path} if source.sub_path else {})}
+    expect = "\n".join(f"-\t{path}" for path in source.expect_files)
+    return [], [verify_container(ident, [{"name": "LLM_SERVING_SHARDS", "value": "index"}], [], mount, expect)]
 
 
 def claim_volume(model: ModelConfig, names: common.ModelNames) -> dict:
-    read_only: Optional[bool] = True if isinstance(model.source, PvcSource) else None
+    read_only: Optional[bool] = True if model.source.existing_claim is not None else None
     claim: dict = {"claimName": names.weights}
     if read_only:
         claim["readOnly"] = True
@@ -339,12 +333,9 @@ def claim_volume(model: ModelConfig, names: common.ModelNames) -> dict:
 
 def writes_volume(model: ModelConfig) -> bool:
     """Whether the Job writes its volume; never an existing claim."""
-    return not isinstance(model.source, PvcSource)
+    return model.source.existing_claim is None
 
 
 def service_account(model: ModelConfig, platform: PlatformConfig) -> str:
     """The puller's ServiceAccount: an s3 source's own (one carrying a cloud identity), else the platform's."""
-    source = model.source
-    if isinstance(source, S3Source) and source.service_account_name:
-        return source.service_account_name
-    return platform.service_account_name
+    return model.source.puller_service_account or platform.service_account_name

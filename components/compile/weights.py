@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Optional
 
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
-from ..config.sources import source_type
 from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
 from . import common, object_store
 
@@ -17,7 +18,7 @@ WEIGHTS_COMPONENT = "weights"
 def compile_weights_pvc(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
     """The weights volume, or None for a `pvc` source (its claim exists and is never ours) and a
     streamed `s3` source (the server reads the store)."""
-    if source_type(model.source) == "pvc" or model.streams:
+    if model.source.existing_claim is not None or model.streams:
         return None
     names = common.ModelNames.of(model)
     spec: dict = {
@@ -117,6 +118,31 @@ def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
     return spec
 
 
+@dataclass(frozen=True)
+class Puller:
+    """What fills one source type's weights volume: the Job's (init containers, containers) -- also
+    each pod's own pull steps with multiNode.weights: perPod (compile/multinode.py) -- and the Job's
+    pod failure policy."""
+
+    containers: Callable[[ModelConfig, PlatformConfig, common.Identity, dict], tuple[list[dict], list[dict]]]
+    failure_policy: Optional[dict] = None
+
+
+def _hub_containers(model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
+                    tmp_mount: dict) -> tuple[list[dict], list[dict]]:
+    return [], [hub_container(model, platform, ident, tmp_mount)]
+
+
+# By `source.type` (config/sources.py SOURCE_CLASSES): the Hub's CLI; rclone's copy and the verify
+# step; the verify step alone (compile/object_store.py).
+PULLERS: dict[str, Puller] = {
+    "hf": Puller(_hub_containers),
+    "s3": Puller(lambda model, platform, ident, tmp_mount: object_store.s3_containers(model, ident),
+                 object_store.FAILURE_POLICY),
+    "pvc": Puller(lambda model, platform, ident, tmp_mount: object_store.pvc_containers(model, ident)),
+}
+
+
 def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
     """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
     rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py); None
@@ -126,10 +152,8 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)
     tmp, tmp_mount = common.tmp_volume()
-    if source_type(model.source) == "hf":
-        init_containers, containers = [], [hub_container(model, platform, ident, tmp_mount)]
-    else:
-        init_containers, containers = object_store.containers(model, ident)
+    puller = PULLERS[model.source.type]
+    init_containers, containers = puller.containers(model, platform, ident, tmp_mount)
     pod_spec: dict = {
         **common.POD_DEFAULTS,
         "restartPolicy": "Never",
@@ -161,8 +185,8 @@ def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional
         "activeDeadlineSeconds": platform.pull_timeout_seconds,
         "template": template,
     }
-    if source_type(model.source) == "s3":
-        spec["podFailurePolicy"] = object_store.FAILURE_POLICY
+    if puller.failure_policy is not None:
+        spec["podFailurePolicy"] = puller.failure_policy
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 

@@ -233,7 +233,7 @@ class ModelConfig(Strict):
     def streams(self) -> bool:
         """Whether the server streams its weights from the store (`source.load: stream`, config/streaming.py):
         no volume, no puller, no gate."""
-        return bool(getattr(self.source, "streams", False))
+        return self.source.streams
 
     @property
     def on_cpu(self) -> bool:
@@ -319,10 +319,10 @@ def source_problems(model: ModelConfig) -> list[Problem]:
                          f"Hub); a {kind} source needs path: raw"))
     if kind == "s3":
         problems.extend(stream_problems(model))
-    if kind == "pvc":
+    if source.existing_claim is not None:
         for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
             if field in model.weights.model_fields_set:
-                problems.append(Problem(f"weights.{key}", f"the claim {source.claim_name} exists and keeps its own "
+                problems.append(Problem(f"weights.{key}", f"the claim {source.existing_claim} exists and keeps its own "
                                  f"{key}; remove weights.{key} (weights.accessMode states the claim's mode)"))
     return problems
 
@@ -416,11 +416,11 @@ def multinode_problems(model: ModelConfig) -> list[Problem]:
             problems.append(Problem("multiNode.weights", "the NIM operator mounts its NIMCache's one volume in "
                                     "every pod of a group: per-pod volumes are not offered on the operator path; "
                                     "set multiNode.weights: shared with weights.accessMode: ReadWriteMany"))
-        if source_type(model.source) == "pvc":
+        if model.source.existing_claim is not None:
             problems.append(Problem("multiNode.weights", "an existing claim (source.type: pvc) is one volume, it "
                              "cannot be one per pod: set multiNode.weights: shared with a ReadWriteMany claim, or "
                              "pull per pod from the store or the hub (source.type: s3 or hf)"))
-        if getattr(model.source, "service_account_name", None):
+        if model.source.puller_service_account:
             problems.append(Problem("source.serviceAccountName", "per-pod weights are pulled inside the server "
                              "pods, which keep the platform's identity-less ServiceAccount: give the store's keys "
                              "through source.credentials, or set multiNode.weights: shared (the puller Job runs "

@@ -3,7 +3,9 @@ or an existing PersistentVolumeClaim that already holds them.
 
 ``source.type`` picks the kind; a source without ``type`` is the Hub (``hf``), so stack files
 written before these kinds existed read, validate and render exactly as before. The section
-alone: what reads other settings of the model with its source is checked in ``model.py``.
+alone: what reads other settings of the model with its source is checked in ``model.py``. What
+every kind answers, each its own way (``streams``, ``existing_claim``, ``puller_service_account``,
+``egress_endpoint``), is a property of each class: shared code asks the source, not its type.
 
 Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
 does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
@@ -254,6 +256,21 @@ class S3Source(Strict):
         return self.load == "stream"
 
     @property
+    def existing_claim(self) -> Optional[str]:
+        """The existing claim that holds the weights; None: the program makes the weights volume."""
+        return None
+
+    @property
+    def puller_service_account(self) -> Optional[str]:
+        """The ServiceAccount the puller runs as, when the source names one (a cloud identity)."""
+        return self.service_account_name
+
+    def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
+        """Where the puller connects to (its NetworkPolicy's egress); None: nowhere. ``hub_endpoint``: the
+        model's Hugging Face endpoint."""
+        return self.endpoint_url
+
+    @property
     def ref(self) -> str:
         digest = self.manifest_digest
         at = f"@{self.version_at}" if self.version_at else ""
@@ -295,6 +312,21 @@ class PvcSource(Strict):
     def ref(self) -> str:
         return f"pvc://{self.claim_name}/{self.sub_path or ''}"
 
+    @property
+    def streams(self) -> bool:
+        return False
+
+    @property
+    def existing_claim(self) -> Optional[str]:
+        return self.claim_name
+
+    @property
+    def puller_service_account(self) -> Optional[str]:
+        return None
+
+    def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
+        return None  # the verify step reads its volume only
+
 
 class ModelSource(Strict):
     """Weights on the Hugging Face Hub (or a Hub-compatible mirror): the default `type`."""
@@ -333,6 +365,21 @@ class ModelSource(Strict):
     @property
     def ref(self) -> str:
         return f"{self.repo}@{self.revision}"
+
+    @property
+    def streams(self) -> bool:
+        return False
+
+    @property
+    def existing_claim(self) -> Optional[str]:
+        return None
+
+    @property
+    def puller_service_account(self) -> Optional[str]:
+        return None
+
+    def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
+        return hub_endpoint
 
 
 # `source.type` picks the kind; without it, the Hub (stack files from before the other kinds).

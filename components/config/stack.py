@@ -454,7 +454,7 @@ def served_name_problems(models: Iterable[ModelConfig], revisions: Mapping[str, 
 def cpu_stream_problems(model: ModelConfig, platform: PlatformConfig) -> list[Problem]:
     """What only the image tells: vLLM's upstream CPU image has no Run:ai streamer (its Dockerfile
     installs the wheel without the `runai` extra), so a streamed source cannot load on it."""
-    if model.gpus > 0 or not engine_of(model).release_lines or not getattr(model.source, "streams", False):
+    if model.gpus > 0 or not engine_of(model).release_lines or not model.source.streams:
         return []
     image = model.image or cpu_image(platform)
     if image not in {line.cpu_image for line in RELEASES.values()}:

@@ -81,7 +81,7 @@ def test_every_pod_pulls_and_verifies_with_the_pullers_own_containers_before_its
     if source == "hf":
         expected = [weights.hub_container(m, config.platform, ident, common.tmp_volume()[1])]
     else:
-        init, main = object_store.containers(m, ident)
+        init, main = object_store.s3_containers(m, ident)
         expected = [*init, *main]
     revision = common.source_hash(m)
     for pod in roles(lws_of(raw)):
