@@ -9,9 +9,10 @@ the product (components/, contract/, providers/, llm_serving/) with the patterns
 
 A weight source is a variant too (components/config/sources.py: one class per `source.type`, each
 answering what every kind answers its own way: `streams`, `existing_claim`, `puller_service_account`,
-`egress_endpoint`; components/compile/weights.py `PULLERS`: what fills each kind's volume). The
-source-kind switches left (20 when this test came) are listed below with where they are; the list
-can only shrink: a new one fails, and so does a listed one that is gone (then take it off).
+`operator_cacheable`, `egress_endpoint`; components/compile/weights.py `PULLERS`: what fills each
+kind's volume). The source-kind switches left (20 when this test came) are listed below with where
+they are; the list can only shrink: a new one fails, and so does a listed one that is gone (then
+take it off).
 """
 
 from __future__ import annotations
@@ -43,8 +44,6 @@ SOURCE_SWITCH = re.compile(r"isinstance\([^)]*(S3|Pvc|Hub|Model)[A-Za-z]*Source|
 SOURCE_VARIANTS = ("components/config/sources.py",)
 # Not done yet (issue 40): each reads what only one kind has, in a layer of its own.
 REMAINING_SOURCE_SWITCHES = {
-    # source_problems: the NIM operator caches Hub repos only; an s3 source's `load: stream` checks.
-    ("components/config/model.py", "kind = source_type(source)"),
     # preflight pins a Hub revision and lists an s3 prefix.
     ("components/preflight/stack.py",
      'return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"'),

@@ -24,7 +24,7 @@ from .kube import INT32_MAX
 from .lora import Lora
 from .multinode import MultiNode
 from .revisions import NEXT_NAME_MAX, NEXT_SUFFIX, NextRevision
-from .sources import WeightSource, source_type
+from .sources import WeightSource
 from .types import (
     Dns1123Label,
     HealthPath,
@@ -313,12 +313,10 @@ class RevisionServer(ModelConfig):
 def source_problems(model: ModelConfig) -> list[Problem]:
     """Settings of a model (``ModelConfig``) that its weight source makes wrong."""
     source, problems = model.source, []
-    kind = source_type(source)
-    if kind != "hf" and model.on_operator:
+    if not source.operator_cacheable and model.on_operator:
         problems.append(Problem("source.type", f"the NIM operator path caches weights through its NIMCache (NGC or the "
-                         f"Hub); a {kind} source needs path: raw"))
-    if kind == "s3":
-        problems.extend(stream_problems(model))
+                         f"Hub); a {source.type} source needs path: raw"))
+    problems.extend(stream_problems(model))
     if source.existing_claim is not None:
         for key, field in (("size", "size"), ("storageClassName", "storage_class_name")):
             if field in model.weights.model_fields_set:
@@ -328,7 +326,8 @@ def source_problems(model: ModelConfig) -> list[Problem]:
 
 
 def stream_problems(model: ModelConfig) -> list[Problem]:
-    """What a streamed `s3` source makes wrong in its model (paths relative to the model)."""
+    """What a streamed `s3` source makes wrong in its model (paths relative to the model); a source
+    that is not streamed, only a `streamMemoryLimit` it sets (no other kind has the key)."""
     source, problems = model.source, []
     if not source.streams:
         if "stream_memory_limit" in source.model_fields_set:

@@ -5,7 +5,7 @@ or an existing PersistentVolumeClaim that already holds them.
 written before these kinds existed read, validate and render exactly as before. The section
 alone: what reads other settings of the model with its source is checked in ``model.py``. What
 every kind answers, each its own way (``streams``, ``existing_claim``, ``puller_service_account``,
-``egress_endpoint``), is a property of each class: shared code asks the source, not its type.
+``operator_cacheable``, ``egress_endpoint``), is a property of each class: shared code asks the source, not its type.
 
 Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
 does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
@@ -265,6 +265,11 @@ class S3Source(Strict):
         """The ServiceAccount the puller runs as, when the source names one (a cloud identity)."""
         return self.service_account_name
 
+    @property
+    def operator_cacheable(self) -> bool:
+        """The NIM operator's NIMCache can download it (it reads NGC or the Hub only)."""
+        return False
+
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         """Where the puller connects to (its NetworkPolicy's egress); None: nowhere. ``hub_endpoint``: the
         model's Hugging Face endpoint."""
@@ -324,6 +329,10 @@ class PvcSource(Strict):
     def puller_service_account(self) -> Optional[str]:
         return None
 
+    @property
+    def operator_cacheable(self) -> bool:
+        return False
+
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         return None  # the verify step reads its volume only
 
@@ -377,6 +386,10 @@ class ModelSource(Strict):
     @property
     def puller_service_account(self) -> Optional[str]:
         return None
+
+    @property
+    def operator_cacheable(self) -> bool:
+        return True  # the NIMCache's hf source: this repo at this revision
 
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         return hub_endpoint
