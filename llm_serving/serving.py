@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import pulumi
 
 from components import program
 from components.compile.plan import stack_plan
 from components.config import ConfigError, load_stack_config
-from components.config.sources import source_type
+from components.config.sources import ModelSource, S3Source
 from components.config.stack import StackConfig
 from components.resources.stack import declare
 
@@ -113,16 +114,33 @@ def unpinned_warnings(stack: StackConfig) -> list[str]:
         sources = [("source", model.source)] + ([("next.source", model.next.source)]
                                                 if model.next is not None and model.next.source is not None else [])
         for where, source in sources:
-            if source_type(source) == "hf" and not _COMMIT.match(source.revision):
-                lines.append(f"models[{index}].{where}.revision '{source.revision}' is not a commit: each pod "
-                             "downloads what it names when it starts, and two pods may serve different weights; "
-                             "give a 40-hex commit, or platform={'preflight': {'enabled': True}} to have it pinned")
-            elif source_type(source) == "s3":
-                lines.append(f"models[{index}].{where}: the objects are copied without the preflight's listing, so "
-                             "the copy is not verified against one (a missing object, another size or a changed "
-                             "ETag goes unnoticed); platform={'preflight': {'enabled': True}} lists them before "
-                             "anything is declared")
+            warning = _UNPINNED[source.type](f"models[{index}].{where}", source)
+            if warning is not None:
+                lines.append(warning)
     return lines
+
+
+def _unpinned_revision(where: str, source: ModelSource) -> Optional[str]:
+    if _COMMIT.match(source.revision):
+        return None
+    return (f"{where}.revision '{source.revision}' is not a commit: each pod downloads what it names when it starts, "
+            "and two pods may serve different weights; give a 40-hex commit, or platform={'preflight': {'enabled': "
+            "True}} to have it pinned")
+
+
+def _unlisted_objects(where: str, source: S3Source) -> Optional[str]:
+    return (f"{where}: the objects are copied without the preflight's listing, so the copy is not verified against "
+            "one (a missing object, another size or a changed ETag goes unnoticed); platform={'preflight': "
+            "{'enabled': True}} lists them before anything is declared")
+
+
+# What preflight would have pinned, by `source.type`: a Hub revision (when it is not a commit), an S3
+# prefix's listing; a pvc claim is what it is (its verify Job checks it either way).
+_UNPINNED: dict[str, Callable[[str, Any], Optional[str]]] = {
+    "hf": _unpinned_revision,
+    "s3": _unlisted_objects,
+    "pvc": lambda where, source: None,
+}
 
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")

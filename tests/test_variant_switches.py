@@ -9,10 +9,10 @@ the product (components/, contract/, providers/, llm_serving/) with the patterns
 
 A weight source is a variant too (components/config/sources.py: one class per `source.type`, each
 answering what every kind answers its own way: `streams`, `existing_claim`, `puller_service_account`,
-`operator_cacheable`, `egress_endpoint`; components/compile/weights.py `PULLERS`: what fills each
-kind's volume). The source-kind switches left (20 when this test came) are listed below with where
-they are; the list can only shrink: a new one fails, and so does a listed one that is gone (then
-take it off).
+`operator_cacheable`, `egress_endpoint`), with what differs per kind outside the config in one table
+per concern, keyed by `source.type` (components/compile/weights.py `PULLERS`: what fills each kind's
+volume; llm_serving/serving.py `_UNPINNED`: what preflight would have pinned; preflight/stack.py:
+what it asks). Tests of a source's kind elsewhere (20 when this test came) fail the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from components.compile.engines import SERVERS
 from components.compile.weights import PULLERS
 from components.config.engines import ENGINES
 from components.config.sources import SOURCE_CLASSES
+from llm_serving.serving import _UNPINNED
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("components", "contract", "providers", "llm_serving")
@@ -42,17 +43,6 @@ ENGINE_VARIANTS = ("components/config/engines/", "components/compile/engines/")
 # of the tag itself, which they miss).
 SOURCE_SWITCH = re.compile(r"isinstance\([^)]*(S3|Pvc|Hub|Model)[A-Za-z]*Source|source_type\(|\.type\s*(==|!=)\s*[\"'](hf|s3|pvc)[\"']")
 SOURCE_VARIANTS = ("components/config/sources.py",)
-# Not done yet (issue 40): each reads what only one kind has, in a layer of its own.
-REMAINING_SOURCE_SWITCHES = {
-    # preflight pins a Hub revision and lists an s3 prefix.
-    ("components/preflight/stack.py",
-     'return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"'),
-    ("components/preflight/stack.py",
-     'if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):'),
-    # the library's warnings without preflight: an unpinned Hub revision, an unlisted s3 prefix.
-    ("llm_serving/serving.py", 'if source_type(source) == "hf" and not _COMMIT.match(source.revision):'),
-    ("llm_serving/serving.py", 'elif source_type(source) == "s3":'),
-}
 
 
 def product_files() -> list[Path]:
@@ -82,17 +72,16 @@ def test_no_engine_switch_outside_the_engine_variants():
                        + "\n".join(found))
 
 
-def test_no_source_switch_outside_the_source_variants_but_the_ones_listed():
-    found = {tuple(site.split(":", 2)[::2]) for site in switches(SOURCE_SWITCH, SOURCE_VARIANTS, product_texts())}
-    found = {(path, text.strip()) for path, text in found}
-    new, gone = found - REMAINING_SOURCE_SWITCHES, REMAINING_SOURCE_SWITCHES - found
-    assert not new, ("the source's kind is tested outside its variants; ask the source (a property of each "
-                     f"class in components/config/sources.py) or weights.PULLERS instead: {sorted(new)}")
-    assert not gone, f"listed source switches that are gone: take them off REMAINING_SOURCE_SWITCHES: {sorted(gone)}"
+def test_no_source_switch_outside_the_source_variants():
+    found = switches(SOURCE_SWITCH, SOURCE_VARIANTS, product_texts())
+    assert not found, ("the source's kind is tested outside its variants; ask the source (a property of each class "
+                       "in components/config/sources.py), or key a table by source.type (weights.PULLERS):\n"
+                       + "\n".join(found))
 
 
-def test_every_source_type_has_its_puller():
+def test_every_source_type_has_its_puller_and_its_unpinned_warning():
     assert list(PULLERS) == list(SOURCE_CLASSES)
+    assert list(_UNPINNED) == list(SOURCE_CLASSES)
 
 
 def test_the_variants_exist_and_are_the_ones_searched():

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..config.model import ModelConfig
-from ..config.sources import source_type
 from ..config.stack import StackConfig
 from ..config.stack_secrets import HF_TOKEN_SECRET
 from . import hub, s3
@@ -43,14 +42,6 @@ class PreflightReport:
     notes: list[str] = field(default_factory=list)
     # Per model: repo, the revision asked for, the commit deployed (None: not pinned).
     revisions: dict[str, dict] = field(default_factory=dict)
-
-
-def downloads_with_puller(model: ModelConfig) -> bool:
-    """vLLM and NIM raw models with a Hub source: their puller Job runs `hf download` of
-    ``source``. (The NIM operator path caches through the operator's NIMCache instead; s3 sources
-    are checked by ``s3_check``, a pvc claim only by its verify Job; the LoRA adapters of both
-    come from the Hub and are checked like a Hub model's.)"""
-    return not getattr(model, "on_operator", False) and source_type(model.source) == "hf"
 
 
 def s3_check(model: ModelConfig, stack: StackConfig, env: Mapping[str, str],
@@ -172,21 +163,8 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
         report.revisions.setdefault(model.name, {})["adapters"] = adapters.revisions
         return adapters.model
 
-    for index, model in enumerate(stack.models):
-        if not downloads_with_puller(model):
-            if source_type(model.source) == "s3" and not getattr(model, "on_operator", False):
-                found = s3_check(model, stack, env, list_objects, list_versions_at)
-                problems.extend(f"models.{index}.{p.field}: {p.message}" for p in found.errors)
-                report.warnings.extend(f"model '{model.name}': {w}" for w in found.warnings)
-                report.notes.extend(f"model '{model.name}': {n}" for n in found.notes)
-                if found.manifest is not None:
-                    model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": found.manifest})})
-            if has_adapters(model):
-                # Base weights from s3 or a claim, adapters from the Hub all the same.
-                from_stack = bool(stack_token) and reads_stack_token(model)
-                model = check_adapters(index, model, adapters_check(model, stack, env, from_stack), from_stack)
-            models.append(model)
-            continue
+    def hub_weights(index: int, model: ModelConfig) -> ModelConfig:
+        """The puller runs `hf download` of ``source``: ask the Hub, pin the revision."""
         from_stack = bool(stack_token) and reads_stack_token(model)
         check = check_for(model, stack, env, token_from_stack=from_stack)
         answer, access = fetch(check.endpoint, check.repo, check.revision,
@@ -202,7 +180,32 @@ def preflight_stack(stack: StackConfig, *, fetch: Fetch = hub.fetch,
         model = pinned(model, verdict.revision)
         if model.lora.enabled and model.lora.adapters:
             model = check_adapters(index, model, check, from_stack)
-        models.append(model)
+        return model
+
+    def hub_adapters(index: int, model: ModelConfig) -> ModelConfig:
+        """Base weights from elsewhere (a store, a claim, the NIM operator's cache), adapters from
+        the Hub all the same."""
+        if has_adapters(model):
+            from_stack = bool(stack_token) and reads_stack_token(model)
+            model = check_adapters(index, model, adapters_check(model, stack, env, from_stack), from_stack)
+        return model
+
+    def store_weights(index: int, model: ModelConfig) -> ModelConfig:
+        """List the store's prefix; the listing pins the copy (``pin``)."""
+        found = s3_check(model, stack, env, list_objects, list_versions_at)
+        problems.extend(f"models.{index}.{p.field}: {p.message}" for p in found.errors)
+        report.warnings.extend(f"model '{model.name}': {w}" for w in found.warnings)
+        report.notes.extend(f"model '{model.name}': {n}" for n in found.notes)
+        if found.manifest is not None:
+            model = model.model_copy(update={"source": model.source.model_copy(update={"manifest": found.manifest})})
+        return hub_adapters(index, model)
+
+    # What preflight asks about each `source.type` on the raw path: the Hub, or the store; a pvc
+    # claim is checked by its verify Job only. The NIM operator path caches through its NIMCache.
+    weights_checks = {"hf": hub_weights, "s3": store_weights, "pvc": hub_adapters}
+    for index, model in enumerate(stack.models):
+        on_operator = getattr(model, "on_operator", False)
+        models.append((hub_adapters if on_operator else weights_checks[model.source.type])(index, model))
     if problems:
         raise PreflightError(problems)
     report.stack = stack.model_copy(update={"models": tuple(models)})
