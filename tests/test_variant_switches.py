@@ -9,7 +9,7 @@ the product (components/, contract/, providers/, llm_serving/) with the patterns
 
 A weight source is a variant too (components/config/sources.py: one class per `source.type`, each
 answering what every kind answers its own way: `streams`, `existing_claim`, `puller_service_account`,
-`operator_cacheable`, `egress_endpoint`), with what differs per kind outside the config in one table
+`operator_cacheable`, `volume_sub_path`, `egress_endpoint`), with what differs per kind outside the config in one table
 per concern, keyed by `source.type` (components/compile/weights.py `PULLERS`: what fills each kind's
 volume; llm_serving/serving.py `_UNPINNED`: what preflight would have pinned; preflight/stack.py:
 what it asks). Tests of a source's kind elsewhere (20 when this test came) fail the same way.
@@ -124,3 +124,14 @@ def test_the_patterns_leave_what_is_no_switch(line: str):
 def test_the_config_and_compile_variants_name_the_same_engines():
     assert list(SERVERS) == list(ENGINES)
     assert all(server.engine is ENGINES[name] for name, server in SERVERS.items())
+
+
+# What shared code asks every source (a property or method of each class, defined by the class itself:
+# a kind that inherited another's answer would answer for the wrong kind).
+SOURCE_ANSWERS = ("streams", "existing_claim", "puller_service_account", "operator_cacheable", "volume_sub_path",
+                  "egress_endpoint")
+
+
+def test_every_source_type_answers_what_shared_code_asks():
+    missing = {kind: [name for name in SOURCE_ANSWERS if name not in vars(cls)] for kind, cls in SOURCE_CLASSES.items()}
+    assert not any(missing.values()), f"source classes that do not answer: {missing}"

@@ -60,7 +60,7 @@ def volumes(model: ModelConfig, stack: StackConfig) -> tuple[list[dict], list[di
     else:
         vols.insert(0, {"name": "weights", "persistentVolumeClaim": {"claimName": names.weights, "readOnly": True}})
         mounts.insert(0, {"name": "weights", "mountPath": common.WEIGHTS_MOUNT, "readOnly": True,
-                          **({"subPath": model.source.sub_path} if getattr(model.source, "sub_path", None) else {})})
+                          **({"subPath": model.source.volume_sub_path} if model.source.volume_sub_path else {})})
     own_vols, own_mounts = engines.server_of(model).volumes(model)
     vols += own_vols
     mounts += own_mounts

@@ -5,7 +5,8 @@ or an existing PersistentVolumeClaim that already holds them.
 written before these kinds existed read, validate and render exactly as before. The section
 alone: what reads other settings of the model with its source is checked in ``model.py``. What
 every kind answers, each its own way (``streams``, ``existing_claim``, ``puller_service_account``,
-``operator_cacheable``, ``egress_endpoint``), is a property of each class: shared code asks the source, not its type.
+``operator_cacheable``, ``volume_sub_path``, ``egress_endpoint``), is a property of each class:
+shared code asks the source, not its type (tests/test_variant_switches.py).
 
 Identity (what names the weights volume and the puller Job, so a change re-pulls and nothing else
 does): ``ref``. For S3 it is the endpoint, bucket and prefix, plus — once preview has listed the
@@ -270,6 +271,11 @@ class S3Source(Strict):
         """The NIM operator's NIMCache can download it (it reads NGC or the Hub only)."""
         return False
 
+    @property
+    def volume_sub_path(self) -> Optional[str]:
+        """The folder of the weights volume the server mounts (None: its root)."""
+        return None
+
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         """Where the puller connects to (its NetworkPolicy's egress); None: nowhere. ``hub_endpoint``: the
         model's Hugging Face endpoint."""
@@ -333,6 +339,10 @@ class PvcSource(Strict):
     def operator_cacheable(self) -> bool:
         return False
 
+    @property
+    def volume_sub_path(self) -> Optional[str]:
+        return self.sub_path
+
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         return None  # the verify step reads its volume only
 
@@ -390,6 +400,10 @@ class ModelSource(Strict):
     @property
     def operator_cacheable(self) -> bool:
         return True  # the NIMCache's hf source: this repo at this revision
+
+    @property
+    def volume_sub_path(self) -> Optional[str]:
+        return None
 
     def egress_endpoint(self, hub_endpoint: str) -> Optional[str]:
         return hub_endpoint

@@ -47,7 +47,7 @@ def lora_model(**fields) -> dict:
 
 @pytest.mark.parametrize("raw, uid, gid", [
     (lora_model(), 2000, 0),
-    (nim_model(), 1000, 2000),  # NIM serves no LoRA here (config/effect.py): no init container
+    (nim_model(), 1000, 2000),  # NIM serves no LoRA here (config/engines/nim.py): no init container
 ], ids=["vllm", "nim"])
 def test_engine_identity_on_server_puller_and_init_pods_and_containers(raw, uid, gid):
     objects = compiled(raw)

@@ -346,7 +346,7 @@ BAD_CONFIGS += (
     BadConfig("secret-value-aws-key-in-labels", {"platform": {"metrics": {"labels": {"owner": AWS_KEY_ID}}}},
               "platform.metrics.labels.owner", "AWS access key id", "a cloud key on every ServiceMonitor",
               secrets=(AWS_KEY_ID,)),
-    # settings without effect (components/config/effect.py)
+    # settings without effect (components/config/engines/nim.py; the rule: components/config/effect.py)
     BadConfig("no-effect-lora-on-nim", {"models": [nim(lora={"enabled": True, "adapters": [
         {"name": "sql", "repo": "acme/sql-lora"}]})]}, "models.0.lora.enabled", "NIM_PEFT_SOURCE",
               "adapters downloaded where NIM never looks"),

@@ -109,7 +109,7 @@ def build(odd: bool) -> st.SearchStrategy:
             }), "acme/tiny-llm"))}
         if engine != "vllm" or draw(st.booleans()):
             raw["engine"] = engine
-        if operator and not odd:  # the operator path renders no drain wait (config/effect.py)
+        if operator and not odd:  # the operator path renders no drain wait (config/engines/nim.py)
             keys_disruption = optional(topologySpread=pick("node", "node-and-zone", "off"))
         else:
             keys_disruption = disruption
