@@ -25,6 +25,7 @@ import pytest
 from components.compile.engines import SERVERS
 from components.compile.weights import PULLERS
 from components.config.engines import ENGINES
+from components.config.platform import PlatformConfig
 from components.config.sources import SOURCE_CLASSES
 from llm_serving.serving import _UNPINNED
 
@@ -135,3 +136,12 @@ SOURCE_ANSWERS = ("streams", "existing_claim", "puller_service_account", "operat
 def test_every_source_type_answers_what_shared_code_asks():
     missing = {kind: [name for name in SOURCE_ANSWERS if name not in vars(cls)] for kind, cls in SOURCE_CLASSES.items()}
     assert not any(missing.values()), f"source classes that do not answer: {missing}"
+
+
+def test_each_engine_s_identity_is_the_platform_default_of_the_fields_it_names():
+    # The compilers read an engine's uid/gid from the platform fields it names (compile/common.py
+    # identity); the config refuses another uid/gid than the engine's image user (model.py
+    # identity_problems): both must be one pair.
+    for engine in ENGINES.values():
+        defaults = tuple(PlatformConfig.model_fields[key].default for key in engine.identity_keys)
+        assert defaults == engine.identity, engine.name

@@ -23,7 +23,7 @@ def check_name(name: str) -> str:
             "engine 'generic' is not supported on Kubernetes; use 'vllm' (open models) or 'nim'"
         )
     if name not in ENGINES:
-        raise ValueError(f"engine '{name}' is unknown; use 'vllm' or 'nim'")
+        raise ValueError(f"engine '{name}' is unknown; use {' or '.join(repr(known) for known in ENGINES)}")
     return name
 
 
