@@ -1,6 +1,6 @@
 """The serving engines, one module each (``vllm.py``, ``nim.py``; the interface: ``base.py``),
 keyed by the stack file's `engine` value. Code that differs per engine asks the model's variant
-(``engine_of``) instead of comparing the name (tests/config/test_engine_switches.py counts such
+(``engine_of``) instead of comparing the name (tests/test_variant_switches.py counts such
 comparisons outside the variants: none). What each engine renders is its server module in
 ``components/compile/engines/``, keyed the same way."""
 
