@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pulumi
+from pydantic import BaseModel
 
 from components.compile.plan import Child, StackPlan, stack_plan
 from components.config import ConfigError, load_stack_config
@@ -37,6 +38,40 @@ def replaced(value: Any, real: dict[str, str]) -> Any:
     return value
 
 
+def with_real(value: Any, real: dict[str, str]) -> Any:
+    """``replaced`` for the config's own objects too: a section (pydantic) with each placeholder in
+    its fields replaced, copied as the preflight copies it (no validator runs again)."""
+    if isinstance(value, BaseModel):
+        update = {name: with_real(getattr(value, name), real) for name in type(value).model_fields}
+        changed = {name: new for name, new in update.items() if new is not getattr(value, name)}
+        return value.model_copy(update=changed) if changed else value
+    if isinstance(value, (list, tuple)):
+        items = [with_real(v, real) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    if isinstance(value, dict):
+        return {with_real(k, real): with_real(v, real) for k, v in value.items()}
+    if isinstance(value, str):
+        return replaced(value, real)
+    return value
+
+
+def carried(given: StackConfig, decided: StackConfig) -> Callable[[StackConfig, dict[str, str]], StackConfig]:
+    """What a step between validating and declaring decided per model (the preflight: a revision
+    pinned to a commit, an S3 listing, an adapter's commit), as a function that puts it onto the
+    stack validated again with the real values. Validating the arguments again starts from what
+    the program gave; without this, the set deployed would be the one before the preflight."""
+    decisions = [{name: getattr(after, name) for name in type(after).model_fields
+                  if getattr(after, name) != getattr(before, name)}
+                 for before, after in zip(given.models, decided.models, strict=True)]
+
+    def carry(resolved: StackConfig, real: dict[str, str]) -> StackConfig:
+        models = tuple(model.model_copy(update={name: with_real(value, real) for name, value in fields.items()})
+                       if fields else model for model, fields in zip(resolved.models, decisions, strict=True))
+        return resolved.model_copy(update={"models": models})
+
+    return carry
+
+
 def plans(plan: StackPlan, platform_name: str) -> dict[tuple[str, int], Child]:
     """Every child the set declares, by (its component's name, its place in the plan), as
     components.resources.stack.declare and the components declare them."""
@@ -51,11 +86,14 @@ def _shape(child: Child) -> tuple:
 
 
 def known(inputs: Inputs, config: dict, plan: StackPlan, platform_name: str,
-          problems_of: Callable[[StackConfig], list[str]]) -> pulumi.Output[dict]:
+          problems_of: Callable[[StackConfig], list[str]],
+          carry: Callable[[StackConfig, dict[str, str]], StackConfig] = lambda stack, real: stack,
+          ) -> pulumi.Output[dict]:
     """``plan``: the set as declared, planned with the placeholders. Once every value is known and
     the set is valid with them: ``real`` (placeholder -> value)
-    and ``children`` (the set planned with them, by owner and place). Else the deployment fails
-    with the arguments' paths, before any child is sent."""
+    and ``children`` (the set planned with them, by owner and place; ``carry`` puts onto it what
+    was decided after validation, as ``carried`` makes it). Else the deployment fails with the
+    arguments' paths, before any child is sent."""
     paths = ", ".join(where for _, where, _ in inputs.values)
     declared = plans(plan, platform_name)
 
@@ -74,7 +112,7 @@ def known(inputs: Inputs, config: dict, plan: StackPlan, platform_name: str,
         if problems:
             raise ValueError("invalid ModelServingArgs (values known at deployment):\n"
                              + "\n".join(f"  {p}" for p in problems))
-        children = plans(stack_plan(resolved), platform_name)
+        children = plans(stack_plan(carry(resolved, real)), platform_name)
         differs = sorted(f"{owner}: {(children.get((owner, at)) or declared[(owner, at)]).role}"
                          for owner, at in set(children) | set(declared)
                          if (owner, at) not in children or (owner, at) not in declared

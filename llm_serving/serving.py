@@ -167,6 +167,7 @@ class ModelServing(pulumi.ComponentResource):
         problems = kubeconfig_problems(args)
         if problems:
             raise ValueError("invalid ModelServingArgs:\n" + "\n".join(f"  {p}" for p in problems))
+        carry = None
         if stack.platform.preflight.enabled:
             # Asked for in platform: the stack program's preflight (pins revisions, lists S3
             # sources, checks volume sizes), run here before anything is declared.
@@ -175,7 +176,9 @@ class ModelServing(pulumi.ComponentResource):
                 pulumi.log.warn("hf_token is an Output, which the preflight cannot wait for: it asks the Hub without "
                                 "it (a gated or private repo fails there); give the token as text, or turn the "
                                 "preflight off and pin each revision to a commit")
+            given = stack
             stack, _ = program.preflight(stack, stack_token=token)
+            carry = deferred.carried(given, stack)
         else:
             for line in unpinned_warnings(stack):
                 pulumi.log.warn(line)
@@ -188,7 +191,8 @@ class ModelServing(pulumi.ComponentResource):
             # Values known at deployment (the namespace, images): each object takes them where
             # the placeholder is written, once the set is valid with them.
             real = deferred.known(inputs, config, plan, f"{name}-platform",
-                                  lambda resolved: library_problems(args, resolved))
+                                  lambda resolved: library_problems(args, resolved),
+                                  **({"carry": carry} if carry else {}))
             fill = deferred.filler(inputs, real)
         declared = declare(plan, platform_name=f"{name}-platform", parent=self,
                            depends_on=opts.depends_on if opts is not None else None,

@@ -177,3 +177,68 @@ def test_a_copied_s3_model_with_the_programs_secret_pulls_under_the_real_values_
         assert gate_job == expected["weights-gate"].props.to_dict()["puller_job"]
 
     return pulumi.Output.all(graph.manifests[job]["metadata"], graph.props[gate]["puller_job"]).apply(check)
+
+
+@pulumi.runtime.test
+def test_what_the_preflight_pinned_is_deployed_when_other_values_come_later(graph, monkeypatch):
+    """With the preflight on and the namespace an Output, the set is planned again once the
+    namespace is known: from the stack the preflight returned (its revision pinned to a commit),
+    not from the arguments as given (a branch each pod would resolve when it starts)."""
+    from components import program
+
+    def preflight(stack, stack_token=None):
+        model = stack.models[0]
+        pinned = model.model_copy(update={"source": model.source.model_copy(update={"revision": REVISION})})
+        return stack.model_copy(update={"models": (pinned,)}), {"chat": {"commit": REVISION}}
+
+    monkeypatch.setattr(program, "preflight", preflight)
+    branch = llm.Model("chat", llm.HubSource("acme/tiny-llm", revision="main"), gpus=1,
+                       resources=llm.Resources(cpu="1", memory="24Gi"))
+    llm.ModelServing("team-a", llm.ModelServingArgs(
+        namespace=pulumi.Output.from_input("team-a"), models=[branch],
+        platform=llm.Platform(preflight=llm.Preflight(enabled=True))))
+    job = next(m for m in graph.manifests.values() if m["kind"] == "Job")
+
+    def check(spec):
+        args = spec["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--revision") + 1] == REVISION, args
+
+    return job["spec"].apply(check)
+
+
+@pulumi.runtime.test
+def test_an_s3_listing_and_a_secret_known_later_both_reach_the_puller(graph, monkeypatch):
+    """The preflight's listing (which the verify step checks the copy against) and the Secret's
+    real name together: the Job is the one a plain program with both would declare."""
+    from components import program
+    from components.compile.plan import model_plan
+    from components.config.sources import S3Object
+
+    listing = (S3Object(key="config.json", size=2, etag="0" * 32),)
+
+    def preflight(stack, stack_token=None):
+        model = stack.models[0]
+        listed = model.model_copy(update={"source": model.source.model_copy(update={"manifest": listing})})
+        return stack.model_copy(update={"models": (listed,)}), {}
+
+    monkeypatch.setattr(program, "preflight", preflight)
+
+    def source(secret):
+        return llm.S3Source("models", prefix="tiny-llm/", endpoint="http://minio.storage.svc:9000",
+                            credentials=llm.S3Credentials(secret=secret))
+
+    keys = k8s.core.v1.Secret("s3-keys", metadata={"name": "team-s3-keys", "namespace": "team-a"})
+    on = llm.Platform(preflight=llm.Preflight(enabled=True))
+    llm.ModelServing("team-a", llm.ModelServingArgs(namespace="team-a", models=[chat_from(source(keys.metadata.name))],
+                                                    platform=on))
+    plain, _ = preflight(llm.stack_config_of(llm.ModelServingArgs(
+        namespace="team-a", models=[chat_from(source("team-s3-keys"))], platform=on)))
+    expected = {c.role: c for c in model_plan(plain.models[0], plain).children}["puller"].manifest
+    job = next(m for m in graph.manifests.values() if m["kind"] == "Job")
+
+    def check(values):
+        metadata, spec = values
+        assert metadata["name"] == expected["metadata"]["name"]
+        assert spec == expected["spec"]
+
+    return pulumi.Output.all(job["metadata"], job["spec"]).apply(check)
