@@ -8,7 +8,7 @@ from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.sources import source_type
 from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
-from . import common, object_store
+from . import common, hub_verify, object_store
 
 PULLER_COMPONENT = "weights-puller"
 WEIGHTS_COMPONENT = "weights"
@@ -56,10 +56,14 @@ def puller_args(model: ModelConfig) -> list[str]:
     return args
 
 
-def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
+def puller_hf_home() -> str:
     # The hub client caches under $HOME; the image's home may not be writable as this uid (and
     # the root filesystem is read-only): HF_HOME on the weights volume.
-    return hub_env(model, platform, f"{common.WEIGHTS_MOUNT}/.hf-home")
+    return f"{common.WEIGHTS_MOUNT}/.hf-home"
+
+
+def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
+    return hub_env(model, platform, puller_hf_home())
 
 
 def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[dict]:
@@ -118,16 +122,16 @@ def puller_scheduling(model: ModelConfig, platform: PlatformConfig) -> dict:
 
 
 def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
-    """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
-    rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py); None
-    for a streamed `s3` source (nothing to pull)."""
+    """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`) and a
+    verify step (compile/hub_verify.py), or rclone and a verify step (s3), or the verify step alone
+    (pvc: compile/object_store.py); None for a streamed `s3` source (nothing to pull)."""
     if model.streams:
         return None
     names = common.ModelNames.of(model)
     ident = common.identity(model, platform)
     tmp, tmp_mount = common.tmp_volume()
     if source_type(model.source) == "hf":
-        init_containers, containers = [], [hub_container(model, platform, ident, tmp_mount)]
+        init_containers, containers = hub_containers(model, platform, ident, tmp_mount)
     else:
         init_containers, containers = object_store.containers(model, ident)
     pod_spec: dict = {
@@ -191,4 +195,17 @@ def hub_container(model: ModelConfig, platform: PlatformConfig, ident: common.Id
             "limits": {"memory": "4Gi"},
         },
         "securityContext": common.container_security_context(ident, read_only_root=True),
+        # An init container's log is not the pod's default one: its last lines become its
+        # termination message, which the gate and status read from the pod's status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+
+
+def hub_containers(model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
+                   tmp_mount: dict) -> tuple[list[dict], list[dict]]:
+    """(init containers, containers) of a Hub source's puller Job: `hf download`, then the check
+    of its bytes against the hub's records (compile/hub_verify.py). Two containers, so that the
+    hub CLI's command and arguments stay the ones the image and the tests run as they are."""
+    puller = hub_container(model, platform, ident, tmp_mount)
+    env = hub_verify.verify_env(model, puller_hf_home(), hf_endpoint(model, platform))
+    return [puller], [hub_verify.verify_container(puller["image"], env, ident)]
