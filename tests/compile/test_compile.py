@@ -208,7 +208,9 @@ def test_puller_downloads_in_an_init_container_then_verifies_in_the_same_image()
     assert puller["name"] == "puller" and verify["name"] == "verify"
     # Nothing else pulled onto the node: the puller's image (python3 ships beside `hf`).
     assert verify["image"] == puller["image"]
-    assert verify["command"][:3] == ["python3", "-S", "-c"] and verify["args"] == ["/model-store"]
+    assert verify["command"][:3] == ["python3", "-S", "-c"] and verify["args"][0] == "/model-store"
+    # The script, a line per argument (one YAML scalar each: libyaml and PyYAML write the same bytes).
+    assert "\n".join(verify["args"][1:]).startswith("CORRUPTED, INCOMPLETE = 44, 43\nimport hashlib")
     # Read-write: a file that differs is removed so the Job's next attempt fetches it again.
     assert verify["volumeMounts"] == [{"name": "weights", "mountPath": "/model-store"},
                                       {"name": "tmp", "mountPath": "/tmp"}]

@@ -1,7 +1,8 @@
 """The Hub puller's verify step (components/compile/hub_verify.py) run as rendered: the real `hf`
 CLI of the image's line (tests/puller/test_puller.py ``run_puller``) downloads from the Hub
 stand-in on 127.0.0.1 into a temp dir standing for the volume, then the Job's ``verify``
-container runs its command line (``python3 -S -c <script> <dir>``: the Hub client venv's python3
+container runs its command line (``python3 -S -c <join and exec> <dir> <the script, a line per
+argument>``: the Hub client venv's python3
 stands for the image's) with its env. It passes on the real download and refuses, naming the
 file, a changed byte, a truncated file, a file without its record, an ETag of neither shape, a
 record of another commit and a recorded file gone; the gate's diagnosis of the refusal is the
