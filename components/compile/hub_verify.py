@@ -25,8 +25,9 @@ line (providers/projection.py ``_SOURCE_DIAGNOSES``).
 
 What it cannot catch: a mirror that lies consistently about a file's ETag and its bytes, and a
 file of the repo that `hf download` left out without a record. Preflight's listing (its
-``model_info(files_metadata=True)`` has each LFS file's sha256) would close both, but it asks the
-same endpoint, and carrying it to the Job takes a listing in the source's config as the s3
+``model_info(files_metadata=True)`` names every file, with each LFS file's sha256) would catch the
+second, and a mirror whose listing and files disagree, not one that lies in both (preflight asks
+the same endpoint); carrying it to the Job takes a listing in the source's config, as the s3
 source has (``source.manifest``): not done (docs/weight-sources.md).
 
 Pure: no Pulumi, no I/O.
