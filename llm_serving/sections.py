@@ -341,10 +341,11 @@ class Platform(Section):
     `docker.io/vllm/vllm-openai-cpu:v0.32.0`). Default: unset.
     """
     puller_image: Optional[Input[str]] = None
-    """Weight-puller image; must ship the `hf` CLI of huggingface_hub. The vLLM image does, and it is already on
-    the node for the server. Unset, a CPU model's puller and LoRA init container run a CPU image, which ships
-    it too: `vllmCpuImage` when set, else `public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0` (fixed, as
-    this default is: a line move re-pulls nothing). Default: ``'docker.io/vllm/vllm-openai:v0.11.0'``.
+    """Weight-puller image; must ship the `hf` CLI of huggingface_hub and `python3` (the verify step hashes the
+    download with it). The vLLM image does, and it is already on the node for the server. Unset, a CPU model's
+    puller and LoRA init container run a CPU image, which ships it too: `vllmCpuImage` when set, else
+    `public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0` (fixed, as this default is: a line move re-pulls
+    nothing). Default: ``'docker.io/vllm/vllm-openai:v0.11.0'``.
     """
     busybox_image: Optional[Input[str]] = None
     """Image of the LoRA cache init container (fully qualified: short names fail on runtimes that enforce

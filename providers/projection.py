@@ -147,6 +147,14 @@ _SOURCE_DIAGNOSES = (
      "bytes arrived corrupted (their multipart ETag, recomputed from the copy, is not the one preview listed, "
      "on every retry):{0}; check what sits between the cluster and the store (a proxy rewriting bodies); if "
      "the object was replaced since preview, run `pulumi up` again (preview lists it again)"),
+    # Hub sources (components/compile/hub_verify.py): the bytes hashed against the hub's records
+    # (the ETag `hf download` recorded); a file that differs was removed, so each Job attempt
+    # fetched it again.
+    (re.compile(r"llm-serving: not the hub's files: ([^;\n]*)"), "source-corrupted",
+     "weights files are not what the hub named: {0}; a file that differed was removed and fetched again on "
+     "each retry: run `pulumi up` again to re-run the puller, and if it fails the same way, check what serves "
+     "the hub endpoint (hfEndpoint: a mirror or proxy altering files, or not passing the hub's ETag and "
+     "X-Repo-Commit headers through)"),
     (re.compile(r"(SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|ExpiredToken|InvalidToken"
                 r"|operation error S3: \w+, https response error StatusCode: 40[13])"),
      "source-unauthorized", "the store refused the puller ({0}): fix the keys in the source.credentials "

@@ -134,18 +134,23 @@ def run_container(run: Runnable, timeout: float) -> subprocess.CompletedProcess:
 
 
 def pull(objects: list[dict], model_name: str, volumes: dict[str, Path], tmp: Path) -> dict[str, Runnable]:
-    """The puller Job's container (`hf download`, the image's client line) into the weights
-    volume, then the server pod's LoRA init container into the adapter cache. Each must exit 0:
-    a hub source's Job has no verify step, so its exit status is what the weights gate reads
-    (providers/gate.py: job_succeeded)."""
+    """The puller Job's init container (`hf download`, the image's client line) into the weights
+    volume and its container (the check of those bytes against the hub's records, with the
+    client venv's python3), then the server pod's LoRA init container into the adapter cache.
+    Each must exit 0: the Job's success is what the weights gate reads (providers/gate.py:
+    job_succeeded)."""
     job = only(objects, "Job")
-    (puller,) = job["spec"]["template"]["spec"]["containers"]
+    (puller,) = job["spec"]["template"]["spec"]["initContainers"]
+    (verify,) = job["spec"]["template"]["spec"]["containers"]
     hf = str(hub_cli())
     hub_bin = str(Path(hf).parent)
     job_volumes = {"weights": volumes["weights"], "tmp": tmp / "puller-tmp"}
-    runs = {"puller": bind(puller, job_volumes, {"hf": hf}, {"PATH": HOST_PATH, "LANG": "C.UTF-8"})}
-    result = run_container(runs["puller"], PULL_TIMEOUT)
-    assert result.returncode == 0, f"the rendered puller failed:\n{result.stderr[-3000:]}"
+    runs = {"puller": bind(puller, job_volumes, {"hf": hf}, {"PATH": HOST_PATH, "LANG": "C.UTF-8"}),
+            "verify": bind(verify, job_volumes, {"python3": str(Path(hub_bin) / "python3")},
+                           {"PATH": HOST_PATH, "LANG": "C.UTF-8"})}
+    for step in ("puller", "verify"):
+        result = run_container(runs[step], PULL_TIMEOUT)
+        assert result.returncode == 0, f"the rendered {step} failed:\n{result.stderr[-3000:]}"
     pod = only(objects, "Deployment", model_name)["spec"]["template"]["spec"]
     (init,) = [c for c in pod.get("initContainers", []) if c["name"] == "lora-cache-init"]
     (server,) = [c for c in pod["containers"] if c["name"] == "server"]

@@ -70,6 +70,7 @@ CLUSTER_WIDE_MODULES = {
     "test_real_node_cluster": "the real node: one per machine (scripts/node/), and its stop is tested",
     "test_real_pods_cluster": "a CPU model in real pods on the real node (one per machine)",
     "test_real_gateway_cluster": "gateway, router and a CPU model on the real node; KEDA's CRDs",
+    "test_real_hub_verify_cluster": "a Hub puller refused by its verify step on the real node (one per machine)",
     "test_bench_wake_smoke": "installs KEDA's CRDs (bench/wake.py), which others need absent first",
 }
 
@@ -90,7 +91,8 @@ CLUSTER_WIDE_GROUPS = {
     # The one cluster with the real node (scripts/test.sh REAL_NODE_GROUP starts it with the node).
     # Real pods first: the real-node module's last test stops the cluster. The gateway module
     # installs KEDA's CRDs (and takes them off): nothing else in this group needs them absent.
-    "realnode": ("test_real_pods_cluster", "test_real_gateway_cluster", "test_real_node_cluster"),
+    "realnode": ("test_real_pods_cluster", "test_real_gateway_cluster", "test_real_hub_verify_cluster",
+                 "test_real_node_cluster"),
 }
 
 

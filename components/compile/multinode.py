@@ -197,7 +197,7 @@ def weights_init_containers(model: ModelConfig, stack: StackConfig) -> list[dict
     """Pull, verify (the puller Job's own containers, same commands and checks), then prune."""
     platform = stack.platform
     ident = common.identity(model, platform)
-    init, main = weights.PULLERS[model.source.type].containers(model, platform, ident, common.tmp_volume()[1])
+    init, main = weights.PULLERS[model.source.type].pod_steps(model, platform, ident, common.tmp_volume()[1])
     steps = [*init, *main]
     renamed = [PULL_INIT, VERIFY_INIT] if len(steps) == 2 else [PULL_INIT]
     containers = [{**_in_revision(c, model), "name": name} for c, name in zip(steps, renamed, strict=True)]

@@ -9,7 +9,7 @@ from typing import Optional
 from ..config.model import ModelConfig
 from ..config.platform import PlatformConfig
 from ..config.vllm_release import DEFAULT_RELEASE, RELEASES
-from . import common, object_store
+from . import common, hub_verify, object_store
 
 PULLER_COMPONENT = "weights-puller"
 WEIGHTS_COMPONENT = "weights"
@@ -57,10 +57,14 @@ def puller_args(model: ModelConfig) -> list[str]:
     return args
 
 
-def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
+def puller_hf_home() -> str:
     # The hub client caches under $HOME; the image's home may not be writable as this uid (and
     # the root filesystem is read-only): HF_HOME on the weights volume.
-    return hub_env(model, platform, f"{common.WEIGHTS_MOUNT}/.hf-home")
+    return f"{common.WEIGHTS_MOUNT}/.hf-home"
+
+
+def puller_env(model: ModelConfig, platform: PlatformConfig) -> list[dict]:
+    return hub_env(model, platform, puller_hf_home())
 
 
 def hub_env(model: ModelConfig, platform: PlatformConfig, hf_home: str) -> list[dict]:
@@ -126,17 +130,27 @@ class Puller:
 
     containers: Callable[[ModelConfig, PlatformConfig, common.Identity, dict], tuple[list[dict], list[dict]]]
     failure_policy: Optional[dict] = None
+    # Each pod's own steps (multiNode.weights: perPod), when not the Job's: the Hub's download
+    # alone, since its verify would hash the whole volume again at every pod start
+    # (docs/multi-node.md).
+    per_pod: Optional[Callable[[ModelConfig, PlatformConfig, common.Identity, dict],
+                               tuple[list[dict], list[dict]]]] = None
+
+    def pod_steps(self, model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
+                  tmp_mount: dict) -> tuple[list[dict], list[dict]]:
+        return (self.per_pod or self.containers)(model, platform, ident, tmp_mount)
 
 
-def _hub_containers(model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
-                    tmp_mount: dict) -> tuple[list[dict], list[dict]]:
+def _hub_download_only(model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
+                       tmp_mount: dict) -> tuple[list[dict], list[dict]]:
     return [], [hub_container(model, platform, ident, tmp_mount)]
 
 
 # By `source.type` (config/sources.py SOURCE_CLASSES): the Hub's CLI; rclone's copy and the verify
 # step; the verify step alone (compile/object_store.py).
 PULLERS: dict[str, Puller] = {
-    "hf": Puller(_hub_containers),
+    "hf": Puller(lambda model, platform, ident, tmp_mount: hub_containers(model, platform, ident, tmp_mount),
+                 per_pod=_hub_download_only),
     "s3": Puller(lambda model, platform, ident, tmp_mount: object_store.s3_containers(model, ident),
                  object_store.FAILURE_POLICY),
     "pvc": Puller(lambda model, platform, ident, tmp_mount: object_store.pvc_containers(model, ident)),
@@ -144,9 +158,9 @@ PULLERS: dict[str, Puller] = {
 
 
 def compile_puller_job(model: ModelConfig, platform: PlatformConfig) -> Optional[dict]:
-    """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`), or
-    rclone and a verify step (s3), or the verify step alone (pvc: compile/object_store.py); None
-    for a streamed `s3` source (nothing to pull)."""
+    """The Job that fills the weights volume and stands for its content: the hub CLI (`hf`) and a
+    verify step (compile/hub_verify.py), or rclone and a verify step (s3), or the verify step alone
+    (pvc: compile/object_store.py); None for a streamed `s3` source (nothing to pull)."""
     if model.streams:
         return None
     names = common.ModelNames.of(model)
@@ -215,4 +229,17 @@ def hub_container(model: ModelConfig, platform: PlatformConfig, ident: common.Id
             "limits": {"memory": "4Gi"},
         },
         "securityContext": common.container_security_context(ident, read_only_root=True),
+        # An init container's log is not the pod's default one: its last lines become its
+        # termination message, which the gate and status read from the pod's status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+
+
+def hub_containers(model: ModelConfig, platform: PlatformConfig, ident: common.Identity,
+                   tmp_mount: dict) -> tuple[list[dict], list[dict]]:
+    """(init containers, containers) of a Hub source's puller Job: `hf download`, then the check
+    of its bytes against the hub's records (compile/hub_verify.py). Two containers, so that the
+    hub CLI's command and arguments stay the ones the image and the tests run as they are."""
+    puller = hub_container(model, platform, ident, tmp_mount)
+    env = hub_verify.verify_env(model, puller_hf_home(), hf_endpoint(model, platform))
+    return [puller], [hub_verify.verify_container(puller["image"], env, ident)]

@@ -158,7 +158,8 @@ class PlatformConfig(Strict):
     )
     puller_image: Image = Field(
         VLLM_IMAGE,
-        description="Weight-puller image; must ship the `hf` CLI of huggingface_hub. The vLLM "
+        description="Weight-puller image; must ship the `hf` CLI of huggingface_hub and `python3` "
+        "(the verify step hashes the download with it). The vLLM "
         "image does, and it is already on the node for the server. Unset, a CPU model's puller and "
         "LoRA init container run a CPU image, which ships it too: `vllmCpuImage` when set, else "
         f"`{RELEASES[DEFAULT_RELEASE].cpu_image}` (fixed, as this default is: a line move re-pulls nothing).",

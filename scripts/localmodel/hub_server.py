@@ -11,7 +11,11 @@ Only the endpoints that `hf download` (the puller's huggingface_hub 0.35.3 with 
     HEAD /{repo}/resolve/{rev}/{path}                        file metadata: X-Repo-Commit, ETag,
                                                              Content-Length, and for LFS files
                                                              X-Linked-Etag / X-Linked-Size
-                                                             (get_hf_file_metadata reads those first)
+                                                             (get_hf_file_metadata reads those first;
+                                                             the client records the commit and the
+                                                             ETag, which the puller's verify step
+                                                             hashes the file against: the sha256 of
+                                                             an LFS file, the git blob id of others)
     GET  /{repo}/resolve/{rev}/{path}                        the bytes; any `Range: bytes=A-[B]` →
                                                              206 with Content-Range
 
@@ -29,8 +33,9 @@ access; a gated repo's metadata is public but its files answer 401 without a tok
 
 No Xet: responses never carry ``X-Xet-*`` headers and tree entries have no ``xetHash``, so the
 client takes its plain-HTTP path (the one a mirror serves). Faults for tests: drop the
-connection mid-file (once or every time, on any GET or only on hf_transfer's chunk requests), or
-stall a file until released. Every request is recorded.
+connection mid-file (once or every time, on any GET or only on hf_transfer's chunk requests),
+stall a file until released, or serve a file with one byte changed under its true headers (a
+mirror or proxy that alters bodies). Every request is recorded.
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ class HubServer:
         self._lock = threading.Lock()
         self._drops: dict[str, _Drop] = {}        # file path -> when and after how many bytes to cut
         self._stalls: dict[str, threading.Event] = {}
+        self._altered: set[str] = set()
         self.stalled = threading.Event()           # set when a stalled file's body has started
         self._server: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
@@ -156,6 +162,11 @@ class HubServer:
         event = threading.Event()
         self._stalls[path] = event
         return event
+
+    def alter(self, path: str) -> None:
+        """Every GET of ``path`` from now on sends its bytes with the middle one changed, under the
+        headers of the true file (its ETag, X-Linked-Etag and length)."""
+        self._altered.add(path)
 
     def gets(self, path_suffix: str = "") -> list[Request]:
         return [r for r in self.requests if r.method == "GET" and "/resolve/" in r.path
@@ -400,6 +411,13 @@ class _Handler(BaseHTTPRequestHandler):
         drop_after = hub._take_drop(path, closed_chunk)
         stall = hub._stalls.get(path)
         with blob.path.open("rb") as handle:
+            if path in hub._altered:
+                body = bytearray(_read_at(handle, start, count))
+                flip = blob.size // 2 - start
+                if 0 <= flip < len(body):
+                    body[flip] ^= 0x01
+                self.wfile.write(bytes(body))
+                return
             if drop_after is not None:
                 self.wfile.write(_read_at(handle, start, min(drop_after, count)))
                 self.wfile.flush()

@@ -201,6 +201,38 @@ def test_puller_runs_hf_download_into_the_model_store():
     assert pod_spec(job)["restartPolicy"] == "Never"
 
 
+def test_puller_downloads_in_an_init_container_then_verifies_in_the_same_image():
+    job = compiled(model(source={"repo": REPO, "revision": "a" * 40})).puller_job
+    pod = pod_spec(job)
+    (puller,), (verify,) = pod["initContainers"], pod["containers"]
+    assert puller["name"] == "puller" and verify["name"] == "verify"
+    # Nothing else pulled onto the node: the puller's image (python3 ships beside `hf`).
+    assert verify["image"] == puller["image"]
+    assert verify["command"][:3] == ["python3", "-S", "-c"] and verify["args"][0] == "/model-store"
+    # The script, a line per argument (one YAML scalar each: libyaml and PyYAML write the same bytes).
+    assert "\n".join(verify["args"][1:]).startswith("CORRUPTED, INCOMPLETE = 44, 43\nimport hashlib")
+    # Read-write: a file that differs is removed so the Job's next attempt fetches it again.
+    assert verify["volumeMounts"] == [{"name": "weights", "mountPath": "/model-store"},
+                                      {"name": "tmp", "mountPath": "/tmp"}]
+    assert {v["name"] for v in pod["volumes"]} == {"weights", "tmp"}
+    assert verify["securityContext"] == {**puller["securityContext"], "readOnlyRootFilesystem": True}
+    assert {k: verify["securityContext"][k] for k in SECURE_CONTAINER} == SECURE_CONTAINER
+    # Both last lines reach the gate: an init container's log is not the pod's default one.
+    assert puller["terminationMessagePolicy"] == verify["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    env = env_of(verify)
+    assert env["HF_HOME"]["value"] == env_of(puller)["HF_HOME"]["value"] == "/model-store/.hf-home"
+    assert env["HF_ENDPOINT"] == env_of(puller)["HF_ENDPOINT"]
+    assert env["LLM_SERVING_COMMIT"]["value"] == "a" * 40
+    assert "HF_TOKEN" not in env_of(compiled(model(hfTokenSecret={"name": "t"})).puller_job["spec"]["template"]["spec"]
+                                    ["containers"][0])
+    assert verify["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_puller_verify_checks_the_commit_only_when_the_revision_is_one():
+    job = compiled(model(source={"repo": REPO, "revision": "main"})).puller_job
+    assert "LLM_SERVING_COMMIT" not in env_of(container(job, "verify"))
+
+
 def test_puller_hf_endpoint_defaults_to_the_hub():
     env = env_of(container(compiled(model()).puller_job, "puller"))
     assert env["HF_ENDPOINT"]["value"] == "https://huggingface.co"
@@ -325,7 +357,7 @@ def test_derived_names_fit_63_characters():
 
 def test_all_images_are_fully_qualified_and_pinned(rich_manifests):
     images = [c["image"] for m in pod_manifests(rich_manifests) for c in containers(m)]
-    assert len(images) == 5  # 2 servers, 2 pullers, 1 LoRA init
+    assert len(images) == 7  # 2 servers, 2 pullers and their verify steps, 1 LoRA init
     for image in images:
         assert values.check_image(image) == image
         registry = image.split("/")[0]

@@ -72,6 +72,8 @@ def test_the_only_substitutions_are_the_listed_cpu_ones(engine):
     # swapped before render: the rendered HF_ENDPOINT is the loopback hub).
     puller = {what for what, _, _ in engine.pulls["puller"].substitutions}
     assert puller == {"argv[0]", "argv[6]", "env HF_HOME", "env HOME"}
+    verify = {what for what, _, _ in engine.pulls["verify"].substitutions}
+    assert verify == {"argv[0]", "argv[4]", "env HF_HOME", "env HOME"}
     init = {what for what, _, _ in engine.pulls["lora-cache-init"].substitutions}
     assert init == {"argv[0]", "env HF_HOME", "env HOME", "env ADAPTERS_DIR", "env BASE_MODEL"}
     for run in engine.pulls.values():

@@ -121,12 +121,15 @@ def test_the_gateway_image_is_debian_13_nginx_with_njs(image):
 
 
 def test_the_puller_downloads_into_the_volume_as_rendered(containerd, image, tmp_path):
-    """The rendered puller Job's container, unchanged but for HF_ENDPOINT (a hub on this machine's
-    loopback: the container shares the host's network here), writes the weights as uid 2000 gid 0
-    into a volume the pod's fsGroup (0) made group-writable; the ignore patterns hold."""
+    """The rendered puller Job's init container, unchanged but for HF_ENDPOINT (a hub on this
+    machine's loopback: the container shares the host's network here), writes the weights as uid
+    2000 gid 0 into a volume the pod's fsGroup (0) made group-writable; the ignore patterns hold.
+    Then the Job's container verifies them against the hub's records with the image's python3,
+    as rendered, on its read-only root; and refuses the volume once a byte of the weights changed."""
     hf = image("hf")
     job = find(local_stack(), "Job", "pull")
-    puller = with_pod_context(container_of(job, "puller"), pod_spec(job))
+    puller = with_pod_context(container_of(job, "puller", init=True), pod_spec(job))
+    verify = with_pod_context(container_of(job, "verify"), pod_spec(job))
     repo = puller["args"][puller["args"].index("download") + 1]
     volume = tmp_path / "weights"
     volume.mkdir()
@@ -139,18 +142,30 @@ def test_the_puller_downloads_into_the_volume_as_rendered(containerd, image, tmp
         env = [e if e["name"] != "HF_ENDPOINT" else {"name": "HF_ENDPOINT", "value": hub.url} for e in puller["env"]]
         result = containerd.run(hf.name, hf.config, {**puller, "env": env}, "images-puller", timeout_s=300,
                                 netns=private_containerd.HOST_NETWORK, binds={weights_mount["name"]: volume})
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    weights = volume / "model.safetensors"
-    assert weights.read_bytes() == files["model.safetensors"]
-    assert (weights.stat().st_uid, weights.stat().st_gid) == (2000, 0)
-    assert not (volume / "pytorch_model.bin").exists() and not (volume / "original").exists()
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        weights = volume / "model.safetensors"
+        assert weights.read_bytes() == files["model.safetensors"]
+        assert (weights.stat().st_uid, weights.stat().st_gid) == (2000, 0)
+        assert not (volume / "pytorch_model.bin").exists() and not (volume / "original").exists()
+        assert verify["image"] == puller["image"] and verify["securityContext"]["readOnlyRootFilesystem"] is True
+        checked = containerd.run(hf.name, hf.config, verify, "images-verify", timeout_s=120,
+                                 binds={weights_mount["name"]: volume})
+        assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+        assert "llm-serving: verified 6 files" in checked.stdout + checked.stderr
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 0x01
+        weights.write_bytes(bytes(data))
+        refused = containerd.run(hf.name, hf.config, verify, "images-verify", timeout_s=120,
+                                 binds={weights_mount["name"]: volume})
+    assert refused.returncode == 44, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "llm-serving: not the hub's files: model.safetensors(" in refused.stdout + refused.stderr
 
 
 def test_the_puller_image_runs_hf_as_the_rendered_uid_on_a_read_only_root(containerd, image):
     hf = image("hf")
     objects = local_stack()
     job = find(objects, "Job", "pull")
-    puller = with_pod_context(container_of(job, "puller"), pod_spec(job))
+    puller = with_pod_context(container_of(job, "puller", init=True), pod_spec(job))
     assert puller["image"] in hf.names and puller["command"] == ["hf"]
     assert puller["securityContext"]["readOnlyRootFilesystem"] is True
     version = {**puller, "args": ["version"]}

@@ -7,9 +7,9 @@ pulls a tiny model made on this machine (scripts/localmodel/make_model.py) from 
 Job and hands the volume off, and the vLLM CPU image serves it: the pod becomes Ready by its own
 probes once the model has loaded, and answers a chat completion through the model's Service. The
 containers run under the rendered security context (read from the kernel, not from the spec),
-and the server reads, byte for byte, the hub's files. (Nothing re-checks those bytes once the
-puller's `hf download` has succeeded: the gate verifies an `s3` or `pvc` source's files, not an
-`hf` one's, so a byte changed on the volume afterwards goes unseen; not tested here.)
+and the server reads, byte for byte, the hub's files (the puller Job's `verify` container hashed
+them against the hub's records first; its refusal on the real node:
+tests/integration/test_real_hub_verify_cluster.py).
 
 Then the runtime contract on that one stack, the destructive tests last: the rendered CPU settings
 in the real server's environment and its KV cache; the hand-off of the ReadWriteOnce volume from

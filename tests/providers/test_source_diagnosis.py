@@ -38,6 +38,12 @@ def failed_pod(container: str, message: str, init: bool) -> dict:
     ("pull", True, "model-00001-of-00002.safetensors: multipart ETag of the copy 0f3e-3, the store's 9a1c-3\n"
      "llm-serving: corrupted (not the multipart ETag preview listed): model-00001-of-00002.safetensors",
      "source-corrupted", "is not the one preview listed, on every retry): model-00001-of-00002.safetensors;"),
+    ("verify", False, "model.safetensors: sha256 of its 1000 bytes is 9f3c, the hub's 1a2b\n"
+     "llm-serving: not the hub's files: model.safetensors(its 1000 bytes are not the hub's sha256, removed) "
+     "config.json(no download record); run `pulumi up` again to re-pull them; if they fail again, check that "
+     "http://hf-mirror:8080 serves them and their ETags unaltered", "source-corrupted",
+     "not what the hub named: model.safetensors(its 1000 bytes are not the hub's sha256, removed) "
+     "config.json(no download record); a file that differed"),
     ("pull", True, "directory not found: api error NoSuchBucket: The specified bucket does not exist",
      "source-not-found", "nothing in the store at the source"),
 ])
@@ -55,3 +61,16 @@ def test_a_hub_failure_reads_as_before():
         {"name": "puller", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}
     status = diagnose_puller_failure(job, [pod], {"m-pull-1-x": "huggingface_hub.errors.RevisionNotFoundError: x"}, [])
     assert status.reason == "revision-not-found"
+
+
+def test_a_hub_download_failure_is_read_from_the_init_container_s_termination_message():
+    """The Hub puller's `hf` is an init container: the log read is the pod's default container's
+    (`verify`, never started), so the verdict comes from `puller`'s termination message."""
+    job = {**JOB, "metadata": {**JOB["metadata"], "annotations": {"llm-serving.dev/model-source": "acme/x@main"}}}
+    message = "huggingface_hub.errors.RevisionNotFoundError: 404 Client Error.\nInvalid rev id: nope"
+    pod = {"metadata": {"name": "m-pull-1-x"}, "status": {"initContainerStatuses": [
+        {"name": "puller", "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}}]}}
+    logs = {"m-pull-1-x": "(log unavailable: container \"verify\" in pod is waiting to start)"}
+    status = diagnose_puller_failure(job, [pod], logs, [])
+    assert status.reason == "revision-not-found"
+    assert "Invalid rev id: nope" in status.details["logTail"]

@@ -71,7 +71,7 @@ def program(hub, monkeypatch):
 def puller_revision(declared: dict) -> str:
     # Named after its source (compile/plan.py weights_names): `tiny-puller-<hash>`.
     (puller,) = [manifest for name, manifest in declared.items() if stem(name) == "tiny-puller"]
-    args = puller["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = puller["spec"]["template"]["spec"]["initContainers"][0]["args"]  # `hf download`, then verify
     return args[args.index("--revision") + 1]
 
 

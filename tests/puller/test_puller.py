@@ -56,8 +56,10 @@ def run_puller(config, home: Path, secrets: dict | None = None, wait: bool = Tru
     references resolved from ``secrets``; ``env_override`` on top), nothing from this process's
     environment."""
     job = weights.compile_puller_job(config.models[0], config.platform)
-    (container,) = job["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["hf"]
+    # `hf download` is the init container; the Job's container verifies what it wrote
+    # (tests/puller/test_hub_verify.py runs it).
+    (container,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert container["command"] == ["hf"] and container["name"] == "puller"
     argv = [str(hub_cli()), *container["args"]]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8"}
     for item in container["env"]:

@@ -165,7 +165,9 @@ def test_models_without_their_own_secret_read_the_stack_secrets(deployed):
     recorder, _, _ = deployed
 
     def container(resource: str) -> dict:
-        return registered(recorder, resource)["wire"]["spec"]["template"]["spec"]["containers"][0]
+        spec = registered(recorder, resource)["wire"]["spec"]["template"]["spec"]
+        # A Hub puller's token is its init container's, `hf download` (its verify step reads none).
+        return spec["initContainers" if resource.endswith("-puller") else "containers"][0]
 
     token_ref = {"name": HF_TOKEN_SECRET.name, "key": HF_TOKEN_SECRET.key}
     assert env_of(container("open-puller"))["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == token_ref
@@ -197,7 +199,7 @@ def test_rendering_declares_no_secret_and_says_so(tmp_path):
     assert not [r for r in recorder.registered.values() if r["type"] == "kubernetes:core/v1:Secret"]
     assert any("Secret llm-serving-hf-token" in line and "not written" in line for line in logs.lines)
     # The puller still reads the Secret by name: it must exist in the cluster the files go to.
-    puller = registered(recorder, "open-puller")["wire"]["spec"]["template"]["spec"]["containers"][0]
+    puller = registered(recorder, "open-puller")["wire"]["spec"]["template"]["spec"]["initContainers"][0]
     assert env_of(puller)["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == HF_TOKEN_SECRET.name
     for resource in recorder.registered.values():
         assert not any(TOKEN in text for text in plain_strings(resource["wire"]))

@@ -107,7 +107,10 @@ class Cluster:
         if model:
             conditions.append(label_is(MODEL_LABEL, model))
         if arg:
-            conditions.append(f"object.spec.containers.exists(c, has(c.args) && c.args.exists(a, a == {json.dumps(arg)}))")
+            # The Hub puller's `hf` is an init container (the verify step runs after it).
+            has_arg = f"has(c.args) && c.args.exists(a, a == {json.dumps(arg)})"
+            conditions.append(f"object.spec.containers.exists(c, {has_arg}) || (has(object.spec.initContainers) "
+                              f"&& object.spec.initContainers.exists(c, {has_arg}))")
         policy = {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
             "metadata": {"name": name, "labels": {"llm-serving.dev/fault-suite": "true"}},
