@@ -200,7 +200,8 @@ def test_what_the_preflight_pinned_is_deployed_when_other_values_come_later(grap
     job = next(m for m in graph.manifests.values() if m["kind"] == "Job")
 
     def check(spec):
-        args = spec["template"]["spec"]["containers"][0]["args"]
+        (puller,) = [c for c in spec["template"]["spec"]["initContainers"] if c["name"] == "puller"]
+        args = puller["args"]
         assert args[args.index("--revision") + 1] == REVISION, args
 
     return job["spec"].apply(check)
