@@ -128,7 +128,10 @@ def test_up_on_the_cluster_keeps_the_token_in_the_secret_only(deployed, tmp_path
     secret = client.CoreV1Api().read_namespaced_secret("llm-serving-hf-token", deployed.namespace)
     assert base64.b64decode(secret.data["token"]).decode() == TOKEN
     job = json.loads(deployed.run("stack", "output", "--json").stdout)["models"]["tiny"]["objects"]["puller"]
-    pod_env = client.BatchV1Api().read_namespaced_job(job, deployed.namespace).spec.template.spec.containers[0].env
+    # The Hub's download is the Job's init container `puller` (its `verify` container reads no token).
+    pod = client.BatchV1Api().read_namespaced_job(job, deployed.namespace).spec.template.spec
+    (puller,) = [c for c in pod.init_containers if c.name == "puller"]
+    pod_env = puller.env
     (hf,) = [e for e in pod_env if e.name == "HF_TOKEN"]
     assert (hf.value, hf.value_from.secret_key_ref.name, hf.value_from.secret_key_ref.key) == (
         None, "llm-serving-hf-token", "token")
