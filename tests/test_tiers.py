@@ -37,9 +37,6 @@ def test_group_names_make_cluster_names():
         assert group.isascii() and group.replace("-", "").isalnum() and group == group.lower(), group
 
 
-MIXED_TIER_MODULES = {"test_bench_smoke"}
-
-
 def test_each_group_lists_cluster_tier_files_in_its_order():
     files = cluster_wide_files()
     assert list(files) == list(CLUSTER_WIDE_GROUPS)
@@ -47,9 +44,7 @@ def test_each_group_lists_cluster_tier_files_in_its_order():
         assert [Path(path).stem for path in paths] == list(CLUSTER_WIDE_GROUPS[group])
         for path in paths:
             assert (TESTS.parent / path).is_file(), path
-            # A module of several tiers (the bench smoke's: a case per tier, each marked) runs
-            # only its cluster-tier cases in a group (scripts/test.sh selects by marker).
-            assert FOLDER_TIERS[Path(path).parts[1]] == "cluster" or Path(path).stem in MIXED_TIER_MODULES, path
+            assert FOLDER_TIERS[Path(path).parts[1]] == "cluster", path
             # On one cluster under xdist (a developer's `-n`), they still share one worker.
             assert scope_of(f"{path}::test_x") == CLUSTER_WIDE
 

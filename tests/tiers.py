@@ -72,11 +72,6 @@ CLUSTER_WIDE_MODULES = {
     "test_real_gateway_cluster": "gateway, router and a CPU model on the real node; KEDA's CRDs",
     "test_real_hub_verify_cluster": "a Hub puller refused by its verify step on the real node (one per machine)",
     "test_bench_wake_smoke": "installs KEDA's CRDs (bench/wake.py), which others need absent first",
-    # Not for shared state, for the wall time: its cluster case (~170 s of `pulumi up`s) was the
-    # largest module of the default cluster's pass, the longest pass, while the gpus group ended
-    # ~5 minutes before the others (.test-durations/*.timeline.txt, 2026-12-07). Only its
-    # cluster-tier case runs there; its other cases stay in their tiers.
-    "test_bench_smoke": "the cluster benchmarks' smoke run, after the gpus group: that pass ends early",
 }
 
 
@@ -92,7 +87,7 @@ CLUSTER_WIDE_GROUPS = {
              # Last: it leaves KEDA's CRDs as it found them, but a failure mid-run could leave them.
              "test_bench_wake_smoke"),
     "gpus": ("test_multinode_on_cluster", "test_multinode_per_pod_on_cluster", "test_nim_multinode_cluster",
-             "test_placement_on_cluster", "test_bench_smoke"),
+             "test_placement_on_cluster"),
     # The one cluster with the real node (scripts/test.sh REAL_NODE_GROUP starts it with the node).
     # Real pods first: the real-node module's last test stops the cluster. The gateway module
     # installs KEDA's CRDs (and takes them off): nothing else in this group needs them absent.
