@@ -16,7 +16,6 @@ Only the `hf` image: the server never starts.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -24,10 +23,9 @@ import time
 import pytest
 
 from scripts.localmodel.hub_server import HubServer
-from testkit.harness import Project
 from testkit.hf_server import tiny_model_files
 from tests.integration.test_real_node_cluster import LABEL
-from tests.integration.test_real_pods_cluster import NODE_IP, PULLER_IMAGE, REPO, empty_free_volumes, get_json, kubectl, real_node_with
+from tests.integration.test_real_pods_cluster import NODE_IP, PULLER_IMAGE, REPO, get_json, kubectl, project_on, real_node_with
 
 pytestmark = pytest.mark.integration
 
@@ -69,18 +67,8 @@ def stack_config(hub_url: str) -> dict:
 @pytest.fixture(scope="module")
 def failed_up(realnode, hub, tmp_path_factory):
     _, kubeconfig = realnode
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = kubeconfig
-    try:
-        project = Project(tmp_path_factory.mktemp("realverify") / "project", "realverify", stack_config(hub.url))
-    finally:
-        if saved is None:
-            os.environ.pop("KUBECONFIG")
-        else:
-            os.environ["KUBECONFIG"] = saved
-    project.namespace = NAMESPACE
-    kubectl(kubeconfig, "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=180s", timeout=200, check=False)
-    empty_free_volumes(kubeconfig)
+    project = project_on(kubeconfig, tmp_path_factory.mktemp("realverify") / "project", "realverify", NAMESPACE,
+                         stack_config(hub.url))
     started = time.monotonic()
     try:
         result = project.up(check=False)

@@ -197,23 +197,32 @@ class Deployed:
     pod_events: list[dict]
 
 
-@pytest.fixture(scope="module")
-def deployed(realnode, hub, tmp_path_factory):
-    _, kubeconfig = realnode
+def project_on(kubeconfig: str, directory: Path, name: str, namespace: str, config: dict) -> Project:
+    """A project of ``config`` on the realnode cluster (the harness reads its KUBECONFIG when it
+    makes the project), once an earlier run's ``namespace`` is gone and the free real-node
+    volumes are empty."""
     saved = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = kubeconfig
     try:
-        project = Project(tmp_path_factory.mktemp("realpods") / "project", "realpods", stack_config(hub.url))
+        project = Project(directory, name, config)
     finally:
         if saved is None:
             os.environ.pop("KUBECONFIG")
         else:
             os.environ["KUBECONFIG"] = saved
-    project.namespace = NAMESPACE
+    project.namespace = namespace
     # An earlier run's namespace may still be terminating (its pods wait out their preStop): the
     # program would create its objects in a namespace being deleted.
-    kubectl(kubeconfig, "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=180s", timeout=200, check=False)
+    kubectl(kubeconfig, "wait", "--for=delete", f"namespace/{namespace}", "--timeout=180s", timeout=200, check=False)
     empty_free_volumes(kubeconfig)
+    return project
+
+
+@pytest.fixture(scope="module")
+def deployed(realnode, hub, tmp_path_factory):
+    _, kubeconfig = realnode
+    project = project_on(kubeconfig, tmp_path_factory.mktemp("realpods") / "project", "realpods", NAMESPACE,
+                         stack_config(hub.url))
     watch = PodEvents(kubeconfig, NAMESPACE)
     started = time.monotonic()
     try:

@@ -17,21 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from components.compile import common, weights
+from components.compile import weights
 from testkit.hf_server import hub_cli, tiny_model_files
 from tests.puller.test_puller import REPO, SERVED, run_puller, stack_for
 from tests.puller.test_s3_puller import gate_verdict
 
 RUN_TIMEOUT = 60
 CORRUPTED_EXIT = 44
-
-
-@pytest.fixture
-def volume(tmp_path, monkeypatch) -> Path:
-    mount = tmp_path / "model-store"
-    mount.mkdir()
-    monkeypatch.setattr(common, "WEIGHTS_MOUNT", str(mount))
-    return mount
 
 
 def verify_container(config) -> dict:

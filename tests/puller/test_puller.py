@@ -33,14 +33,6 @@ SERVED = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_
           "model.safetensors", "README.md"}
 
 
-@pytest.fixture
-def volume(tmp_path, monkeypatch) -> Path:
-    mount = tmp_path / "model-store"
-    mount.mkdir()
-    monkeypatch.setattr(common, "WEIGHTS_MOUNT", str(mount))
-    return mount
-
-
 def stack_for(hub, revision="main", **model_fields):
     config = load_stack_config({"models": [{
         "name": "tiny", "source": {"repo": REPO, "revision": revision}, "weights": {"size": "1Gi"},

@@ -70,14 +70,6 @@ def store(tmp_path, bin_dir):
         yield server
 
 
-@pytest.fixture
-def volume(tmp_path, monkeypatch) -> Path:
-    mount = tmp_path / "model-store"
-    mount.mkdir()
-    monkeypatch.setattr(common, "WEIGHTS_MOUNT", str(mount))
-    return mount
-
-
 def stack_for(store: S3Server, prefix: str = PREFIX, **source):
     config = load_stack_config({"models": [{
         "name": "tiny", "weights": {"size": "1Gi"},

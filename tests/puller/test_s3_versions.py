@@ -32,14 +32,6 @@ def bin_dir() -> Path:
     return tools_bin()
 
 
-@pytest.fixture
-def volume(tmp_path, monkeypatch) -> Path:
-    mount = tmp_path / "model-store"
-    mount.mkdir()
-    monkeypatch.setattr(common, "WEIGHTS_MOUNT", str(mount))
-    return mount
-
-
 def instant() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
